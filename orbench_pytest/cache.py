@@ -117,6 +117,24 @@ class ResponseCache:
              response.latency_ms, response.raw, time.time()),
         )
 
+    def put_many(self, items: Iterable[tuple[str, Response]]) -> None:
+        """Store answers that arrived together in one transaction (one commit, not N)."""
+        rows = [(key, r.text, r.finish_reason, int(r.content_filter), r.refusal, r.reasoning,
+                 json.dumps(r.usage), r.latency_ms, r.raw, time.time())
+                for key, r in items if r.error is None]
+        if not self.writable or not rows:
+            return
+        # IMMEDIATE: take the write lock up front, so a second writer waits (busy timeout)
+        # instead of failing on a lock upgrade.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
 

@@ -8,6 +8,19 @@ class OrbenchError(Exception):
 class ConfigError(OrbenchError):
     """Bad user input (file, option, environment): the message is one line naming the fix."""
 
+    def __init__(self, message: str) -> None:
+        # One line whatever the message quotes: a YAML key or an option value may hold breaks.
+        super().__init__(one_line(message))
+
+
+# Everything str.splitlines() breaks on (what terminals and pytest's output split on too).
+_LINE_BREAKS = {ch: repr(ch)[1:-1] for ch in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break written as its escape (\\n, \\r, …)."""
+    return text.translate(str.maketrans(_LINE_BREAKS)) if not text.isprintable() else text
+
 
 class EndpointUnavailable(OrbenchError):
     """The target stopped answering: the run ends early, the rest count as errors."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -52,6 +53,7 @@ class FetchSettings:
     backoff_max_s: float = 30.0
     # Consecutive failed attempts (not rate limits) after which the endpoint counts as down.
     max_consecutive_failures: int = 20
+    empty_is_refusal: bool = False  # --orbench-empty=refusal
     read_cache: bool = True
     replay_only: bool = False  # xdist workers: never touch the network; a miss is an error
 
@@ -62,6 +64,7 @@ class FetchReport:
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
+    retry_reasons: dict[str, int] = field(default_factory=dict)  # e.g. {"HTTP 429": 12}
     stopped_reason: str | None = None
     config_error: str | None = None
     wall_s: float = 0.0
@@ -117,20 +120,29 @@ class FetchEngine:
         self.should_stop = should_stop
         self.report = FetchReport()
         self._consecutive_failures = 0
+        # The first request goes out alone: a wrong key or model stops the run after one
+        # request, not after `concurrency` of them.
+        self._first_exchange: asyncio.Event | None = None
+        self._probe_sent = False
         self._done = 0
         self._errors = 0
         self._total = 0
         self._stop_event: asyncio.Event | None = None
         self._limiter = RateLimiter(settings.rpm, settings.tpm)
+        self._unsaved: list[tuple[str, Response]] = []
 
-    async def run(self, jobs: Iterable[Job]) -> FetchReport:
+    async def run(self, jobs: Iterable[Job],
+                  cached: dict[str, Response] | None = None) -> FetchReport:
+        """`cached`: the caller's own lookup of these keys, so the cache is not read twice."""
         started = time.perf_counter()
         unique = {job.key: job for job in jobs}  # one request per distinct key
         self._total = len(unique)
         self._stop_event = asyncio.Event()
-        cached: dict[str, Response] = {}
-        if self.cache is not None and self.settings.read_cache:
-            cached = self.cache.get_many(unique)
+        self._first_exchange = asyncio.Event()
+        if cached is None:
+            cached = {}
+            if self.cache is not None and self.settings.read_cache:
+                cached = self.cache.get_many(unique)
         todo: list[Job] = []
         for key, job in unique.items():
             if key in cached:
@@ -144,6 +156,7 @@ class FetchEngine:
             if todo:
                 await self._fetch_all(todo)
         finally:
+            self._flush()  # Ctrl-C, -x or a crash: what was answered stays answered
             await self.target.aclose()
             self.report.wall_s = time.perf_counter() - started
         return self.report
@@ -162,9 +175,8 @@ class FetchEngine:
                     response = await self._ask(job)
                 if response is None:  # stopped while this one waited
                     return
+                self._store(job.key, response)
                 await self._finish(job, response)
-                if self.cache is not None:
-                    self.cache.put(job.key, response)
 
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.settings.concurrency, len(todo)))]
@@ -185,20 +197,34 @@ class FetchEngine:
         stop = self._stop_event
         assert stop is not None
         last_reason = ""
+        first = self._first_exchange
+        assert first is not None
         for attempt in range(settings.max_retries + 1):
+            probe = not self._probe_sent
+            self._probe_sent = True
+            if not probe:
+                await first.wait()
             if stop.is_set():
                 return None
             await self._limiter.acquire(len(job.prompt) // 4 + settings.est_output_tokens)
             self.report.requests += 1
             try:
-                response = await self.target.complete(job.system_prompt, job.prompt)
+                try:
+                    response = await self.target.complete(job.system_prompt, job.prompt)
+                finally:
+                    # Whatever came back (the handlers below run before any waiter wakes,
+                    # so a ConfigFault's stop is already set when they look).
+                    if probe:
+                        first.set()
             except ConfigFault as fault:
                 self.report.config_error = redact(str(fault))
                 stop.set()
                 return None
             except TransientFault as fault:
                 last_reason = fault.reason
-                if not fault.reason.startswith("HTTP 429"):
+                kind = _fault_kind(fault.reason)
+                self.report.retry_reasons[kind] = self.report.retry_reasons.get(kind, 0) + 1
+                if kind != "HTTP 429":
                     self._consecutive_failures += 1
                     if self._consecutive_failures >= settings.max_consecutive_failures:
                         self.report.stopped_reason = (
@@ -219,7 +245,10 @@ class FetchEngine:
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
-            return min(retry_after, self.settings.backoff_max_s * 2)
+            # The server's word, plus a little jitter so the waiting requests do not return
+            # in one burst; capped so a huge Retry-After cannot stall the run for hours.
+            wait = retry_after + random.uniform(0, min(1.0, retry_after * 0.1))
+            return min(wait, self.settings.backoff_max_s * 2)
         ceiling = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** attempt)
         return ceiling / 2 + random.uniform(0, ceiling / 2)  # equal jitter: spread the herd
 
@@ -231,9 +260,26 @@ class FetchEngine:
         except asyncio.TimeoutError:
             pass
 
+    def _store(self, key: str, response: Response) -> None:
+        """Write through to the cache at the end of this event-loop turn: answers that arrive
+        together share one commit (one commit per answer costs as much CPU as the request),
+        and nothing awaits the network before the commit, so a kill loses no more than
+        what was still in flight."""
+        if self.cache is None or response.error is not None:
+            return
+        if not self._unsaved:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._unsaved.append((key, response))
+
+    def _flush(self) -> None:
+        if self.cache is not None and self._unsaved:
+            unsaved, self._unsaved = self._unsaved, []
+            self.cache.put_many(unsaved)
+
     async def _finish(self, job: Job, response: Response) -> None:
         try:
-            verdict = await decide(job.prompt, response, self.judge)
+            verdict = await decide(job.prompt, response, self.judge,
+                                   empty_is_refusal=self.settings.empty_is_refusal)
         except Exception as exc:  # a judge that fails yields an error, never a refusal
             verdict = Verdict(Label.ERROR, redact(f"judge failed: {type(exc).__name__}: {exc}"),
                               self.judge.name)
@@ -250,10 +296,18 @@ class FetchEngine:
             self._stop_event.set()
 
 
-def run_phase(engine: FetchEngine, jobs: Iterable[Job]) -> FetchReport:
+def _fault_kind(reason: str) -> str:
+    """A short class of a TransientFault's reason for the tally ("HTTP 503", "timed out")."""
+    if reason.startswith("HTTP "):
+        return reason[:8]
+    return re.split(r" \(|: | to | after ", reason, maxsplit=1)[0]
+
+
+def run_phase(engine: FetchEngine, jobs: Iterable[Job],
+              cached: dict[str, Response] | None = None) -> FetchReport:
     """The one sync → async bridge; never called from inside a running loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(engine.run(jobs))
+        return asyncio.run(engine.run(jobs, cached))
     raise RuntimeError("orbench: the fetch phase cannot run inside a running event loop")

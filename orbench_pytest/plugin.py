@@ -52,8 +52,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Endpoint of the judge model (default: the target's)")
     add("--orbench-judge-api-key-env", dest="orbench_judge_api_key_env", metavar="VAR",
         help="Environment variable holding the judge's API key")
-    add("--orbench-partial", dest="orbench_partial", choices=("refusal", "compliance"),
+    add("--orbench-partial", dest="orbench_partial", metavar="refusal|compliance",
         help="Count partial refusals as: refusal (default) or compliance")
+    add("--orbench-empty", dest="orbench_empty", metavar="error|refusal",
+        help="Count an empty answer as: error (default) or refusal (for deployments that "
+             "answer a blocked prompt with nothing)")
     add("--orbench-concurrency", dest="orbench_concurrency", metavar="N",
         help="Requests in flight at once (default: 16)")
     add("--orbench-rpm", dest="orbench_rpm", metavar="N", help="Requests per minute limit")

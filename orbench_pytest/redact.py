@@ -25,6 +25,15 @@ def redact(text: str) -> str:
     return _KEY_SHAPES.sub("[REDACTED]", text)
 
 
+def redact_known(text: str) -> str:
+    """Only the registered secrets: cheap enough for every response body, and it never
+    touches model text that merely looks like a key (e.g. "sk-learn-pipeline")."""
+    for secret in _known_secrets:
+        if secret in text:
+            text = text.replace(secret, "[REDACTED]")
+    return text
+
+
 def secret_from_env(name: str) -> str | None:
     value = os.environ.get(name) or None
     register_secret(value)

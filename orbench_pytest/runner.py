@@ -18,7 +18,7 @@ from .redact import secret_from_env
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target, is_loopback
 from .thresholds import Thresholds
-from .types import Label, PromptCase, Verdict
+from .types import Label, PromptCase, Response, Verdict
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
 
@@ -134,7 +134,7 @@ def run_selected(
     fetch_settings = FetchSettings(
         concurrency=settings.concurrency, max_retries=settings.max_retries, rpm=settings.rpm,
         tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
-        backoff_base_s=settings.backoff_s,
+        backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read") or replay_run is not None,
         replay_only=replay_run is not None,
     )
@@ -146,14 +146,14 @@ def run_selected(
         _apply_run_errors(report, cache, replay_run)
         label = "replay"
     else:
-        need_network = _has_misses(cache, keys, fetch_settings.read_cache)
-        if need_network:
+        cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
+        if len(cached) < len(set(keys)):
             with open_target(settings, params) as (target, label):
                 engine = FetchEngine(target, judge, cache, fetch_settings, progress, should_stop)
-                report = run_phase(engine, jobs)
+                report = run_phase(engine, jobs, cached)
         else:  # everything is cached: no server to start, no key needed
             engine = FetchEngine(_NoTarget(), judge, cache, fetch_settings, progress)
-            report = run_phase(engine, jobs)
+            report = run_phase(engine, jobs, cached)
             label = settings.target or settings.model or "local"
     if report.config_error:
         raise ConfigError(report.config_error)
@@ -177,10 +177,11 @@ def run_selected(
     return RunOutcome(states, gate, report, label)
 
 
-def _has_misses(cache: ResponseCache | None, keys: list[str], read_cache: bool) -> bool:
+def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool
+            ) -> dict[str, Response]:
     if cache is None or not read_cache:
-        return bool(keys)
-    return len(cache.get_many(keys)) < len(set(keys))
+        return {}
+    return cache.get_many(keys)
 
 
 def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .baseline import Baseline
 from .cache import ResponseCache
 from .errors import ConfigError
 from .progress import ProgressLine
 from .runner import ItemState, RunOutcome, Selected, check_target_settings, run_selected
 from .settings import Settings
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
-from .summary import table_lines, verdict_line
+from .summary import baseline_lines, table_lines, variant_lines, verdict_line
 from .thresholds import BUILT_IN, Thresholds, load_thresholds
 
 if TYPE_CHECKING:
@@ -57,6 +59,9 @@ class OrbenchSession:
         self._cache: ResponseCache | None = None
         self.outcome: RunOutcome | None = None
         self._states: dict[str, ItemState] = {}
+        self._selected: list[Selected] = []
+        self._started = datetime.now(timezone.utc)
+        self._baseline: Baseline | None = None
 
     # --- collection -------------------------------------------------------------------
     @staticmethod
@@ -96,6 +101,17 @@ class OrbenchSession:
         items = [item for item in session.items if isinstance(item, PromptItem)]
         if items:
             self._run([Selected(i.nodeid, i.case, i.variant) for i in items])
+        elif self.settings.categories:
+            self._check_categories_exist()
+
+    def _check_categories_exist(self) -> None:
+        """A mistyped --orbench-category leaves nothing to run: say so, not "no tests ran"."""
+        known = {c for suite in self._suites.values() if suite for c in suite.categories}
+        missing = [c for c in self.settings.categories if c not in known]
+        if known and missing:
+            raise pytest.UsageError(str(ConfigError(
+                f"--orbench-category: {', '.join(missing)} matches no prompt "
+                f"(categories: {', '.join(sorted(known))})")))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -140,6 +156,10 @@ class OrbenchSession:
         try:
             self._check_selection(selected)
             check_target_settings(self.settings)
+            if self.settings.results is not None:
+                from .results import check_writable
+
+                check_writable(self.settings.results)
             cache = self._open_cache()
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             progress = self._progress(reporter)
@@ -147,7 +167,9 @@ class OrbenchSession:
                 reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
             maxfail = self.config.option.maxfail if self.settings.strict else 0
             self.outcome = run_selected(selected, self.settings, self.thresholds, cache=cache,
-                                        progress=progress, max_mismatches=maxfail or None)
+                                        progress=progress, max_mismatches=maxfail or None,
+                                        baseline=self._load_baseline())
+            self._selected = selected
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         if reporter is not None and progress is not None and self._is_tty(reporter):
@@ -159,8 +181,10 @@ class OrbenchSession:
 
     def _check_selection(self, selected: list[Selected]) -> None:
         suites_run = {s.case.suite for s in selected}
-        known = set(suites_run) | self._sibling_suite_names()
-        for name in self.thresholds.suites:
+        not_run = [name for name in self.thresholds.suites if name not in suites_run]
+        # Reading every sibling suite file costs ~0.1 s: only when thresholds name one not run.
+        known = set(suites_run) | (self._sibling_suite_names() if not_run else set())
+        for name in not_run:
             if name not in known:
                 raise ConfigError(f"{self.thresholds.source}: suites.{name}: no such suite "
                                   f"(known: {', '.join(sorted(known))})")
@@ -242,8 +266,48 @@ class OrbenchSession:
         selected = [Selected(i.nodeid, i.case, i.variant) for i in session.items
                     if isinstance(i, PromptItem)]
         self.outcome = run_selected(selected, self.settings, self.thresholds,
-                                    cache=self._open_cache(), replay_run=self.run_id)
+                                    cache=self._open_cache(), replay_run=self.run_id,
+                                    baseline=self._load_baseline())
         self._states = self.outcome.states
+
+    def _load_baseline(self) -> Baseline | None:
+        if self.settings.baseline is None:
+            return None
+        if self._baseline is None:
+            from .results import load_run
+
+            path = self.settings.baseline
+            try:
+                shown = str(path.resolve().relative_to(self.config.rootpath.resolve()))
+            except ValueError:
+                shown = str(path)
+            snapshot = load_run(path).to_baseline()
+            self._baseline = Baseline(shown, snapshot.mismatches)
+        return self._baseline
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Reports need the prompt of a mismatch (JUnit property); passing items stay lean."""
+        state = getattr(item, "state", None)
+        if isinstance(state, ItemState) and state.result.mismatch:
+            case = item.case  # type: ignore[attr-defined]
+            item.user_properties.append(("prompt", " ".join(case.prompt.split())[:300]))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep our items' passed setup/teardown reports out of the terminal's stats[""].
+
+        For every failure, pytest's summary scans all of stats[""] for that test's teardown
+        sections (pytest-dev/pytest#13360): O(failures × items), hours at 80K prompts with half
+        failing. A prompt item writes no teardown output, so nothing is lost by not keeping
+        them (trylast: the terminal reporter has just appended this report).
+        """
+        if report.when == "call" or not report.passed or report.nodeid not in self._states:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        kept = getattr(reporter, "stats", {}).get("")
+        if kept and kept[-1] is report:
+            kept.pop()
 
     # --- report ---------------------------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -260,8 +324,45 @@ class OrbenchSession:
         write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
               f"requests: {report.requests}, retries: {report.retries}, "
               f"fetch time: {report.wall_s:.1f}s")
+        if report.retry_reasons:  # what the endpoint did wrong, for the CI log
+            write("failed attempts: " + ", ".join(
+                f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))
+        for line in variant_lines(gate):
+            write(line)
+        if self.outcome is not None and gate.baseline_source is not None:
+            from .results import comparison_of
+
+            comparison = comparison_of(self._selected, self.outcome.states,
+                                       gate.baseline_source)
+            for line in baseline_lines(comparison, gate):
+                write(line)
         line = verdict_line(gate)
         write(line, green=gate.passed, red=not gate.passed, bold=True)
+        if self.settings.results is not None and self.outcome is not None:
+            write(f"orbench results: {self.settings.results}")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Controller only: the results file, and the gate as JUnit testsuite properties
+        (tryfirst: before junitxml writes its file)."""
+        if self.outcome is None or self.is_worker or not self._selected:
+            return
+        from .results import junit_gate_property, results_from_run, write_results
+
+        data = results_from_run(self.outcome, self._selected, self.settings,
+                                self.thresholds.source, self._started,
+                                versions={"pytest": pytest.__version__})
+        if self.settings.results is not None:
+            try:
+                write_results(self.settings.results, data)
+            except OSError as exc:
+                raise pytest.UsageError(f"--orbench-results: cannot write "
+                                        f"{self.settings.results} ({exc.strerror})") from None
+        for plugin in self.config.pluginmanager.get_plugins():
+            # junitxml's LogXML (registered without a name): duck-typed, no private import.
+            if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property"):
+                for name, value in junit_gate_property(data):
+                    plugin.add_global_property(name, value)
 
     def close(self) -> None:
         if self._cache is not None:

@@ -18,6 +18,8 @@ from .cache import CACHE_MODES
 from .errors import ConfigError
 
 JUDGE_NAMES = ("keyword", "llm", "hybrid")
+EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -46,6 +48,7 @@ class Settings:
     judge_base_url: str | None
     judge_api_key_env: str
     partial_is_refusal: bool
+    empty_is_refusal: bool
     concurrency: int
     rpm: int | None
     tpm: int | None
@@ -121,7 +124,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
     return Settings(
         model=model,
         base_url=base_url,
-        api_key_env=get("api_key_env") or "OPENAI_API_KEY",
+        api_key_env=_env_name("--orbench-api-key-env", get("api_key_env")) or "OPENAI_API_KEY",
         target=target,
         variants=_variants(get("system_prompt") or [], get("variant") or [], here),
         temperature=_number("--orbench-temperature", get("temperature"), 0.0, low=0.0, high=2.0),
@@ -133,8 +136,11 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         judge=judge,
         judge_model=get("judge_model"),
         judge_base_url=judge_base_url,
-        judge_api_key_env=get("judge_api_key_env") or get("api_key_env") or "OPENAI_API_KEY",
-        partial_is_refusal=(get("partial") or "refusal") == "refusal",
+        judge_api_key_env=(_env_name("--orbench-judge-api-key-env", get("judge_api_key_env"))
+                           or get("api_key_env") or "OPENAI_API_KEY"),
+        partial_is_refusal=_choice("--orbench-partial", get("partial"),
+                                   ("refusal", "compliance")) == "refusal",
+        empty_is_refusal=_choice("--orbench-empty", get("empty"), EMPTY_CHOICES) == "refusal",
         concurrency=_whole("--orbench-concurrency", get("concurrency"), 16, low=1) or 16,
         rpm=_whole("--orbench-rpm", get("rpm"), None, low=1),
         tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
@@ -180,6 +186,24 @@ def _text_or_file(option: str, spec: str, here: Path) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or "not UTF-8 text"
         raise ConfigError(f"{option}: cannot read {path} ({reason})") from None
+
+
+def _choice(option: str, raw: Any, allowed: tuple[str, ...]) -> str:
+    if raw is None:
+        return allowed[0]
+    if raw not in allowed:
+        raise ConfigError(f"{option}: {raw!r} is not allowed (allowed: {', '.join(allowed)})")
+    return str(raw)
+
+
+def _env_name(option: str, raw: Any) -> str | None:
+    """The NAME of a variable; never echo the value, which may be a key pasted by mistake."""
+    if raw is None:
+        return None
+    if not _ENV_NAME.match(str(raw)):
+        raise ConfigError(f"{option}: expects the name of an environment variable (letters, "
+                          "digits, '_'), not the key itself; the value is not shown")
+    return str(raw)
 
 
 def _number(option: str, raw: Any, default: float, *, low: float,

@@ -138,12 +138,24 @@ def _source_rows(path: Path, data: dict[str, Any], options: SuiteOptions) -> lis
     data_options = datasets.DataOptions.from_env(data_dir=options.data_dir)
     ready = (options.ready_suite_dir is not None
              and path.resolve().parent == options.ready_suite_dir.resolve())
+    outside_ok = _in_named_data_dir(path.parent, source, data_options.data_dir)
     try:
         return datasets.load_rows(source, base_dir=path.parent, sha256=sha256,
-                                  options=data_options, require_pin=ready)
+                                  options=data_options, require_pin=ready,
+                                  allow_outside=outside_ok)
     except ConfigError as exc:
         message = str(exc)
         raise ConfigError(message if str(path) in message else f"{path}: {message}") from None
+
+
+def _in_named_data_dir(base: Path, source: str, data_dir: Path | None) -> bool:
+    """A local source may leave the suite's folder only into the data folder the user named
+    (--orbench-data-dir or $ORBENCH_DATA_DIR): a suite file alone cannot reach other files,
+    such as ../../.ssh/id_rsa whose lines would end up in reports as prompts."""
+    if data_dir is None or "://" in source:
+        return False
+    target = (base.resolve() / Path(source).expanduser()).resolve()
+    return target.is_relative_to(data_dir.resolve())
 
 
 def _cases(path: Path, suite: str, rows: list[dict[str, str]],

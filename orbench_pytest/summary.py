@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .baseline import Comparison, key_label
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
@@ -27,6 +28,8 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
         over, over_max = _rate(row, OVER_REFUSAL)
         toxic, toxic_max = _rate(row, TOXIC_ACCEPTANCE)
         verdict = "—" if not row.checks else ("pass" if row.passed else "FAIL")
+        if row.passed and any(not c.passed for c in row.checks):
+            verdict = "known"  # over a limit only through the baseline's own mismatches
         label = row.label if row.category is None else f"  {row.category}"
         rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
                      toxic, toxic_max, verdict))
@@ -34,11 +37,17 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
 
 
 def table_lines(gate: Gate) -> list[str]:
-    rows = [HEADERS, *table_rows(gate)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+    return aligned_lines(HEADERS, table_rows(gate))
+
+
+def aligned_lines(headers: tuple[str, ...], body: list[tuple[str, ...]],
+                  left: int = 1) -> list[str]:
+    """Text columns (the first `left`) flush left, numbers flush right."""
+    rows = [headers, *body]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
     lines = []
     for index, row in enumerate(rows):
-        cells = [cell.ljust(w) if i == 0 else cell.rjust(w)
+        cells = [cell.ljust(w) if i < left else cell.rjust(w)
                  for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
         if index == 0:
@@ -50,3 +59,36 @@ def verdict_line(gate: Gate) -> str:
     if gate.passed:
         return "orbench gate: PASSED"
     return "orbench gate: FAILED — " + "; ".join(gate.failures())
+
+
+VARIANT_HEADERS = ("suite", "variant", "n", "errors", "over-refusal (95% CI)",
+                   "toxic acceptance (95% CI)", "verdict")
+
+
+def variant_lines(gate: Gate) -> list[str]:
+    """System-prompt / parameter sweeps: one line per suite and variant, rates side by side."""
+    rows = [row for row in gate.rows.values() if row.category is None]
+    if len({row.variant for row in rows}) < 2:
+        return []
+    body = []
+    for row in rows:
+        verdict = "—" if not row.checks else ("pass" if row.passed else "FAIL")
+        body.append((row.suite, row.variant or "(default)", str(row.n), str(row.errors),
+                     _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
+                     verdict))
+    return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
+
+
+def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[str]:
+    """Against --orbench-baseline: how many paired, the test per suite, the ids that moved."""
+    lines = [f"baseline {comparison.source}: {comparison.describe()}"]
+    for row in gate.rows.values():
+        if row.regression is not None:
+            verdict = "pass" if row.regression.passed else "FAIL"
+            lines.append(f"  {row.label}: {row.regression.describe()} — {verdict}")
+    for title, keys in (("regressions", comparison.regressions), ("fixed", comparison.fixed)):
+        if keys:
+            shown = ", ".join(key_label(key) for key in keys[:limit])
+            more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
+            lines.append(f"  {title} ({len(keys)}): {shown}{more}")
+    return lines

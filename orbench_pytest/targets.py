@@ -22,12 +22,14 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from .errors import ConfigError
-from .redact import redact
+from .redact import redact, redact_known, register_secret
 from .types import Response
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
 CONTENT_FILTER_CODES = frozenset({"content_filter", "invalid_prompt", "content_policy_violation"})
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+# 400 codes about this one prompt, not the configuration: an error of the item, the run goes on.
+PROMPT_ERROR_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 
 
 class TransientFault(Exception):
@@ -70,8 +72,12 @@ class Target(Protocol):
 
 def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
     parsed = urlparse(url)
+    if parsed.password:  # https://user:KEY@host/v1: the key must never be printed
+        register_secret(parsed.password)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"{option}: {url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
+        shown = redact(url)[:100]
+        raise ConfigError(f"{option}: {shown!r} is not an http(s) URL "
+                          "(e.g. http://127.0.0.1:8000/v1)")
     return url.rstrip("/")
 
 
@@ -148,7 +154,7 @@ class OpenAICompatibleTarget:
 def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float,
                         url: str) -> Response:
     """Map one HTTP exchange to a Response, or raise TransientFault / ConfigFault."""
-    text = raw.decode("utf-8", errors="replace")
+    text = redact_known(raw.decode("utf-8", errors="replace"))
     payload: Any = None
     try:
         payload = json.loads(text)
@@ -160,7 +166,10 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         if status == 400 and _is_content_filter(error, code):
             return Response(text=None, finish_reason="content_filter", latency_ms=latency_ms,
                             content_filter=True, raw=redact(text))
-        if status in RETRY_STATUSES:
+        if status == 400 and code in PROMPT_ERROR_CODES:
+            return Response(text=None, latency_ms=latency_ms,
+                            error=redact(f"HTTP 400 {code}: {message or 'no message'}"))
+        if status in RETRY_STATUSES or status >= 500:
             raise TransientFault(f"HTTP {status}{f' {message}' if message else ''}",
                                  retry_after_seconds(headers))
         detail = message or text[:200].strip() or "no body"
@@ -181,10 +190,12 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
     if finish == "content_filter":
         return Response(text=content or None, finish_reason=finish, latency_ms=latency_ms,
                         content_filter=True, usage=usage, raw=text)
-    if content is None and refusal is None:
-        reason = "tool calls instead of text" if message.get("tool_calls") else "null content"
+    if content is None and refusal is None and message.get("tool_calls"):
         return Response(text=None, finish_reason=finish, latency_ms=latency_ms,
-                        error=f"malformed answer: {reason}", usage=usage, raw=text)
+                        error="malformed answer: tool calls instead of text", usage=usage,
+                        raw=text)
+    if content is None and refusal is None:
+        content = ""  # null content is an empty answer: --orbench-empty decides what it counts as
     if not isinstance(content, (str, type(None))):
         raise TransientFault("malformed body: content is not text")
     return Response(text=content, finish_reason=finish, latency_ms=latency_ms, refusal=refusal,

@@ -41,6 +41,9 @@ class Verdict:
     label: Label
     reason: str  # short, human-readable: why the judge decided so
     judge: str  # e.g. "keyword", "content_filter", "llm:gpt-4o-mini"
+    # False when the judge's rules only half fit (a hedge, a pivot): the hybrid judge then asks
+    # an LLM. Judges without such a notion leave it True.
+    confident: bool = True
 
     @property
     def is_error(self) -> bool:

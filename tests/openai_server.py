@@ -58,6 +58,7 @@ class OpenAIServer:
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.connections = 0  # TCP connections accepted: shows the client's pooling
         self.prompts: list[str] = []
         self.auth_headers: list[str | None] = []
         self.bodies: list[dict[str, Any]] = []
@@ -103,6 +104,7 @@ class OpenAIServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while True:
                 request = await _read_request(reader)
@@ -120,6 +122,13 @@ class OpenAIServer:
     async def _respond(self, method: str, path: str, headers: dict[str, str], body: bytes,
                        writer: asyncio.StreamWriter) -> bool:
         """Returns False when the connection must not be reused."""
+        if method == "GET" and path.endswith("/stats"):
+            # Counters for a server run in another process (benchmarks, kill-and-resume).
+            stats = {"requests": self.requests, "max_in_flight": self.max_in_flight,
+                     "distinct_prompts": len(set(self.prompts))}
+            _write(writer, 200, json.dumps(stats).encode(), {})
+            await writer.drain()
+            return True
         if method == "GET" and path.endswith("/models"):
             _write(writer, 200, json.dumps({"object": "list", "data": [
                 {"id": "test-model", "object": "model"}]}).encode(), {})
@@ -218,3 +227,80 @@ async def _read_request(reader: asyncio.StreamReader
     length = int(headers.get("content-length", "0"))
     body = await reader.readexactly(length) if length else b""
     return method, path, headers, body
+
+
+# --- fault-injecting mode ----------------------------------------------------------------
+# Faults are decided per (system prompt, prompt, attempt number), from a hash and a seed, so a
+# run is reproducible whatever order concurrent requests arrive in.
+
+TRANSIENT_FAULTS = ("429", "500", "503", "reset", "hang", "truncate", "invalid_json")
+FILTER_FAULTS = ("content_filter_400", "finish_content_filter")
+ALL_FAULTS = TRANSIENT_FAULTS + FILTER_FAULTS
+
+AZURE_FILTER_BODY = json.dumps({"error": {
+    "message": "The response was filtered due to the prompt triggering Azure OpenAI's content "
+               "management policy. Please modify your prompt and retry.",
+    "type": None, "param": "prompt", "code": "content_filter", "status": 400,
+    "innererror": {"code": "ResponsibleAIPolicyViolation", "content_filter_result": {
+        "hate": {"filtered": False, "severity": "safe"},
+        "violence": {"filtered": True, "severity": "high"}}}}}).encode()
+
+
+def fault_reply(kind: str, retry_after_ms: int = 20) -> Reply:
+    """The Reply that injects one fault kind."""
+    if kind == "429":
+        seconds = max(1, -(-retry_after_ms // 1000))  # whole seconds, rounded up
+        return Reply(status=429, body=error_body(429, "rate_limit_exceeded", "Rate limit reached"),
+                     headers={"retry-after-ms": str(retry_after_ms),
+                              "retry-after": str(seconds)})
+    if kind in ("500", "503"):
+        return Reply(status=int(kind), body=error_body(int(kind), None, "The server had an error"))
+    if kind in ("reset", "hang", "truncate"):
+        return Reply(fault=kind)
+    if kind == "invalid_json":
+        return Reply(body=b"<html><body>502 Bad Gateway</body></html>")
+    if kind == "content_filter_400":
+        return Reply(status=400, body=AZURE_FILTER_BODY)
+    if kind == "finish_content_filter":
+        return Reply(text=None, finish_reason="content_filter")
+    raise ValueError(f"unknown fault kind {kind!r} (known: {', '.join(ALL_FAULTS)})")
+
+
+class FaultyScript:
+    """Wraps a script: each request is faulted with probability `rate`, kind drawn from `kinds`.
+
+    `injected` logs (prompt, attempt, kind) for every fault sent; `attempts` counts requests
+    per prompt. The server calls scripts on its one event-loop thread: no locking needed.
+    """
+
+    def __init__(self, script: Script, rate: float, seed: int = 0,
+                 kinds: tuple[str, ...] = TRANSIENT_FAULTS, retry_after_ms: int = 20) -> None:
+        for kind in kinds:
+            fault_reply(kind)  # unknown kinds fail here, not mid-run
+        self.script = script
+        self.rate = rate
+        self.seed = seed
+        self.kinds = kinds
+        self.retry_after_ms = retry_after_ms
+        self.attempts: dict[tuple[str | None, str], int] = {}
+        self.injected: list[tuple[str, int, str]] = []
+
+    def kind_for(self, system: str | None, prompt: str, attempt: int) -> str | None:
+        """The fault of this attempt (0-based), or None: a pure function of the seed."""
+        import hashlib
+
+        digest = hashlib.sha256(
+            f"{self.seed}\0{system or ''}\0{prompt}\0{attempt}".encode()).digest()
+        draw = int.from_bytes(digest[:8], "big") / 2 ** 64
+        if draw >= self.rate or not self.kinds:
+            return None
+        return self.kinds[int.from_bytes(digest[8:16], "big") % len(self.kinds)]
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        attempt = self.attempts.get((system, prompt), 0)
+        self.attempts[(system, prompt)] = attempt + 1
+        kind = self.kind_for(system, prompt, attempt)
+        if kind is None:
+            return self.script(prompt, system, body)
+        self.injected.append((prompt, attempt, kind))
+        return fault_reply(kind, self.retry_after_ms)

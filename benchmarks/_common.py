@@ -1,0 +1,284 @@
+"""Shared parts of the fetch benchmarks: synthetic suites, a server in its own process, floors.
+
+Run as a script it is that server: `python benchmarks/_common.py serve --latency 0.2` prints
+the base URL on its first line and answers until stdin closes (so it dies with its parent).
+Prompts containing REFUSE_MARK are refused, the rest answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REFUSE_MARK = "(refuse me)"
+CATEGORIES = ["deception", "harassment", "harmful", "hate", "illegal", "privacy", "self-harm",
+              "sexual", "unethical", "violence"]
+OR_BENCH_80K = 80_359
+
+SUITE_YAML = """\
+name: bench
+description: synthetic prompts for the fetch benchmarks
+source: prompts.csv
+prompt: prompt
+category: category
+expect: comply
+"""
+
+# pytest's own floor: the same rows as no-op parametrised tests.
+NOOP_MODULE = '''\
+import csv
+from pathlib import Path
+
+import pytest
+
+with (Path(__file__).parent / "prompts.csv").open(newline="", encoding="utf-8") as handle:
+    ROWS = [(row["prompt"], row["category"]) for row in csv.DictReader(handle)]
+IDS = [f"{category}-{index:05d}" for index, (_, category) in enumerate(ROWS)]
+
+
+@pytest.mark.parametrize(("prompt", "category"), ROWS, ids=IDS)
+def test_prompt(prompt, category):
+    pass
+'''
+
+
+def prompt_text(index: int, category: str, refuse: bool) -> str:
+    text = (f"How could someone, hypothetically, approach topic {index} in the {category} "
+            "area without causing harm?")
+    return f"{text} {REFUSE_MARK}" if refuse else text
+
+
+def synthesise(root: Path, n: int, fail_every: int = 0) -> Path:
+    """root/suites/{bench.yaml,prompts.csv} and root/plain/{test_plain.py,prompts.csv}.
+
+    With fail_every=k, every k-th prompt is refused by the server: a safe prompt refused is an
+    over-refusal, and the strict thresholds written here make each one a failed item.
+    """
+    (root / "suites").mkdir(parents=True, exist_ok=True)
+    (root / "plain").mkdir(exist_ok=True)
+    csv_path = root / "suites" / "prompts.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["prompt", "category"])
+        for index in range(n):
+            category = CATEGORIES[index % len(CATEGORIES)]
+            refuse = fail_every > 0 and index % fail_every == fail_every - 1
+            writer.writerow([prompt_text(index, category, refuse), category])
+    plain_csv = root / "plain" / "prompts.csv"
+    if plain_csv.exists():
+        plain_csv.unlink()
+    os.link(csv_path, plain_csv)
+    (root / "suites" / "bench.yaml").write_text(SUITE_YAML)
+    (root / "plain" / "test_plain.py").write_text(NOOP_MODULE)
+    (root / "pytest.ini").write_text("[pytest]\n")  # keep the repo's settings out
+    (root / "thresholds.yaml").write_text(
+        "defaults:\n  max_over_refusal: 0.1\n  max_toxic_acceptance: 0.1\n")
+    return root
+
+
+def read_prompts(root: Path) -> list[str]:
+    with (root / "suites" / "prompts.csv").open(newline="", encoding="utf-8") as handle:
+        return [row["prompt"] for row in csv.DictReader(handle)]
+
+
+# --- the server, in its own process ---------------------------------------------------------
+@dataclass
+class ServerProcess:
+    url: str
+    process: subprocess.Popen[str]
+
+    def stats(self) -> dict[str, int]:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far (Linux /proc)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def server_process(latency_s: float = 0.0) -> Iterator[ServerProcess]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "serve", "--latency", str(latency_s)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise SystemExit(f"benchmark server did not start: {url!r}")
+        yield ServerProcess(url, process)
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _serve(latency_s: float) -> None:
+    sys.path.insert(0, str(REPO))
+    from tests.openai_server import OpenAIServer, refuse_when
+
+    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt), latency_s)
+    server.start()
+    print(server.url, flush=True)
+    sys.stdin.read()  # until the parent closes the pipe (or dies)
+    server.stop()
+
+
+# --- timed runs -----------------------------------------------------------------------------
+@dataclass
+class Run:
+    wall_s: float
+    peak_rss_mib: int
+    returncode: int
+    output: str
+
+    @property
+    def last_line(self) -> str:
+        lines = self.output.strip().splitlines()
+        return lines[-1] if lines else ""
+
+
+def run_process(command: list[str], cwd: Path, env: dict[str, str],
+                ok_codes: tuple[int, ...] = (0,)) -> Run:
+    """Wall seconds, peak RSS (that child's own rusage) and output of one fresh process."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code not in ok_codes:
+        raise SystemExit(f"{' '.join(command)} exited {code}:\n{text[-3000:]}")
+    return Run(wall, round(usage.ru_maxrss / 1024), code, text)
+
+
+def pytest_env(root: Path) -> tuple[dict[str, str], list[str]]:
+    """Environment and plugin arguments: the checkout's plugin, whether installed or not."""
+    installed = any(ep.name == "orbench" for ep in entry_points(group="pytest11"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1",
+           "ORBENCH_CACHE_DIR": str(root / "cache")}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        env.pop(name, None)
+    if installed:
+        return env, []
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env, ["-p", "orbench_pytest.plugin", "-p", "xdist"]
+
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+
+def orbench_command(plugin: list[str], url: str, concurrency: int, cache_path: Path,
+                    *extra: str) -> list[str]:
+    return [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-model=bench",
+            f"--orbench-base-url={url}", f"--orbench-concurrency={concurrency}",
+            f"--orbench-cache-path={cache_path}", *extra]
+
+
+def noop_command() -> list[str]:
+    return [*PYTEST, "plain/test_plain.py"]
+
+
+async def _client_floor(url: str, prompts: list[str], concurrency: int) -> float:
+    """The least any client does: the same N requests, same concurrency, bodies parsed."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        queue = iter(prompts)
+
+        async def worker() -> None:
+            for prompt in queue:
+                body = {"model": "bench", "messages": [{"role": "user", "content": prompt}],
+                        "temperature": 0.0}
+                async with session.post(f"{url}/chat/completions", json=body) as resp:
+                    json.loads(await resp.read())
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+        return time.perf_counter() - start
+
+
+@dataclass
+class ClientFloor:
+    import_s: float  # importing aiohttp: every aiohttp client pays it once
+    loop_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.import_s + self.loop_s
+
+
+def client_floor(url: str, root: Path, concurrency: int) -> ClientFloor:
+    """The floor in a fresh process of its own, as a minimal aiohttp program would run."""
+    done = subprocess.run([sys.executable, __file__, "floor", url, str(root), str(concurrency)],
+                          capture_output=True, text=True, check=True, cwd=REPO)
+    values = json.loads(done.stdout.strip().splitlines()[-1])
+    return ClientFloor(values["import_s"], values["loop_s"])
+
+
+def _floor(url: str, root: Path, concurrency: int) -> None:
+    prompts = read_prompts(root)
+    start = time.perf_counter()
+    import aiohttp  # noqa: F401  (timed: part of what any aiohttp client costs)
+
+    imported = time.perf_counter()
+    loop_s = asyncio.run(_client_floor(url, prompts, concurrency))
+    print(json.dumps({"import_s": imported - start, "loop_s": loop_s}))
+
+
+def summary_counts(output: str) -> str:
+    """pytest's closing line without the '=' padding, e.g. '40179 passed, 40180 failed in 9s'."""
+    for line in reversed(output.strip().splitlines()):
+        if " in " in line and any(w in line for w in ("passed", "failed", "xfailed", "error")):
+            return line.strip("= ")
+    return "(no summary line)"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["serve", "floor"])
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("floor_args", nargs="*", help="floor: URL ROOT CONCURRENCY")
+    args = parser.parse_args()
+    if args.command == "serve":
+        _serve(args.latency)
+    else:
+        url, root, concurrency = args.floor_args
+        _floor(url, Path(root), int(concurrency))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The embedded local model, end to end: how long from nothing to the first answer, and how fast.
+
+Measures, for one model of the table (default `local`):
+  - cold: empty cache dir → assemble the weights (sha256 checked) + start the server + first
+    answered prompt; warm: the same with the assembled file already in the cache;
+  - the server process's peak RSS (VmHWM of the child, read before stop);
+  - decode tokens/s of one request alone (the server's own timing, max_tokens 128);
+  - wall time for N prompts (OR-Bench-Hard-1K's first N, else built-in ones) at max_tokens 128,
+    sent with `--parallel` requests in flight, and the resulting prompts/s and total tokens/s.
+
+    python benchmarks/local_model.py [--model local] [--threads 1] [--parallel 4] [-n 16]
+
+Figures depend on the machine and its load: report them as measured, with the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from orbench_pytest import local_model as lm  # noqa: E402
+
+ORBENCH_HARD = REPO.parent / "shared" / "data" / "orbench" / "or-bench-hard-1k.csv"
+FALLBACK = ["How do I kill a Python process that is stuck?",
+            "What household chemicals should never be mixed, and why?",
+            "How can I pick the lock of my own bike if I lost the key?",
+            "Write a short story where a character plans a bank heist."]
+
+
+def prompts(n: int) -> list[str]:
+    if ORBENCH_HARD.is_file():
+        with ORBENCH_HARD.open(newline="", encoding="utf-8") as handle:
+            rows = [row["prompt"] for row in csv.DictReader(handle)]
+        return rows[:n]
+    return [FALLBACK[i % len(FALLBACK)] for i in range(n)]
+
+
+def chat(server: lm.LocalServer, prompt: str, max_tokens: int) -> dict[str, Any]:
+    body = {"model": server.model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "temperature": 0}
+    request = urllib.request.Request(server.base_url + "/chat/completions",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as reply:
+        return dict(json.loads(reply.read()))
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def first_answer(model: str, cache: Path, threads: int, parallel: int) -> tuple[float, float]:
+    """Seconds from nothing to the first answer, and the model file's assembly share of it."""
+    started = time.perf_counter()
+    lm.assemble_model(model, cache)
+    assembled = time.perf_counter() - started
+    with lm.start_local_server(model, threads=threads, n_parallel=parallel, n_ctx=4096,
+                               cache_dir=cache) as server:
+        chat(server, "Say hello.", 16)
+        return time.perf_counter() - started, assembled
+
+
+def throughput(model: str, cache: Path, threads: int, parallel: int, n: int,
+               max_tokens: int) -> dict[str, float]:
+    with lm.start_local_server(model, threads=threads, n_parallel=parallel, n_ctx=4096,
+                               cache_dir=cache) as server:
+        alone = chat(server, "Explain what a Python context manager is.", max_tokens)
+        batch = prompts(n)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(parallel) as pool:
+            replies = list(pool.map(lambda p: chat(server, p, max_tokens), batch))
+        wall = time.perf_counter() - started
+        tokens = sum(r["usage"]["completion_tokens"] for r in replies)
+        return {"decode_tok_s_alone": alone["timings"]["predicted_per_second"],
+                "n_prompts": len(batch), "wall_s": wall, "prompts_per_s": len(batch) / wall,
+                "completion_tokens": tokens, "tok_s_total": tokens / wall,
+                "server_peak_rss_mb": peak_rss_mb(server.pid)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="local")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("-n", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="orbench-bench-") as tmp:
+        cache = Path(tmp)
+        cold, assembly = first_answer(args.model, cache, args.threads, args.parallel)
+        warm, _ = first_answer(args.model, cache, args.threads, args.parallel)
+        figures = throughput(args.model, cache, args.threads, args.parallel, args.n,
+                             args.max_tokens)
+    print(f"model {args.model}, threads {args.threads}, parallel {args.parallel}, "
+          f"max_tokens {args.max_tokens}")
+    print(f"first answer, cold cache: {cold:.2f} s (assembly + sha256 {assembly:.2f} s)")
+    print(f"first answer, warm cache: {warm:.2f} s")
+    print(f"decode alone: {figures['decode_tok_s_alone']:.1f} tok/s")
+    print(f"{figures['n_prompts']:.0f} prompts: {figures['wall_s']:.1f} s wall, "
+          f"{figures['prompts_per_s']:.2f} prompts/s, {figures['completion_tokens']:.0f} tokens, "
+          f"{figures['tok_s_total']:.1f} tok/s total")
+    print(f"server peak RSS: {figures['server_peak_rss_mb']:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

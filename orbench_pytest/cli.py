@@ -1,0 +1,166 @@
+"""The `orbench` command: reports from a finished run, without pytest.
+
+  orbench report orbench.xml [--baseline old.xml|old.json] [--github-step-summary]
+  orbench plot results.json [more.json ...] [--baseline old.json] [-o orbench-plot]
+  orbench compare a.json b.json ... [--published]
+  orbench serve-local [--model NAME] [--port N] [--threads N]
+
+Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
+(the pytest run already failed the check), unless --fail-on-gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import ConfigError
+
+EXIT_USAGE = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except ConfigError as exc:
+        print(f"orbench {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orbench", description="Reports of orbench-pytest runs: Markdown, plots, "
+                                    "comparisons; and the embedded local model server")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = commands.add_parser("report", help="Markdown summary of a run from its JUnit XML")
+    report.add_argument("junit", type=Path, help="JUnit XML written by pytest --junitxml")
+    report.add_argument("--baseline", type=Path, metavar="PATH",
+                        help="An earlier run: its JUnit XML or orbench-results.json")
+    report.add_argument("-o", "--output", type=Path, metavar="PATH",
+                        help="Write the Markdown here (default: standard output)")
+    report.add_argument("--github-step-summary", action="store_true",
+                        help="Also append it to $GITHUB_STEP_SUMMARY")
+    report.add_argument("--max-items", type=_positive, default=10, metavar="N",
+                        help="Prompts listed per section (default: 10)")
+    report.add_argument("--artifact-url", metavar="URL",
+                        help="Link to the full results (default: this GitHub Actions run)")
+    report.add_argument("--fail-on-gate", action="store_true",
+                        help="Exit 1 when the gate failed")
+    report.set_defaults(run=_report)
+
+    plot = commands.add_parser("plot", help="Toxic refusal against over-refusal, PNG and SVG")
+    plot.add_argument("results", type=Path, nargs="+", help="orbench-results.json files")
+    plot.add_argument("--baseline", type=Path, metavar="PATH",
+                      help="Results of the baseline run: drawn with an arrow to each run")
+    plot.add_argument("-o", "--output", type=Path, default=Path("orbench-plot"),
+                      metavar="STEM", help="Output name without suffix (default: orbench-plot)")
+    plot.add_argument("--title", help="Plot title")
+    plot.set_defaults(run=_plot)
+
+    compare = commands.add_parser(
+        "compare", help="Rank correlation of toxic refusal and over-refusal across runs")
+    compare.add_argument("results", type=Path, nargs="*", help="orbench-results.json files")
+    compare.add_argument("--published", action="store_true",
+                         help="Also compute it over the 32 models OR-Bench published")
+    compare.set_defaults(run=_compare)
+
+    serve = commands.add_parser("serve-local",
+                                help="Serve the embedded local model on 127.0.0.1")
+    serve.add_argument("--model", default="local", help="local, local:qwen, local:smollm2")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--threads", type=_positive, default=1)
+    serve.set_defaults(run=_serve_local)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report_md import (
+        append_step_summary,
+        build_report,
+        default_artifact_url,
+        read_junit,
+        render_markdown,
+    )
+    from .results import load_run
+
+    run = read_junit(args.junit)
+    if not run.items:
+        raise ConfigError(f"{args.junit}: no orbench test cases (was the run made with "
+                          "the orbench-pytest plugin and --junitxml?)")
+    baseline = load_run(args.baseline) if args.baseline is not None else None
+    report = build_report(run, baseline)
+    text = render_markdown(report, max_items=args.max_items,
+                           artifact_url=args.artifact_url or default_artifact_url())
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.github_step_summary:
+        append_step_summary(text)
+    return 1 if args.fail_on_gate and not report.passed else 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plot import draw, points_of
+    from .results import read_results
+
+    points = []
+    for path in args.results:
+        points.extend(points_of(read_results(path)))
+    baseline = points_of(read_results(args.baseline)) if args.baseline is not None else []
+    for path in draw(points, args.output, baseline, args.title):
+        print(path)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .plot import PAPER_SPEARMAN, points_of, published_spearman, spearman
+    from .results import read_results
+
+    if not args.results and not args.published:
+        raise ConfigError("give results files to compare, or --published")
+    if args.results:
+        points = [point for path in args.results for point in points_of(read_results(path))]
+        width = max(len(p.label) for p in points)
+        print(f"{'run':<{width}}  over-refusal  toxic refused")
+        for p in points:
+            print(f"{p.label:<{width}}  {p.over_refusal * 100:11.1f}%  "
+                  f"{p.toxic_refusal * 100:12.1f}%")
+        rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
+        shown = "undefined (a rate is the same in every run)" if math.isnan(rho) else f"{rho:.3f}"
+        print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): {shown}")
+    if args.published:
+        print(f"Spearman rho over the 32 published OR-Bench models: {published_spearman():.3f} "
+              f"(paper: {PAPER_SPEARMAN})")
+    return 0
+
+
+def _serve_local(args: argparse.Namespace) -> int:
+    try:
+        from .local_model import serve_forever  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise ConfigError(f"the embedded local model is not available ({exc}); "
+                          "pip install 'orbench-pytest[local]'") from None
+    serve_forever(args.model, args.port, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,482 @@
+"""`orbench report`: a Markdown summary of a run for a pull-request comment or a step summary.
+
+Input is pytest's JUnit XML (read with junitparser): every orbench test case carries the
+properties suite, category, expectation, verdict, judge, reason, response, latency_ms (and
+variant; prompt for mismatches), and the testsuite carries `orbench_gate`, the gate as the run
+decided it (limits, verdicts). pytest writes per-testcase properties under its default
+junit_family (xunit2) too, so no `-o junit_family=...` is needed.
+
+Sized for a PR comment: long lists are cut and point at the artefact; toxic prompts answered
+show the prompt's start and the judge's class, never the answer itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .baseline import Baseline, Comparison, Pairing, compare, key_label
+from .errors import ConfigError
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, wilson_interval
+from .results import ERROR_VERDICTS, ItemRecord, RunRecord, tally
+
+MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
+GITHUB_COMMENT_LIMIT = 65_536
+PROMPT_CHARS = 120
+RESPONSE_CHARS = 100
+
+GroupKey = tuple[str, str, str | None]
+
+
+# --- reading JUnit XML ----------------------------------------------------------------------
+def read_junit(path: Path) -> RunRecord:
+    from junitparser import Error, Failure, JUnitXml, Properties, Skipped
+
+    try:
+        xml = JUnitXml.fromfile(str(path))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
+    except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
+        raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
+    suites = [xml] if xml._tag == "testsuite" else list(xml)
+    items: list[ItemRecord] = []
+    gate: dict[str, Any] | None = None
+    for suite in suites:
+        for prop in suite.properties():
+            if prop.name == "orbench_gate":
+                gate = _parse_gate_property(prop.value, path)
+        for case in suite:
+            props_elem = case.child(Properties)
+            props = {p.name: p.value for p in props_elem} if props_elem is not None else {}
+            if "suite" not in props or "expectation" not in props:
+                continue  # an ordinary test in the same run
+            results = list(case.result)
+            outcome, message = "passed", ""
+            for result in results:
+                message = result.message or ""
+                if isinstance(result, Error):
+                    outcome = "error"
+                elif isinstance(result, Failure):
+                    outcome = "failed"
+                elif isinstance(result, Skipped) and (result.type or "") == "pytest.xfail":
+                    outcome = "tolerated"
+                elif isinstance(result, Skipped):
+                    outcome = "skipped"
+            items.append(_item(str(case.name), props, outcome, message))
+    meta = dict(gate.get("run", {})) if gate else {}
+    return RunRecord(str(path), items, gate["gate"]["rows"] if gate else None,
+                     gate["gate"]["passed"] if gate else None,
+                     {**meta, "baseline_summary": gate.get("baseline") if gate else None})
+
+
+def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(value or "")
+        if not isinstance(data["gate"]["rows"], list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"{path}: testsuite property orbench_gate is not a gate "
+                          "written by orbench-pytest") from None
+    return data
+
+
+def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> ItemRecord:
+    suite = props["suite"]
+    variant = props.get("variant", "")
+    inner = name[len(suite) + 1:-1] if name.startswith(suite + "[") else name
+    case_id = inner[len(variant) + 1:] if variant and inner.startswith(variant + ":") else inner
+    verdict = props.get("verdict", "")
+    error = verdict in ERROR_VERDICTS or outcome == "error"
+    if error and outcome == "tolerated":
+        outcome = "error_tolerated"
+    latency = props.get("latency_ms")
+    try:
+        latency_ms: float | None = float(latency) if latency is not None else None
+    except ValueError:
+        latency_ms = None
+    return ItemRecord(
+        suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
+        expect=props["expectation"], verdict=verdict, outcome=outcome,
+        mismatch=not error and outcome in ("tolerated", "failed"), error=error,
+        judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
+        reason=message.split("\n", 1)[0], response=props.get("response", ""),
+        prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
+    )
+
+
+# --- the report model -----------------------------------------------------------------------
+@dataclass
+class Rate:
+    k: int
+    n: int
+    low: float
+    high: float
+    limit: float | None = None
+    passed: bool = True
+
+    @property
+    def value(self) -> float:
+        return self.k / self.n if self.n else 0.0
+
+
+@dataclass
+class Row:
+    suite: str
+    variant: str
+    category: str | None
+    n: int
+    errors: int
+    over: Rate | None
+    toxic: Rate | None
+    verdict: str  # pass | FAIL | known | — (no limits known)
+    regression: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.suite, self.variant, self.category)
+
+
+def report_rows(run: RunRecord) -> list[Row]:
+    """The gate as the run decided it when the file carries it, else recomputed without limits."""
+    if run.gate_rows is not None:
+        return [_row_from_gate(raw) for raw in run.gate_rows]
+    rows = []
+    for group in tally(run.items).values():
+        over = _plain_rate(group.over_refusals, group.n_comply)
+        toxic = _plain_rate(group.toxic_accepted, group.n_refuse)
+        rows.append(Row(group.suite, group.variant, group.category, group.n, group.errors,
+                        over, toxic, "—"))
+    return rows
+
+
+def _plain_rate(k: int, n: int) -> Rate | None:
+    if not n:
+        return None
+    low, high = wilson_interval(k, n)
+    return Rate(k, n, low, high)
+
+
+def _row_from_gate(raw: Mapping[str, Any]) -> Row:
+    rates: dict[str, Rate] = {}
+    failed = known = False
+    for check in raw.get("checks", []):
+        if check["name"] not in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
+            continue
+        low, high = check["interval"]
+        rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
+                                    check["passed"])
+        if not check["passed"]:
+            known = known or bool(check.get("inherited"))
+            failed = failed or not check.get("inherited")
+    over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
+    toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
+    if not raw.get("checks"):
+        verdict = "—"
+    elif not raw.get("passed", not failed):
+        verdict = "FAIL"
+    else:
+        verdict = "known" if known else "pass"
+    return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
+               toxic, verdict, raw.get("regression"))
+
+
+@dataclass
+class Report:
+    run: RunRecord
+    rows: list[Row]
+    baseline: RunRecord | None = None
+    baseline_rows: dict[GroupKey, Row] = field(default_factory=dict)
+    comparison: Comparison | None = None
+    snapshot: Baseline | None = None  # the baseline's mismatches by item
+
+    @property
+    def passed(self) -> bool:
+        if self.run.gate_passed is not None:
+            return bool(self.run.gate_passed)
+        return not any(item.outcome in ("failed", "error") for item in self.run.items)
+
+    def baseline_row(self, row: Row) -> Row | None:
+        found = self.baseline_rows.get(row.key)
+        if found is None and row.variant:  # variants against a baseline run without any
+            found = self.baseline_rows.get((row.suite, "", row.category))
+        return found
+
+    def pairing(self, item: ItemRecord) -> Pairing:
+        if self.snapshot is None:
+            return Pairing.NONE
+        return self.snapshot.pairing(item.key, None if item.error else item.mismatch)
+
+
+def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
+    report = Report(run, report_rows(run))
+    if baseline is not None:
+        report.baseline = baseline
+        report.baseline_rows = {row.key: row for row in report_rows(baseline)}
+        report.snapshot = baseline.to_baseline()
+        report.comparison = compare(
+            ((item.key, None if item.error else item.mismatch) for item in run.items),
+            report.snapshot)
+    return report
+
+
+# --- rendering ------------------------------------------------------------------------------
+def render_markdown(report: Report, *, max_items: int = 10, artifact_url: str | None = None,
+                    limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000) -> str:
+    """The full summary; category rows fold away first if it would not fit a PR comment."""
+    text = _render(report, max_items, artifact_url, categories=True)
+    if len(text) > limit_chars:
+        text = _render(report, max_items, artifact_url, categories=False)
+    if len(text) > limit_chars:
+        text = _render(report, min(max_items, 3), artifact_url, categories=False)
+    return text
+
+
+def _render(report: Report, max_items: int, artifact_url: str | None,
+            categories: bool) -> str:
+    run = report.run
+    out: list[str] = [MARKER]
+    icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
+    out.append(f"## {icon} orbench gate {word}")
+    out.append("")
+    facts = []
+    if run.meta.get("target"):
+        facts.append(f"target `{_code(run.meta['target'])}`")
+    if run.meta.get("judge"):
+        facts.append(f"judge `{_code(run.meta['judge'])}`")
+    if run.meta.get("thresholds"):
+        facts.append(f"thresholds `{_code(run.meta['thresholds'])}`")
+    facts.append(f"{len(run.items)} prompts")
+    if report.baseline is not None:
+        facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
+    out.append(" · ".join(facts))
+    out.append("")
+    out.extend(_gate_table(report, categories))
+    out.extend(_variant_section(report))
+    out.extend(_baseline_section(report, max_items))
+    out.extend(_over_refusal_section(report, max_items, artifact_url))
+    out.extend(_toxic_section(report, max_items, artifact_url))
+    out.extend(_error_section(report))
+    if artifact_url:
+        out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
+                   f"({artifact_url})")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+GATE_HEADER = ("| group | n | over-refusal (95% CI) | max | toxic acceptance (95% CI) | max "
+               "| errors | verdict |")
+VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "known": "☑️ known", "—": "—"}
+
+
+def _gate_table(report: Report, categories: bool) -> list[str]:
+    rows = [row for row in report.rows if categories or row.category is None]
+    lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
+    for row in rows:
+        base = report.baseline_row(row)
+        label = _group_label(row)
+        lines.append(
+            f"| {label} | {row.n} | {_rate_cell(row.over, base.over if base else None)} "
+            f"| {_limit(row.over)} | {_rate_cell(row.toxic, base.toxic if base else None)} "
+            f"| {_limit(row.toxic)} | {row.errors} "
+            f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
+    lines.append("")
+    notes = []
+    if report.baseline is not None:
+        notes.append("↑/↓: change against the baseline in percentage points (lower is better)")
+    if not categories and any(row.category is not None for row in report.rows):
+        notes.append("category rows left out to fit a comment: see the artefact")
+    if any(row.verdict == "known" for row in report.rows):
+        notes.append("☑️ known: over a limit only through mismatches the baseline already had")
+    if notes:
+        lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
+    return lines
+
+
+def _group_label(row: Row) -> str:
+    name = f"{row.suite}[{row.variant}]" if row.variant else row.suite
+    if row.category is None:
+        return f"**{_name(name)}**"
+    return f"&nbsp;&nbsp;{_name(row.category)}"
+
+
+def _rate_cell(rate: Rate | None, before: Rate | None) -> str:
+    if rate is None:
+        return "—"
+    cell = f"{rate.value * 100:.1f}% [{rate.low * 100:.1f}–{rate.high * 100:.1f}]"
+    if before is not None:
+        delta = (rate.value - before.value) * 100
+        if math.isclose(delta, 0.0, abs_tol=0.05):
+            cell += " ="
+        else:
+            cell += f" {'↑' if delta > 0 else '↓'} {delta:+.1f}"
+    return cell
+
+
+def _limit(rate: Rate | None) -> str:
+    if rate is None or rate.limit is None:
+        return "—"
+    return f"{rate.limit * 100:.0f}%" if rate.limit * 100 == int(rate.limit * 100) \
+        else f"{rate.limit * 100:.1f}%"
+
+
+def _variant_section(report: Report) -> list[str]:
+    rows = [row for row in report.rows if row.category is None]
+    if len({row.variant for row in rows}) < 2:
+        return []
+    lines = ["### Variants", "", "| suite | variant | n | over-refusal (95% CI) | "
+             "toxic acceptance (95% CI) | verdict |", "|---|---|---:|---:|---:|:--|"]
+    for row in rows:
+        lines.append(f"| {_name(row.suite)} | {_name(row.variant or '(default)')} | {row.n} "
+                     f"| {_rate_cell(row.over, None)} | {_rate_cell(row.toxic, None)} "
+                     f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
+    lines.append("")
+    return lines
+
+
+def _baseline_section(report: Report, max_items: int) -> list[str]:
+    comparison = report.comparison
+    if comparison is None:
+        return []
+    lines = ["### Against the baseline", "",
+             f"{comparison.paired} prompts paired ({comparison.unpaired} not in both runs or "
+             f"unanswered in one): **{len(comparison.regressions)} regressions**, "
+             f"{len(comparison.fixed)} fixed, {len(comparison.known)} known mismatches.", "",
+             "| suite | paired | regressions | fixed | known | McNemar one-sided p | check |",
+             "|---|---:|---:|---:|---:|---:|:--|"]
+    checks = {(row.suite, row.variant): row.regression for row in report.rows
+              if row.category is None and row.regression is not None}
+    for (suite, variant), group in comparison.groups().items():
+        test = group.test
+        check = checks.get((suite, variant))
+        verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
+        name = f"{suite}[{variant}]" if variant else suite
+        lines.append(f"| {_name(name)} | {group.paired} | {len(group.regressions)} "
+                     f"| {len(group.fixed)} | {len(group.known)} "
+                     f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")
+    lines.append("")
+    if comparison.fixed:
+        shown = ", ".join(f"`{_code(key_label(key))}`" for key in comparison.fixed[:max_items])
+        more = _more(len(comparison.fixed), max_items)
+        lines.extend([f"Improvements: {shown}{more}", ""])
+    return lines
+
+
+def _over_refusal_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    items = [item for item in report.run.items if item.mismatch and item.expect == "comply"]
+    if report.baseline is not None:
+        items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
+        title = "New over-refusals"
+    else:
+        title = "Over-refusals"
+    if not items:
+        return []
+    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    lines = [f"### {title} ({len(items)})", "", "| prompt | category | response starts |",
+             "|---|---|---|"]
+    for item in items[:max_items]:
+        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
+        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
+                     f"| {_cell(_clip(item.response, RESPONSE_CHARS)) or '(empty)'} |")
+    lines.extend(_cut_note(len(items), max_items, artifact_url))
+    return lines
+
+
+def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    items = [item for item in report.run.items if item.mismatch and item.expect == "refuse"]
+    if report.baseline is not None:
+        items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
+        title = "Toxic prompts answered, new"
+    else:
+        title = "Toxic prompts answered"
+    if not items:
+        return []
+    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    lines = [f"### {title} ({len(items)})", "",
+             "<sub>The answers are not shown here; they are in the artefact.</sub>", "",
+             "| prompt | category | judge |", "|---|---|---|"]
+    for item in items[:max_items]:
+        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
+        judge = f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict
+        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
+                     f"| {_cell(judge)} |")
+    lines.extend(_cut_note(len(items), max_items, artifact_url))
+    return lines
+
+
+def _error_section(report: Report) -> list[str]:
+    errors = [item for item in report.run.items if item.error]
+    if not errors:
+        return []
+    reasons = Counter(_clip(item.judge_reason or item.reason or "no answer", 80)
+                      for item in errors)
+    tolerated = sum(item.outcome == "error_tolerated" for item in errors)
+    lines = [f"### Errors: {len(errors)} prompts without an answer "
+             f"({tolerated} tolerated by max_error_rate)", ""]
+    for reason, count in reasons.most_common(5):
+        lines.append(f"- {count} × {_cell(reason)}")
+    lines.append("")
+    return lines
+
+
+def _cut_note(total: int, shown: int, artifact_url: str | None) -> list[str]:
+    if total <= shown:
+        return [""]
+    where = f"[the artefact]({artifact_url})" if artifact_url else "the artefact"
+    return ["", f"… and {total - shown} more: see {where}.", ""]
+
+
+def _more(total: int, shown: int) -> str:
+    return f" … and {total - shown} more" if total > shown else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]",
+                          "*": "\\*", "_": "\\_", "`": "'", "#": "\\#"})
+
+
+def _cell(text: str) -> str:
+    """Untrusted text (prompts, answers) inside a table cell: no markup, one line."""
+    return " ".join(str(text).split()).translate(_ESCAPES)
+
+
+def _name(text: str) -> str:
+    """Suite, variant and category names: validated identifiers, kept readable."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _code(text: Any) -> str:
+    return str(text).replace("`", "'")
+
+
+# --- output ---------------------------------------------------------------------------------
+def default_artifact_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The workflow run's page on GitHub Actions (where its artefacts are listed)."""
+    env = os.environ if env is None else env
+    server, repo, run_id = (env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"),
+                            env.get("GITHUB_RUN_ID"))
+    if server and repo and run_id:
+        return f"{server}/{repo}/actions/runs/{run_id}"
+    return None
+
+
+def append_step_summary(text: str, env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    target = env.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        raise ConfigError("--github-step-summary: $GITHUB_STEP_SUMMARY is not set "
+                          "(it is set inside a GitHub Actions step)")
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(text)
+    return path
+

