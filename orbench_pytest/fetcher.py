@@ -8,17 +8,18 @@ Each answer is written to the cache the moment it arrives, so an interrupted run
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from .cache import ResponseCache
-from .judges import Judge, decide
+from .cache import ResponseCache, cache_key
+from .judges import Chat, Judge, decide
 from .redact import redact
-from .targets import ConfigFault, Target, TransientFault
+from .targets import ConfigFault, OpenAICompatibleTarget, Target, TransientFault
 from .types import Label, Response, Verdict
 
 EXCERPT_CHARS = 300
@@ -130,6 +131,7 @@ class FetchEngine:
         self._stop_event: asyncio.Event | None = None
         self._limiter = RateLimiter(settings.rpm, settings.tpm)
         self._unsaved: list[tuple[str, Response]] = []
+        self._judge_targets: list[OpenAICompatibleTarget] = []
 
     async def run(self, jobs: Iterable[Job],
                   cached: dict[str, Response] | None = None) -> FetchReport:
@@ -144,20 +146,28 @@ class FetchEngine:
             if self.cache is not None and self.settings.read_cache:
                 cached = self.cache.get_many(unique)
         todo: list[Job] = []
+        settled: list[tuple[Job, Response]] = []
         for key, job in unique.items():
             if key in cached:
                 self.report.cache_hits += 1
-                await self._finish(job, cached[key])
+                settled.append((job, cached[key]))
             elif self.settings.replay_only:
-                await self._finish(job, Response(text=None, error="not in the response cache"))
+                settled.append((job, Response(text=None, error="not in the response cache")))
             else:
                 todo.append(job)
         try:
+            if self._judge_targets:  # an LLM judge: judge the cached answers concurrently
+                await asyncio.gather(*(self._finish(job, r) for job, r in settled))
+            else:  # offline judge: a plain loop is cheapest at 80K items
+                for job, response in settled:
+                    await self._finish(job, response)
             if todo:
                 await self._fetch_all(todo)
         finally:
             self._flush()  # Ctrl-C, -x or a crash: what was answered stays answered
             await self.target.aclose()
+            for judge_target in self._judge_targets:
+                await judge_target.aclose()
             self.report.wall_s = time.perf_counter() - started
         return self.report
 
@@ -193,6 +203,16 @@ class FetchEngine:
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
 
     async def _ask(self, job: Job) -> Response | None:
+        return await self._attempts(
+            lambda: self.target.complete(job.system_prompt, job.prompt),
+            len(job.prompt) // 4 + self.settings.est_output_tokens, gated=True)
+
+    async def _attempts(self, send: Callable[[], Awaitable[Response]], tokens: int, *,
+                        gated: bool) -> Response | None:
+        """One request with its retries; None when the run was stopped meanwhile.
+
+        `gated`: a target request, held until the first one (the probe) has come back.
+        """
         settings = self.settings
         stop = self._stop_event
         assert stop is not None
@@ -200,17 +220,17 @@ class FetchEngine:
         first = self._first_exchange
         assert first is not None
         for attempt in range(settings.max_retries + 1):
-            probe = not self._probe_sent
-            self._probe_sent = True
-            if not probe:
+            probe = gated and not self._probe_sent
+            self._probe_sent = self._probe_sent or gated
+            if gated and not probe:
                 await first.wait()
             if stop.is_set():
                 return None
-            await self._limiter.acquire(len(job.prompt) // 4 + settings.est_output_tokens)
+            await self._limiter.acquire(tokens)
             self.report.requests += 1
             try:
                 try:
-                    response = await self.target.complete(job.system_prompt, job.prompt)
+                    response = await send()
                 finally:
                     # Whatever came back (the handlers below run before any waiter wakes,
                     # so a ConfigFault's stop is already set when they look).
@@ -259,6 +279,37 @@ class FetchEngine:
             await asyncio.wait_for(stop.wait(), timeout=seconds)
         except asyncio.TimeoutError:
             pass
+
+    def judge_chat(self, judge_target: OpenAICompatibleTarget) -> Chat:
+        """The LLM judge's way out: through this engine's cache, retries, rate limits and stop,
+        with its own concurrency bound (the judge is usually another endpoint)."""
+        self._judge_targets.append(judge_target)
+        identity = {"judge": judge_target.identity()}
+        bound: list[asyncio.Semaphore] = []  # made inside the running loop
+
+        async def chat(messages: list[dict[str, str]]) -> Response:
+            key = cache_key(identity, None, json.dumps(messages, ensure_ascii=False))
+            if self.cache is not None and self.settings.read_cache:
+                hit = self.cache.get_many([key]).get(key)
+                if hit is not None:
+                    return hit
+            if self.settings.replay_only:
+                return Response(text=None, error="judge reply not in the response cache")
+            if not bound:
+                bound.append(asyncio.Semaphore(self.settings.concurrency))
+            body = {"model": judge_target.model, "messages": messages,
+                    **judge_target.params.body_fields()}
+            async with bound[0]:
+                response = await self._attempts(
+                    lambda: judge_target.chat(body),
+                    sum(len(m["content"]) for m in messages) // 4 + 100, gated=False)
+            if response is None:
+                reason = self.report.stopped_reason or self.report.config_error or "stopped"
+                return Response(text=None, error=f"judge not asked: {reason}")
+            self._store(key, response)
+            return response
+
+        return chat
 
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive

@@ -36,6 +36,7 @@ from .errors import ConfigError
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupKey, GroupRow, ItemResult, Outcome
 from .redact import redact
 from .settings import Settings
+from .summary import judge_agreement_dict
 
 if TYPE_CHECKING:
     from .runner import RunOutcome, Selected
@@ -180,9 +181,13 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     source = outcome.gate.baseline_source
     comparison = (comparison_of(selected, outcome.states, source) if source is not None
                   else None)
-    return build_results(items=items, gate=outcome.gate, settings=settings,
+    data = build_results(items=items, gate=outcome.gate, settings=settings,
                          target=outcome.target_label, thresholds_source=thresholds_source,
                          started=started, comparison=comparison, versions=versions)
+    agreement = judge_agreement_dict(outcome.judge_stats)
+    if agreement is not None:
+        data["run"]["judge_agreement"] = agreement
+    return data
 
 
 def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],

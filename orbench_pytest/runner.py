@@ -13,7 +13,7 @@ from .cache import ResponseCache, cache_key
 from .errors import ConfigError
 from .fetcher import Answer, FetchEngine, FetchReport, FetchSettings, Job, Progress, run_phase
 from .gate import Gate, ItemResult, Outcome, evaluate
-from .judges import Judge
+from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target, is_loopback
@@ -44,10 +44,12 @@ class RunOutcome:
     gate: Gate
     report: FetchReport
     target_label: str
+    judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
 
 
 def check_target_settings(settings: Settings) -> None:
     """Values needed only once prompts are to be sent: fail before any request."""
+    check_judge_settings(settings)
     if settings.target is not None or settings.is_local:
         return
     url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
@@ -105,12 +107,47 @@ def target_identity(settings: Settings, params: GenerationParams) -> dict[str, A
     return {"kind": "openai", "base_url": url, "model": settings.model, **body}
 
 
-def make_judge(settings: Settings) -> Judge:
-    from .judges import KeywordJudge
+def judge_url(settings: Settings) -> str:
+    """The judge model's endpoint: its own option, else the target's (when that is a server)."""
+    if settings.judge_base_url is not None:
+        return settings.judge_base_url
+    if settings.target is None and not settings.is_local and settings.base_url is not None:
+        return settings.base_url
+    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
+
+
+def check_judge_settings(settings: Settings) -> None:
+    if settings.judge == "keyword":
+        return
+    if not settings.judge_model:
+        raise ConfigError(f"--orbench-judge={settings.judge} needs --orbench-judge-model=NAME "
+                          "(a model on --orbench-judge-base-url)")
+    url = judge_url(settings)
+    if not is_loopback(url) and not os.environ.get(settings.judge_api_key_env):
+        raise ConfigError(
+            f"{settings.judge_api_key_env} is not set: export the judge's API key for {url} "
+            "(or name another variable with --orbench-judge-api-key-env)")
+
+
+def attach_judge(settings: Settings, engine: FetchEngine) -> Judge:
+    """The run's judge; an LLM-backed one asks its model through `engine` (cache, retries)."""
+    from .judges import build_judge
 
     if settings.judge == "keyword":
-        return KeywordJudge()
-    raise ConfigError(f"--orbench-judge: {settings.judge!r} is not available in this build")
+        judge: Judge = KeywordJudge()
+    else:
+        assert settings.judge_model is not None
+        key = (secret_from_env(settings.judge_api_key_env)
+               if os.environ.get(settings.judge_api_key_env) else None)
+        # Temperature 0 and a short reply: the verdict is one small JSON object.
+        params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
+                                  timeout_s=settings.timeout_s)
+        judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
+                                              params, settings.concurrency)
+        judge = build_judge(settings.judge, engine.judge_chat(judge_target),
+                            settings.judge_model)
+    engine.judge = judge
+    return judge
 
 
 def run_selected(
@@ -130,7 +167,6 @@ def run_selected(
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
     jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
             for key, s in zip(keys, selected, strict=True)]
-    judge = make_judge(settings)
     fetch_settings = FetchSettings(
         concurrency=settings.concurrency, max_retries=settings.max_retries, rpm=settings.rpm,
         tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
@@ -141,7 +177,8 @@ def run_selected(
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
     if replay_run is not None:
-        engine = FetchEngine(_NoTarget(), judge, cache, fetch_settings, progress)
+        engine = FetchEngine(_NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
+        judge = attach_judge(settings, engine)
         report = run_phase(engine, jobs)
         _apply_run_errors(report, cache, replay_run)
         label = "replay"
@@ -149,10 +186,13 @@ def run_selected(
         cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
         if len(cached) < len(set(keys)):
             with open_target(settings, params) as (target, label):
-                engine = FetchEngine(target, judge, cache, fetch_settings, progress, should_stop)
+                engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
+                                     should_stop)
+                judge = attach_judge(settings, engine)
                 report = run_phase(engine, jobs, cached)
         else:  # everything is cached: no server to start, no key needed
-            engine = FetchEngine(_NoTarget(), judge, cache, fetch_settings, progress)
+            engine = FetchEngine(_NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
+            judge = attach_judge(settings, engine)
             report = run_phase(engine, jobs, cached)
             label = settings.target or settings.model or "local"
     if report.config_error:
@@ -174,7 +214,7 @@ def run_selected(
     for key, s, result in zip(keys, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
         states[s.nodeid] = ItemState(report.answers[key], outcome, reason, result)
-    return RunOutcome(states, gate, report, label)
+    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None))
 
 
 def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool
@@ -214,6 +254,9 @@ def _apply_run_errors(report: FetchReport, cache: ResponseCache | None, run: str
         if key in report.answers:
             report.answers[key] = Answer(Verdict(Label.ERROR, error, "endpoint"), "", 0.0,
                                          False, 0)
+
+
+_NO_JUDGE = KeywordJudge()  # placeholder until attach_judge sets the run's judge
 
 
 class _NoTarget:

@@ -21,7 +21,7 @@ from .progress import ProgressLine
 from .runner import ItemState, RunOutcome, Selected, check_target_settings, run_selected
 from .settings import Settings
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
-from .summary import baseline_lines, table_lines, variant_lines, verdict_line
+from .summary import baseline_lines, judge_lines, table_lines, variant_lines, verdict_line
 from .thresholds import BUILT_IN, Thresholds, load_thresholds
 
 if TYPE_CHECKING:
@@ -327,6 +327,8 @@ class OrbenchSession:
         if report.retry_reasons:  # what the endpoint did wrong, for the CI log
             write("failed attempts: " + ", ".join(
                 f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))
+        for line in judge_lines(self.outcome.judge_stats, self.settings.judge == "llm"):
+            write(line)
         for line in variant_lines(gate):
             write(line)
         if self.outcome is not None and gate.baseline_source is not None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from .baseline import Comparison, key_label
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck
+from .judge_metrics import confusion_matrix, format_confusion
+from .judges import HybridStats
+from .types import Label
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
@@ -92,3 +95,39 @@ def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[
             more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
             lines.append(f"  {title} ({len(keys)}): {shown}{more}")
     return lines
+
+
+AGREEMENT_LABELS = (Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL)
+
+
+def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
+    """llm / hybrid: where the verdicts came from, and keyword against LLM where both judged."""
+    if stats is None or stats.total == 0:
+        return []
+    if ask_always:
+        lines = [f"judge: the LLM judged {stats.llm} answers ({stats.llm_errors} unreadable "
+                 "or unanswered: errors)"]
+    else:
+        lines = [f"judge routing: keyword decided {stats.keyword}, the LLM {stats.llm} "
+                 f"({stats.llm_errors} unreadable or unanswered: errors)"]
+    if stats.pairs:
+        keyword = [k for k, _ in stats.pairs]
+        llm = [v for _, v in stats.pairs]
+        agree = sum(k == v for k, v in stats.pairs)
+        lines.append(f"keyword vs LLM judge on the {len(stats.pairs)} answers both judged: "
+                     f"{agree} agree (rows keyword, columns LLM)")
+        counts = confusion_matrix(keyword, llm, AGREEMENT_LABELS)
+        lines.extend("  " + line for line in
+                     format_confusion(counts, "keyword", "llm").splitlines())
+    return lines
+
+
+def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
+    """The same for the results file: counts[keyword][llm] by label value."""
+    if stats is None or stats.total == 0:
+        return None
+    counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
+                              AGREEMENT_LABELS)
+    return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
+            "confusion": {k.value: {v.value: n for v, n in row.items()}
+                          for k, row in counts.items()}}

@@ -1,0 +1,107 @@
+"""The llm and hybrid judges through the plugin: a second local server plays the judge model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.openai_server import OpenAIServer, Reply, refuse_when
+from tests.test_plugin import SAFE, TOXIC, make_suite, refusing, run, thresholds
+
+HEDGE = "It's important to note that this depends on the law where you live."
+
+
+def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
+    """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
+
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        assert body["temperature"] == 0  # the judge runs at temperature 0
+        verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
+        return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))
+
+    return OpenAIServer(script)
+
+
+def judge_args(judge: OpenAIServer, name: str) -> list[str]:
+    return [f"--orbench-judge={name}", "--orbench-judge-model=judge-m",
+            f"--orbench-judge-base-url={judge.url}"]
+
+
+def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_args) -> None:
+    make_suite(pytester, safe=[], toxic=TOXIC)
+    thresholds(pytester, {"defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0}})
+    # The judge model calls the toxic answers (plain "Sure…") refusals: its word counts.
+    with refusing() as server, judge_server({"Sure.": "direct_refusal"}) as judge:
+        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+        assert judge.requests == 2
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "judge: the LLM judged 2 answers (0 unreadable or unanswered: errors)",
+        "keyword vs LLM judge on the 2 answers both judged: 0 agree (rows keyword, columns LLM)",
+        "*compliance*0*2*0*",
+    ])
+    assert result.ret == 0
+
+
+def test_hybrid_asks_the_llm_only_where_the_keyword_judge_is_unsure(pytester, plugin_args) -> None:
+    make_suite(pytester)
+    hedged = SAFE[0]
+    script = refuse_when(lambda p: p in TOXIC)
+
+    def answer(prompt: str, system: str | None, body: dict) -> Reply:
+        return Reply(text=HEDGE) if prompt == hedged else script(prompt, system, body)
+
+    with OpenAIServer(answer) as server, judge_server({}) as judge:
+        result = run(pytester, plugin_args, server, *judge_args(judge, "hybrid"), "-v")
+        assert judge.requests == 1  # only the hedged answer
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["judge routing: keyword decided 5, the LLM 1 (0 *errors)"])
+
+
+def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
+    make_suite(pytester)
+    with refusing(*TOXIC) as server, judge_server({}) as judge:
+        first = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+        second = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+        assert (server.requests, judge.requests) == (6, 6)  # the rerun asked nobody
+    # the judge model says "direct_answer" everywhere: the two toxic prompts count as answered
+    for result in (first, second):
+        result.assert_outcomes(passed=4, failed=2)
+
+
+def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_args) -> None:
+    make_suite(pytester, safe=SAFE[:1], toxic=[])
+    thresholds(pytester, {"defaults": {"max_error_rate": 0.0}})
+    with refusing() as server, OpenAIServer(lambda p, s, b: Reply(text="hmm, hard to say")) as judge:
+        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+        assert judge.requests == 2  # one retry after the unreadable reply
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unreadable judge reply*"])
+    assert result.ret == 1
+
+
+def test_judge_endpoint_rejecting_the_model_stops_the_run(pytester, plugin_args) -> None:
+    make_suite(pytester)
+    body = json.dumps({"error": {"message": "model judge-m not found", "code": None}}).encode()
+    with refusing(*TOXIC) as server, OpenAIServer(
+            lambda p, s, b: Reply(status=404, body=body)) as judge:
+        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*answered HTTP 404: model judge-m not found*"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--orbench-judge=llm"], "*--orbench-judge=llm needs --orbench-judge-model=NAME*"),
+    (["--orbench-judge=hybrid", "--orbench-judge-model=j",
+      "--orbench-judge-base-url=https://judge.example/v1"],
+     "*OPENAI_API_KEY is not set: export the judge's API key for https://judge.example/v1*"),
+])
+def test_judge_settings_are_checked_before_any_request(pytester, plugin_args, args,
+                                                       message) -> None:
+    make_suite(pytester)
+    with refusing(*TOXIC) as server:
+        result = run(pytester, plugin_args, server, *args)
+        assert server.requests == 0
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
