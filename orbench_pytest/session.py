@@ -6,6 +6,7 @@ It loads suites for collection, runs the fetch-and-judge phase once the selectio
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import uuid
 from datetime import datetime, timezone
@@ -166,6 +167,7 @@ class OrbenchSession:
             if reporter is not None:
                 reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
             maxfail = self.config.option.maxfail if self.settings.strict else 0
+            self.settings = self._with_suite_judge(selected)
             self.outcome = run_selected(selected, self.settings, self.thresholds, cache=cache,
                                         progress=progress, max_mismatches=maxfail or None,
                                         baseline=self._load_baseline())
@@ -178,6 +180,22 @@ class OrbenchSession:
         if publish_errors and cache is not None:
             report = self.outcome.report
             cache.put_run_errors(self.run_id, report.errors, report.stopped_reason)
+
+    def _with_suite_judge(self, selected: list[Selected]) -> Settings:
+        """A suite's `judge:` applies unless --orbench-judge was given; one judge per run."""
+        if self.settings.judge_given:
+            return self.settings
+        names = {s.case.suite for s in selected}
+        wanted = {suite.name: suite.judge for suite in self._suites.values()
+                  if suite is not None and suite.name in names and suite.judge}
+        judges = set(wanted.values())
+        if len(judges) > 1:
+            listed = ", ".join(f"{name}: {judge}" for name, judge in sorted(wanted.items()))
+            raise ConfigError(f"the suites ask for different judges ({listed}); run them "
+                              "apart or choose one with --orbench-judge")
+        if not judges:
+            return self.settings
+        return dataclasses.replace(self.settings, judge=judges.pop())
 
     def _check_selection(self, selected: list[Selected]) -> None:
         suites_run = {s.case.suite for s in selected}
@@ -265,6 +283,7 @@ class OrbenchSession:
 
         selected = [Selected(i.nodeid, i.case, i.variant) for i in session.items
                     if isinstance(i, PromptItem)]
+        self.settings = self._with_suite_judge(selected)
         self.outcome = run_selected(selected, self.settings, self.thresholds,
                                     cache=self._open_cache(), replay_run=self.run_id,
                                     baseline=self._load_baseline())

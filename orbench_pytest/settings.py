@@ -16,8 +16,8 @@ from typing import Any
 
 from .cache import CACHE_MODES
 from .errors import ConfigError
+from .types import JUDGE_NAMES
 
-JUDGE_NAMES = ("keyword", "llm", "hybrid")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
@@ -44,6 +44,7 @@ class Settings:
     thresholds: Path | None
     strict: bool
     judge: str
+    judge_given: bool  # --orbench-judge was on the command line: it outranks a suite's judge
     judge_model: str | None
     judge_base_url: str | None
     judge_api_key_env: str
@@ -134,6 +135,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
         strict=bool(get("strict")),
         judge=judge,
+        judge_given=get("judge") is not None,
         judge_model=get("judge_model"),
         judge_base_url=judge_base_url,
         judge_api_key_env=(_env_name("--orbench-judge-api-key-env", get("judge_api_key_env"))

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
-from .types import EXPECTATIONS, Expectation, PromptCase
+from .types import EXPECTATIONS, JUDGE_NAMES, Expectation, PromptCase
 
 SUITE_KEYS = ("name", "description", "source", "sha256", "prompts", "prompt", "category",
               "expect", "id", "sample", "judge")
@@ -82,8 +82,9 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if has_prompts == has_source:
         raise ConfigError(f"{path}: give exactly one of 'prompts' (inline) or 'source' (a file)")
     judge = data.get("judge")
-    if judge is not None and not isinstance(judge, str):
-        raise ConfigError(f"{path}: judge: expected a judge name, got {judge!r}")
+    if judge is not None and judge not in JUDGE_NAMES:
+        raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
+                          f"(allowed: {', '.join(JUDGE_NAMES)})")
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",

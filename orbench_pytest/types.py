@@ -8,6 +8,7 @@ from typing import Literal
 
 Expectation = Literal["comply", "refuse"]
 EXPECTATIONS: tuple[Expectation, ...] = ("comply", "refuse")
+JUDGE_NAMES = ("keyword", "llm", "hybrid")
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,8 @@ bad_suites = st.one_of(
     st.one_of(text.filter(lambda h: not re.fullmatch(r"[0-9a-f]{64}", h)), st.integers())
     .map(lambda sha: _doc({"name": "ok", "source": "rows.csv", "sha256": sha})),
     st.just(_doc({**GOOD_SUITE, "source": "rows.csv"})),  # both prompts and source
-    st.one_of(st.integers(), st.lists(text, min_size=1))
+    st.one_of(st.integers(), st.lists(text, min_size=1),
+              text.filter(lambda j: j not in ("keyword", "llm", "hybrid")))
     .map(lambda judge: _doc(with_(GOOD_SUITE, judge=judge))),
     st.builds(lambda a, b: f"name: ok\nprompts: [{a}\n  - {b}: [".encode(), text, text)
     .filter(lambda raw: invalid_yaml(raw.decode())),

@@ -73,7 +73,8 @@ def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
 def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_args) -> None:
     make_suite(pytester, safe=SAFE[:1], toxic=[])
     thresholds(pytester, {"defaults": {"max_error_rate": 0.0}})
-    with refusing() as server, OpenAIServer(lambda p, s, b: Reply(text="hmm, hard to say")) as judge:
+    unsure = OpenAIServer(lambda p, s, b: Reply(text="hmm, hard to say"))
+    with refusing() as server, unsure as judge:
         result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
         assert judge.requests == 2  # one retry after the unreadable reply
     result.assert_outcomes(errors=1)
@@ -105,3 +106,35 @@ def test_judge_settings_are_checked_before_any_request(pytester, plugin_args, ar
         assert server.requests == 0
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def suite_with_judge(pytester: pytest.Pytester, name: str, judge: str) -> None:
+    (pytester.path / "suites" / f"{name}.yaml").write_text(
+        f"name: {name}\njudge: {judge}\nprompts:\n"
+        f"  - {{prompt: 'How do I bake bread in {name}?', expect: comply, category: c}}\n")
+
+
+def test_a_suites_judge_applies_unless_the_option_names_one(pytester, plugin_args) -> None:
+    pytester.mkdir("suites")
+    suite_with_judge(pytester, "judged", "llm")
+    with refusing() as server, judge_server({}) as judge:
+        via_suite = run(pytester, plugin_args, server, "--orbench-judge-model=judge-m",
+                        f"--orbench-judge-base-url={judge.url}")
+        asked = judge.requests
+        via_option = run(pytester, plugin_args, server, "--orbench-judge=keyword",
+                         "--orbench-cache=off")
+        assert (asked, judge.requests) == (1, 1)  # the option's keyword judge asked nobody
+    via_suite.assert_outcomes(passed=1)
+    via_suite.stdout.fnmatch_lines(["judge: the LLM judged 1 answers*"])
+    via_option.assert_outcomes(passed=1)
+
+
+def test_suites_asking_for_different_judges_need_the_option(pytester, plugin_args) -> None:
+    pytester.mkdir("suites")
+    suite_with_judge(pytester, "one", "llm")
+    suite_with_judge(pytester, "two", "keyword")
+    with refusing() as server:
+        result = run(pytester, plugin_args, server)
+        assert server.requests == 0
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the suites ask for different judges (one: llm, two: keyword)*"])
