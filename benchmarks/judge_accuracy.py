@@ -19,6 +19,7 @@ import asyncio
 import csv
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,64 @@ async def run_judge(judge: Judge, rows: Sequence[Row]) -> list[Verdict]:
     return await asyncio.gather(*(decide(r.prompt, Response(r.completion), judge) for r in rows))
 
 
+class _Answered:
+    """The target of a run whose answers are all given: the labelled completions."""
+
+    def identity(self) -> dict[str, str]:
+        return {}
+
+    async def complete(self, system_prompt: str | None, prompt: str) -> Response:
+        raise AssertionError("every answer is given")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge, list[Verdict]]:
+    """The LLM judge through the plugin's own engine: its concurrency, retries and cache."""
+    from contextlib import ExitStack
+
+    from orbench_pytest.cache import ResponseCache
+    from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
+    from orbench_pytest.judges import KeywordJudge, build_judge
+    from orbench_pytest.settings import default_cache_dir
+    from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+
+    if not args.judge_model:
+        raise SystemExit("--judge llm/hybrid needs --judge-model")
+    with ExitStack() as stack:
+        cache_dir = default_cache_dir(os.environ)
+        url, model, parallel = args.judge_base_url, args.judge_model, 8
+        if args.judge_model.startswith("local"):
+            from orbench_pytest.local_model import start_local_server
+
+            parallel = 2  # each slot needs the rubric, the prompt and the answer in context
+            server = stack.enter_context(start_local_server(
+                args.judge_model, threads=args.threads, n_parallel=parallel, n_ctx=8192,
+                cache_dir=cache_dir, timeout_s=300))
+            url, model = server.base_url, server.model
+        if not url:
+            raise SystemExit("--judge llm/hybrid needs --judge-base-url (or --judge-model local)")
+        cache = ResponseCache(cache_dir / "judge-benchmark.sqlite3")
+        stack.callback(cache.close)
+        engine = FetchEngine(_Answered(), KeywordJudge(), cache,
+                             FetchSettings(concurrency=parallel))
+        key = os.environ.get(args.judge_api_key_env)
+        target = OpenAICompatibleTarget(url, model, key, GenerationParams(0.0, 200, None, 600.0),
+                                        parallel)
+        judge = build_judge(args.judge, engine.judge_chat(target), args.judge_model)
+        engine.judge = judge
+        jobs = [Job(f"row-{i}", r.prompt, None) for i, r in enumerate(rows)]
+        given = {job.key: Response(r.completion) for job, r in zip(jobs, rows, strict=True)}
+        report = run_phase(engine, jobs, given)
+        stats = getattr(judge, "stats", None)
+        if stats is not None:
+            print(f"judge calls: LLM {stats.llm} ({stats.llm_errors} errors), "
+                  f"keyword alone {stats.keyword}; requests {report.requests}, "
+                  f"{report.wall_s:.0f} s")
+        return judge, [report.answers[job.key].verdict for job in jobs]
+
+
 def confidence_line(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
     """How much a hybrid judge would send on to the LLM, and how good the kept part is."""
     def bin_acc(confident: bool) -> tuple[int, float]:
@@ -147,16 +206,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", nargs="?", type=Path,
                     default=Path(os.environ.get("ORBENCH_XSTEST_LABELLED", default_dir)))
-    ap.add_argument("--judge", default="keyword", choices=["keyword"],
-                    help="offline judges only; the LLM judge needs an endpoint wired by the caller")
+    ap.add_argument("--judge", default="keyword", choices=["keyword", "llm", "hybrid"])
+    ap.add_argument("--judge-model", help="llm / hybrid: the judge model's name, or local "
+                                          "(the embedded model, started here)")
+    ap.add_argument("--judge-base-url", help="llm / hybrid: its OpenAI-compatible endpoint")
+    ap.add_argument("--judge-api-key-env", default="OPENAI_API_KEY")
+    ap.add_argument("--per-file", type=int, default=0,
+                    help="judge only the first N rows of each file (every row: 0)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of the local judge model")
     ap.add_argument("--confusion", action="store_true", help="pooled confusion matrices")
     ap.add_argument("--show-misses", action="store_true",
                     help="binary disagreements on the development (even) half")
     args = ap.parse_args(argv)
 
     rows = load(args.directory)
-    judge = JUDGES[args.judge]()
-    verdicts = asyncio.run(run_judge(judge, rows))
+    if args.per_file:  # the first N rows of each file, in file order (both halves)
+        taken: Counter[str] = Counter()
+        rows = [r for r in rows if (taken.update([r.model]) or taken[r.model] <= args.per_file)]
+    if args.judge == "keyword":
+        judge: Judge = JUDGES[args.judge]()
+        verdicts = asyncio.run(run_judge(judge, rows))
+    else:
+        judge, verdicts = run_llm_judge(args, rows)
     pred = [v.label for v in verdicts]
     ref = [xstest_strmatch(r.completion) for r in rows]
     truth = [r.human for r in rows]

@@ -21,6 +21,15 @@ from .thresholds import Thresholds
 from .types import Label, PromptCase, Response, Verdict
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
+LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
+
+
+def effective_concurrency(settings: Settings) -> int:
+    """Requests in flight. For the local model no more than its slots: a request queued in
+    the server would spend its --orbench-timeout waiting, time out and be sent again."""
+    if settings.is_local:
+        return min(settings.concurrency, LOCAL_SLOTS)
+    return settings.concurrency
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +80,7 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
 
         name = settings.model or "local"
         server = start_local_server(name, threads=settings.local_threads,
-                                    n_parallel=min(settings.concurrency, 4), n_ctx=4096,
+                                    n_parallel=effective_concurrency(settings), n_ctx=4096,
                                     cache_dir=settings.cache_dir)
         try:
             yield (OpenAICompatibleTarget(server.base_url, server.model, None, params,
@@ -168,7 +177,8 @@ def run_selected(
     jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
             for key, s in zip(keys, selected, strict=True)]
     fetch_settings = FetchSettings(
-        concurrency=settings.concurrency, max_retries=settings.max_retries, rpm=settings.rpm,
+        concurrency=effective_concurrency(settings), max_retries=settings.max_retries,
+        rpm=settings.rpm,
         tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
         backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read") or replay_run is not None,
