@@ -24,26 +24,9 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from _common import CATEGORIES, NOOP_MODULE
+
 REPO = Path(__file__).resolve().parent.parent
-CATEGORIES = ["deception", "harassment", "harmful", "hate", "illegal", "privacy", "self-harm",
-              "sexual", "unethical", "violence"]
-
-PARAMETRIZE_MODULE = '''\
-import csv
-from pathlib import Path
-
-import pytest
-
-with (Path(__file__).parent / "prompts.csv").open(newline="", encoding="utf-8") as handle:
-    ROWS = [(row["prompt"], row["category"]) for row in csv.DictReader(handle)]
-IDS = [f"{category}-{index:05d}" for index, (_, category) in enumerate(ROWS)]
-
-
-@pytest.mark.parametrize(("prompt", "category"), ROWS, ids=IDS)
-def test_prompt(prompt, category):
-    pass
-'''
-
 SUITE = """\
 name: bench-80k
 description: synthetic prompts at OR-Bench-80K scale
@@ -107,7 +90,7 @@ def main() -> None:
         (root / "suites").mkdir()
         synthesise(root / "plain", args.rows)
         os.link(root / "plain" / "prompts.csv", root / "suites" / "prompts.csv")
-        (root / "plain" / "test_plain.py").write_text(PARAMETRIZE_MODULE)
+        (root / "plain" / "test_plain.py").write_text(NOOP_MODULE)
         (root / "suites" / "bench-80k.yaml").write_text(SUITE)
         (root / "pytest.ini").write_text("[pytest]\n")  # keep the repo's settings out
         env["ORBENCH_CACHE_DIR"] = str(root / "cache")

@@ -91,19 +91,6 @@ async def run_judge(judge: Judge, rows: Sequence[Row]) -> list[Verdict]:
     return await asyncio.gather(*(decide(r.prompt, Response(r.completion), judge) for r in rows))
 
 
-class _Answered:
-    """The target of a run whose answers are all given: the labelled completions."""
-
-    def identity(self) -> dict[str, str]:
-        return {}
-
-    async def complete(self, system_prompt: str | None, prompt: str) -> Response:
-        raise AssertionError("every answer is given")
-
-    async def aclose(self) -> None:
-        return None
-
-
 def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge, list[Verdict]]:
     """The LLM judge through the plugin's own engine: its concurrency, retries and cache."""
     from contextlib import ExitStack
@@ -111,6 +98,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     from orbench_pytest.cache import ResponseCache
     from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
     from orbench_pytest.judges import KeywordJudge, build_judge
+    from orbench_pytest.runner import NoTarget
     from orbench_pytest.settings import default_cache_dir
     from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 
@@ -131,7 +119,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
             raise SystemExit("--judge llm/hybrid needs --judge-base-url (or --judge-model local)")
         cache = ResponseCache(cache_dir / "judge-benchmark.sqlite3")
         stack.callback(cache.close)
-        engine = FetchEngine(_Answered(), KeywordJudge(), cache,
+        engine = FetchEngine(NoTarget(), KeywordJudge(), cache,
                              FetchSettings(concurrency=parallel))
         key = os.environ.get(args.judge_api_key_env)
         target = OpenAICompatibleTarget(url, model, key, GenerationParams(0.0, 200, None, 600.0),

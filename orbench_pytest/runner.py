@@ -187,7 +187,7 @@ def run_selected(
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
     if replay_run is not None:
-        engine = FetchEngine(_NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
+        engine = FetchEngine(NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
         judge = attach_judge(settings, engine)
         report = run_phase(engine, jobs)
         _apply_run_errors(report, cache, replay_run)
@@ -201,7 +201,7 @@ def run_selected(
                 judge = attach_judge(settings, engine)
                 report = run_phase(engine, jobs, cached)
         else:  # everything is cached: no server to start, no key needed
-            engine = FetchEngine(_NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
+            engine = FetchEngine(NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
             judge = attach_judge(settings, engine)
             report = run_phase(engine, jobs, cached)
             label = settings.target or settings.model or "local"
@@ -269,8 +269,9 @@ def _apply_run_errors(report: FetchReport, cache: ResponseCache | None, run: str
 _NO_JUDGE = KeywordJudge()  # placeholder until attach_judge sets the run's judge
 
 
-class _NoTarget:
-    """Stands in when every answer comes from the cache: asking it is a bug."""
+class NoTarget:
+    """Stands in when every answer is already known (the cache, given answers): asking it is
+    a bug."""
 
     def identity(self) -> dict[str, Any]:
         return {}
