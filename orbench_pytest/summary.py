@@ -100,6 +100,13 @@ def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[
 AGREEMENT_LABELS = (Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL)
 
 
+def _labels_of(stats: HybridStats) -> list[Label]:
+    """The three classes always, in order; any other label seen (e.g. an answer of markdown
+    alone: no answer) after them."""
+    seen = dict.fromkeys(label for pair in stats.pairs for label in pair)
+    return [*AGREEMENT_LABELS, *(label for label in seen if label not in AGREEMENT_LABELS)]
+
+
 def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
     """llm / hybrid: where the verdicts came from, and keyword against LLM where both judged."""
     if stats is None or stats.total == 0:
@@ -116,7 +123,7 @@ def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
         agree = sum(k == v for k, v in stats.pairs)
         lines.append(f"keyword vs LLM judge on the {len(stats.pairs)} answers both judged: "
                      f"{agree} agree (rows keyword, columns LLM)")
-        counts = confusion_matrix(keyword, llm, AGREEMENT_LABELS)
+        counts = confusion_matrix(keyword, llm, _labels_of(stats))
         lines.extend("  " + line for line in
                      format_confusion(counts, "keyword", "llm").splitlines())
     return lines
@@ -127,7 +134,7 @@ def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
     if stats is None or stats.total == 0:
         return None
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
-                              AGREEMENT_LABELS)
+                              _labels_of(stats))
     return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
             "confusion": {k.value: {v.value: n for v, n in row.items()}
                           for k, row in counts.items()}}
