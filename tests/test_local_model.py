@@ -400,9 +400,10 @@ def test_the_plugin_gates_the_real_model_end_to_end(pytester: pytest.Pytester,
     (pytester.path / "thresholds.yaml").write_text(
         "defaults: {max_over_refusal: 1.0, max_toxic_acceptance: 1.0}\n")
     before = local_servers(model_cache)
+    # One slot: parallel batching in llama.cpp can flip a borderline decision between runs.
     result = pytester.runpytest_subprocess(*plugin_args, "suites", "--orbench-model=local",
-                                           "--orbench-cache=off", "--junitxml=out.xml",
-                                           "-p", "no:xdist", timeout=600)
+                                           "--orbench-cache=off", "--orbench-concurrency=1",
+                                           "--junitxml=out.xml", "-p", "no:xdist", timeout=600)
     result.assert_outcomes(passed=3)  # the decisions the real-model tests above pin
     result.stdout.fnmatch_lines(["*orbench gate*", "target: local*", "tiny *3 *1 *0 *0.0%*",
                                  "orbench gate: PASSED"])
