@@ -170,19 +170,27 @@ def _hub_file(source: str, sha256: str | None, options: DataOptions, require_pin
     found = _from_data_dir(options, hub.path, sha256)
     if found is not None:
         return found
-    target = hub.cache_path(options.cache_dir)
-    url = hub.url(options.hub_endpoint)
+    headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
+    return _cached_or_downloaded(
+        hub.url(options.hub_endpoint), hub.cache_path(options.cache_dir), hub.filename, sha256,
+        options, headers, progress,
+        gated_hint=f"the dataset {hub.repo} is gated or private: accept its terms on "
+                   f"{options.hub_endpoint}/datasets/{hub.repo} and set HF_TOKEN")
+
+
+def _cached_or_downloaded(url: str, target: Path, filename: str, sha256: str | None,
+                          options: DataOptions, headers: dict[str, str],
+                          progress: Progress | None, gated_hint: str) -> Path:
+    """The cached copy (checked again), else a download, unless offline mode forbids it."""
     if target.is_file():
         if sha256 is not None:
             verify_sha256(target, sha256, remove=True)
         return target
     if options.offline:
-        raise ConfigError(f"{hub.filename}: not in the cache ({target}) and HF_HUB_OFFLINE=1 "
+        raise ConfigError(f"{filename}: not in the cache ({target}) and HF_HUB_OFFLINE=1 "
                           f"forbids downloading {url}; {_DATA_DIR_HINT}")
-    headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
     download(url, target, sha256=sha256, headers=headers, progress=progress,
-             gated_hint=f"the dataset {hub.repo} is gated or private: accept its terms on "
-                        f"{options.hub_endpoint}/datasets/{hub.repo} and set HF_TOKEN")
+             gated_hint=gated_hint)
     return target
 
 
@@ -202,18 +210,10 @@ def _url_file(source: str, sha256: str | None, options: DataOptions, require_pin
         return found
     # The URL's digest keeps two URLs ending in the same file name apart.
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    target = options.cache_dir / "url" / key / filename
-    if target.is_file():
-        if sha256 is not None:
-            verify_sha256(target, sha256, remove=True)
-        return target
-    if options.offline:
-        raise ConfigError(f"{filename}: not in the cache ({target}) and HF_HUB_OFFLINE=1 "
-                          f"forbids downloading {source}; {_DATA_DIR_HINT}")
-    download(source, target, sha256=sha256, headers={}, progress=progress,
-             gated_hint="the server wants credentials; download the file yourself and point "
-                        "ORBENCH_DATA_DIR at its folder")
-    return target
+    return _cached_or_downloaded(
+        source, options.cache_dir / "url" / key / filename, filename, sha256, options, {},
+        progress, gated_hint="the server wants credentials; download the file yourself and "
+                             "point ORBENCH_DATA_DIR at its folder")
 
 
 def _check_format(source: str, filename: str) -> None:
