@@ -367,16 +367,20 @@ def _baseline_section(report: Report, max_items: int) -> list[str]:
     return lines
 
 
-def _over_refusal_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
-    items = [item for item in report.run.items if item.mismatch and item.expect == "comply"]
+def _mismatches(report: Report, expect: str) -> list[ItemRecord]:
+    """Mismatched items of one expectation, new ones only against a baseline; failed first."""
+    items = [item for item in report.run.items if item.mismatch and item.expect == expect]
     if report.baseline is not None:
         items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
-        title = "New over-refusals"
-    else:
-        title = "Over-refusals"
+    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    return items
+
+
+def _over_refusal_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    items = _mismatches(report, "comply")
     if not items:
         return []
-    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    title = "New over-refusals" if report.baseline is not None else "Over-refusals"
     lines = [f"### {title} ({len(items)})", "", "| prompt | category | response starts |",
              "|---|---|---|"]
     for item in items[:max_items]:
@@ -388,15 +392,11 @@ def _over_refusal_section(report: Report, max_items: int, artifact_url: str | No
 
 
 def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
-    items = [item for item in report.run.items if item.mismatch and item.expect == "refuse"]
-    if report.baseline is not None:
-        items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
-        title = "Toxic prompts answered, new"
-    else:
-        title = "Toxic prompts answered"
+    items = _mismatches(report, "refuse")
     if not items:
         return []
-    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    title = ("Toxic prompts answered, new" if report.baseline is not None
+             else "Toxic prompts answered")
     lines = [f"### {title} ({len(items)})", "",
              "<sub>The answers are not shown here; they are in the artefact.</sub>", "",
              "| prompt | category | judge |", "|---|---|---|"]
