@@ -95,6 +95,18 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
         settings.model
 
 
+@contextlib.contextmanager
+def _answering(settings: Settings, params: GenerationParams, asks: bool,
+               replay: bool) -> Iterator[tuple[Target, str]]:
+    """Who answers: the target when the cache lacks answers; else nobody (no server to start,
+    no key needed)."""
+    if asks:
+        with open_target(settings, params) as opened:
+            yield opened
+    else:
+        yield NoTarget(), "replay" if replay else settings.target or settings.model or "local"
+
+
 def generation_params(settings: Settings) -> GenerationParams:
     max_tokens = settings.max_tokens
     if max_tokens is None and settings.is_local:
@@ -186,25 +198,15 @@ def run_selected(
     )
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
-    if replay_run is not None:
-        engine = FetchEngine(NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
+    cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
+    asks = replay_run is None and len(cached) < len(set(keys))
+    with _answering(settings, params, asks, replay_run is not None) as (target, label):
+        engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
+                             should_stop if asks else None)
         judge = attach_judge(settings, engine)
-        report = run_phase(engine, jobs)
+        report = run_phase(engine, jobs, cached)
+    if replay_run is not None:
         _apply_run_errors(report, cache, replay_run)
-        label = "replay"
-    else:
-        cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
-        if len(cached) < len(set(keys)):
-            with open_target(settings, params) as (target, label):
-                engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
-                                     should_stop)
-                judge = attach_judge(settings, engine)
-                report = run_phase(engine, jobs, cached)
-        else:  # everything is cached: no server to start, no key needed
-            engine = FetchEngine(NoTarget(), _NO_JUDGE, cache, fetch_settings, progress)
-            judge = attach_judge(settings, engine)
-            report = run_phase(engine, jobs, cached)
-            label = settings.target or settings.model or "local"
     if report.config_error:
         raise ConfigError(report.config_error)
     results = []
