@@ -103,16 +103,21 @@ class OrbenchSession:
         if items:
             self._run([Selected(i.nodeid, i.case, i.variant) for i in items])
         elif self.settings.categories:
-            self._check_categories_exist()
+            try:
+                self._check_categories(seen=set(self._known_categories()))
+            except ConfigError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
-    def _check_categories_exist(self) -> None:
-        """A mistyped --orbench-category leaves nothing to run: say so, not "no tests ran"."""
-        known = {c for suite in self._suites.values() if suite for c in suite.categories}
-        missing = [c for c in self.settings.categories if c not in known]
+    def _known_categories(self) -> list[str]:
+        return sorted({c for suite in self._suites.values() if suite for c in suite.categories})
+
+    def _check_categories(self, seen: set[str]) -> None:
+        """A mistyped --orbench-category selects nothing: say so, not "no tests ran"."""
+        known = self._known_categories()
+        missing = [c for c in self.settings.categories if c not in seen]
         if known and missing:
-            raise pytest.UsageError(str(ConfigError(
-                f"--orbench-category: {', '.join(missing)} matches no prompt "
-                f"(categories: {', '.join(sorted(known))})")))
+            raise ConfigError(f"--orbench-category: {', '.join(missing)} matches no prompt "
+                              f"(categories: {', '.join(known)})")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -207,13 +212,7 @@ class OrbenchSession:
                 raise ConfigError(f"{self.thresholds.source}: suites.{name}: no such suite "
                                   f"(known: {', '.join(sorted(known))})")
         if self.settings.categories:
-            seen = {s.case.category for s in selected}
-            missing = [c for c in self.settings.categories if c not in seen]
-            if missing:
-                known_categories = sorted({c for s in self._suites.values() if s
-                                           for c in s.categories})
-                raise ConfigError(f"--orbench-category: {', '.join(missing)} matches no prompt "
-                                  f"(categories: {', '.join(known_categories)})")
+            self._check_categories(seen={s.case.category for s in selected})
 
     def _sibling_suite_names(self) -> set[str]:
         """Suites beside the ones run: thresholds may name them without running them."""

@@ -382,3 +382,16 @@ def test_loads_by_entry_point_name_with_autoload_disabled(pytester, monkeypatch)
             "-p", "orbench", "suites", "--orbench-model=m", f"--orbench-base-url={server.url}"
         )
     result.assert_outcomes(passed=6)
+
+
+@pytest.mark.parametrize("categories", [["food"], ["privacy", "food"]])
+def test_a_category_matching_no_prompt_is_a_usage_error(pytester, plugin_args,
+                                                        categories) -> None:
+    make_suite(pytester)
+    with refusing(*TOXIC) as server:
+        result = run(pytester, plugin_args, server,
+                     *(f"--orbench-category={c}" for c in categories))
+        assert server.requests == 0
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--orbench-category: food matches no prompt (categories: privacy, violence)*"])
