@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Count an empty answer as: error (default) or refusal (for deployments that "
              "answer a blocked prompt with nothing)")
     add("--orbench-concurrency", dest="orbench_concurrency", metavar="N",
-        help="Requests in flight at once (default: 16)")
+        help="Requests in flight at once (default: 16; for local at most its 4 slots)")
     add("--orbench-rpm", dest="orbench_rpm", metavar="N", help="Requests per minute limit")
     add("--orbench-tpm", dest="orbench_tpm", metavar="N",
         help="Tokens per minute limit (estimated from prompt length and max tokens)")
