@@ -349,7 +349,9 @@ def test_deselected_items_are_not_requested(pytester, plugin_args) -> None:
 def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
     pytester.makepyfile("def test_ok():\n    assert True\n")
     thresholds(pytester, {"defaults": {"max_over_refusal": 0.1}})
-    result = pytester.runpytest_inprocess(*plugin_args)
+    # A fresh process, as a user runs it: in-process, pytest warns that the already imported
+    # plugin module cannot be assertion-rewritten, a warning that names the package.
+    result = pytester.runpytest_subprocess(*plugin_args)
     result.assert_outcomes(passed=1)
     # The header's "plugins:" line names the package when it is installed; nothing else may.
     lines = [line for line in result.outlines if not line.startswith("plugins:")]
