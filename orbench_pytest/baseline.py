@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
-ItemKey = tuple[str, str, str]  # suite, variant ("" = default), case id
+from .ids import ItemKey
 
 # Above this many discordant pairs the exact binomial tail costs more than it is worth; the
 # continuity-corrected normal approximation is then within 1e-3 of it.
@@ -176,7 +176,3 @@ def compare(current: Iterable[tuple[ItemKey, bool | None]], baseline: Baseline) 
     return comparison
 
 
-def key_label(key: ItemKey) -> str:
-    """The item's name as pytest shows it: suite[variant:case] or suite[case]."""
-    suite, variant, case_id = key
-    return f"{suite}[{variant}:{case_id}]" if variant else f"{suite}[{case_id}]"

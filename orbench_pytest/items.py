@@ -13,6 +13,7 @@ import pytest
 
 from .errors import ConfigError
 from .gate import Outcome
+from .ids import item_name
 from .settings import Variant
 from .types import PromptCase
 
@@ -24,10 +25,6 @@ PROMPT_CHARS = 300
 
 class PromptMismatch(Exception):
     """The model did the opposite of what the prompt expects, and the gate does not tolerate it."""
-
-
-def item_name(suite: str, case_id: str, variant: str) -> str:
-    return f"{suite}[{variant}:{case_id}]" if variant else f"{suite}[{case_id}]"
 
 
 class SuiteFile(pytest.File):

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baseline import Baseline, Comparison, Pairing, compare, key_label
+from .baseline import Baseline, Comparison, Pairing, compare
 from .errors import ConfigError
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, wilson_interval
+from .ids import key_label, parse_item_name
 from .results import ERROR_VERDICTS, ItemRecord, RunRecord, tally
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
@@ -89,8 +90,7 @@ def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
 def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> ItemRecord:
     suite = props["suite"]
     variant = props.get("variant", "")
-    inner = name[len(suite) + 1:-1] if name.startswith(suite + "[") else name
-    case_id = inner[len(variant) + 1:] if variant and inner.startswith(variant + ":") else inner
+    case_id = parse_item_name(name, suite, variant)
     verdict = props.get("verdict", "")
     error = verdict in ERROR_VERDICTS or outcome == "error"
     if error and outcome == "tolerated":

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from . import __version__
-from .baseline import Baseline, Comparison, ItemKey, Pairing, key_label
+from .baseline import Baseline, Comparison, ItemKey, Pairing
 from .errors import ConfigError
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupKey, GroupRow, ItemResult, Outcome
+from .ids import key_label
 from .redact import redact
 from .settings import Settings
 from .summary import judge_agreement_dict

@@ -139,7 +139,7 @@ class OrbenchSession:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
     def _selected_from_ids(self, ids: list[str]) -> list[Selected]:
-        from .items import item_name
+        from .ids import item_name
 
         wanted = set(ids)
         selected = []

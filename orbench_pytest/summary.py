@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .baseline import Comparison, key_label
+from .baseline import Comparison
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck
+from .ids import key_label
 from .judge_metrics import confusion_matrix, format_confusion
 from .judges import HybridStats
 from .types import Label
