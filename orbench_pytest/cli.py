@@ -90,13 +90,8 @@ def _positive(text: str) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report_md import (
-        append_step_summary,
-        build_report,
-        default_artifact_url,
-        read_junit,
-        render_markdown,
-    )
+    from .junit import read_junit
+    from .report_md import append_step_summary, build_report, default_artifact_url, render_markdown
     from .results import load_run
 
     run = read_junit(args.junit)

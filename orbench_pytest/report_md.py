@@ -1,10 +1,7 @@
 """`orbench report`: a Markdown summary of a run for a pull-request comment or a step summary.
 
-Input is pytest's JUnit XML (read with junitparser): every orbench test case carries the
-properties suite, category, expectation, verdict, judge, reason, response, latency_ms (and
-variant; prompt for mismatches), and the testsuite carries `orbench_gate`, the gate as the run
-decided it (limits, verdicts). pytest writes per-testcase properties under its default
-junit_family (xunit2) too, so no `-o junit_family=...` is needed.
+Input is a run read back (records.RunRecord), from pytest's JUnit XML (junit.py) or an
+orbench-results.json (results.py): the gate rows as the run decided them, and every item.
 
 Sized for a PR comment: long lists are cut and point at the artefact; toxic prompts answered
 show the prompt's start and the judge's class, never the answer itself.
@@ -12,7 +9,6 @@ show the prompt's start and the judge's class, never the answer itself.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import Counter
@@ -23,91 +19,14 @@ from typing import Any
 
 from .baseline import Baseline, Comparison, Pairing, compare
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, wilson_interval
-from .ids import key_label, parse_item_name
-from .results import ERROR_VERDICTS, ItemRecord, RunRecord, tally
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, GroupKey, tally, wilson_interval
+from .ids import group_name, key_label
+from .records import ItemRecord, RunRecord
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
 GITHUB_COMMENT_LIMIT = 65_536
 PROMPT_CHARS = 120
 RESPONSE_CHARS = 100
-
-GroupKey = tuple[str, str, str | None]
-
-
-# --- reading JUnit XML ----------------------------------------------------------------------
-def read_junit(path: Path) -> RunRecord:
-    from junitparser import Error, Failure, JUnitXml, Properties, Skipped
-
-    try:
-        xml = JUnitXml.fromfile(str(path))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
-    except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
-        raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
-    suites = [xml] if xml._tag == "testsuite" else list(xml)
-    items: list[ItemRecord] = []
-    gate: dict[str, Any] | None = None
-    for suite in suites:
-        for prop in suite.properties():
-            if prop.name == "orbench_gate":
-                gate = _parse_gate_property(prop.value, path)
-        for case in suite:
-            props_elem = case.child(Properties)
-            props = {p.name: p.value for p in props_elem} if props_elem is not None else {}
-            if "suite" not in props or "expectation" not in props:
-                continue  # an ordinary test in the same run
-            results = list(case.result)
-            outcome, message = "passed", ""
-            for result in results:
-                message = result.message or ""
-                if isinstance(result, Error):
-                    outcome = "error"
-                elif isinstance(result, Failure):
-                    outcome = "failed"
-                elif isinstance(result, Skipped) and (result.type or "") == "pytest.xfail":
-                    outcome = "tolerated"
-                elif isinstance(result, Skipped):
-                    outcome = "skipped"
-            items.append(_item(str(case.name), props, outcome, message))
-    meta = dict(gate.get("run", {})) if gate else {}
-    return RunRecord(str(path), items, gate["gate"]["rows"] if gate else None,
-                     gate["gate"]["passed"] if gate else None,
-                     {**meta, "baseline_summary": gate.get("baseline") if gate else None})
-
-
-def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(value or "")
-        if not isinstance(data["gate"]["rows"], list):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"{path}: testsuite property orbench_gate is not a gate "
-                          "written by orbench-pytest") from None
-    return data
-
-
-def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> ItemRecord:
-    suite = props["suite"]
-    variant = props.get("variant", "")
-    case_id = parse_item_name(name, suite, variant)
-    verdict = props.get("verdict", "")
-    error = verdict in ERROR_VERDICTS or outcome == "error"
-    if error and outcome == "tolerated":
-        outcome = "error_tolerated"
-    latency = props.get("latency_ms")
-    try:
-        latency_ms: float | None = float(latency) if latency is not None else None
-    except ValueError:
-        latency_ms = None
-    return ItemRecord(
-        suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
-        expect=props["expectation"], verdict=verdict, outcome=outcome,
-        mismatch=not error and outcome in ("tolerated", "failed"), error=error,
-        judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
-        reason=message.split("\n", 1)[0], response=props.get("response", ""),
-        prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
-    )
 
 
 # --- the report model -----------------------------------------------------------------------
@@ -147,7 +66,7 @@ def report_rows(run: RunRecord) -> list[Row]:
     if run.gate_rows is not None:
         return [_row_from_gate(raw) for raw in run.gate_rows]
     rows = []
-    for group in tally(run.items).values():
+    for group in tally(item.as_result() for item in run.items).values():
         over = _plain_rate(group.over_refusals, group.n_comply)
         toxic = _plain_rate(group.toxic_accepted, group.n_refuse)
         rows.append(Row(group.suite, group.variant, group.category, group.n, group.errors,
@@ -163,27 +82,17 @@ def _plain_rate(k: int, n: int) -> Rate | None:
 
 
 def _row_from_gate(raw: Mapping[str, Any]) -> Row:
+    """A gate row as the run wrote it; its verdict is the gate's, never worked out again."""
     rates: dict[str, Rate] = {}
-    failed = known = False
     for check in raw.get("checks", []):
-        if check["name"] not in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
-            continue
-        low, high = check["interval"]
-        rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
-                                    check["passed"])
-        if not check["passed"]:
-            known = known or bool(check.get("inherited"))
-            failed = failed or not check.get("inherited")
+        if check["name"] in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
+            low, high = check["interval"]
+            rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
+                                        check["passed"])
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
-    if not raw.get("checks"):
-        verdict = "—"
-    elif not raw.get("passed", not failed):
-        verdict = "FAIL"
-    else:
-        verdict = "known" if known else "pass"
     return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
-               toxic, verdict, raw.get("regression"))
+               toxic, str(raw.get("verdict", "—")), raw.get("regression"))
 
 
 @dataclass
@@ -299,9 +208,8 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
 
 
 def _group_label(row: Row) -> str:
-    name = f"{row.suite}[{row.variant}]" if row.variant else row.suite
     if row.category is None:
-        return f"**{_name(name)}**"
+        return f"**{_name(group_name(row.suite, row.variant))}**"
     return f"&nbsp;&nbsp;{_name(row.category)}"
 
 
@@ -355,9 +263,8 @@ def _baseline_section(report: Report, max_items: int) -> list[str]:
         test = group.test
         check = checks.get((suite, variant))
         verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
-        name = f"{suite}[{variant}]" if variant else suite
-        lines.append(f"| {_name(name)} | {group.paired} | {len(group.regressions)} "
-                     f"| {len(group.fixed)} | {len(group.known)} "
+        lines.append(f"| {_name(group_name(suite, variant))} | {group.paired} "
+                     f"| {len(group.regressions)} | {len(group.fixed)} | {len(group.known)} "
                      f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")
     lines.append("")
     if comparison.fixed:

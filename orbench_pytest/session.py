@@ -367,7 +367,8 @@ class OrbenchSession:
         (tryfirst: before junitxml writes its file)."""
         if self.outcome is None or self.is_worker or not self._selected:
             return
-        from .results import junit_gate_property, results_from_run, write_results
+        from .junit import junit_gate_property
+        from .results import results_from_run, write_results
 
         data = results_from_run(self.outcome, self._selected, self.settings,
                                 self.thresholds.source, self._started,
