@@ -18,7 +18,6 @@ from typing import Any
 from .errors import ConfigError
 from .types import Response
 
-CACHE_MODES = ("on", "off", "read", "refresh")
 SCHEMA_VERSION = 1
 
 _SCHEMA = """

@@ -15,8 +15,8 @@ from .fetcher import Answer, FetchEngine, FetchReport, FetchSettings, Job, Progr
 from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
-from .settings import DEFAULT_OPENAI_URL, Settings, Variant
-from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target, is_loopback
+from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
+from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
 from .thresholds import Thresholds
 from .types import Label, PromptCase, Response, Verdict
 

@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from .cache import CACHE_MODES
 from .errors import ConfigError
+from .redact import redact, register_secret
 from .types import JUDGE_NAMES
 
+CACHE_MODES = ("on", "off", "read", "refresh")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
@@ -73,12 +75,30 @@ class Settings:
                                         or self.model.startswith("local:"))
 
 
-def default_cache_dir(env: Mapping[str, str]) -> Path:
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$ORBENCH_CACHE_DIR, else $XDG_CACHE_HOME/orbench-pytest, else ~/.cache/orbench-pytest."""
+    env = os.environ if env is None else env
     configured = env.get("ORBENCH_CACHE_DIR")
     if configured:
         return Path(configured).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "orbench-pytest"
+
+
+def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
+    parsed = urlparse(url)
+    if parsed.password:  # https://user:KEY@host/v1: the key must never be printed
+        register_secret(parsed.password)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        shown = redact(url)[:100]
+        raise ConfigError(f"{option}: {shown!r} is not an http(s) URL "
+                          "(e.g. http://127.0.0.1:8000/v1)")
+    return url.rstrip("/")
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
@@ -101,13 +121,9 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
                           f"(allowed: {', '.join(JUDGE_NAMES)})")
     base_url = get("base_url")
     if base_url is not None:
-        from .targets import validate_base_url
-
         base_url = validate_base_url(base_url)
     judge_base_url = get("judge_base_url")
     if judge_base_url is not None:
-        from .targets import validate_base_url
-
         judge_base_url = validate_base_url(judge_base_url, "--orbench-judge-base-url")
     sample = get("sample")
     if sample is not None:

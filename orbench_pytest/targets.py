@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 from .errors import ConfigError
-from .redact import redact, redact_known, register_secret
+from .redact import redact, redact_known
+from .settings import validate_base_url
 from .types import Response
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
@@ -68,22 +68,6 @@ class Target(Protocol):
     async def complete(self, system_prompt: str | None, prompt: str) -> Response: ...
 
     async def aclose(self) -> None: ...
-
-
-def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
-    parsed = urlparse(url)
-    if parsed.password:  # https://user:KEY@host/v1: the key must never be printed
-        register_secret(parsed.password)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        shown = redact(url)[:100]
-        raise ConfigError(f"{option}: {shown!r} is not an http(s) URL "
-                          "(e.g. http://127.0.0.1:8000/v1)")
-    return url.rstrip("/")
-
-
-def is_loopback(url: str) -> bool:
-    host = urlparse(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class OpenAICompatibleTarget:
