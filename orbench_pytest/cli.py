@@ -149,7 +149,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _serve_local(args: argparse.Namespace) -> int:
     try:
-        from .local_model import serve_forever  # type: ignore[attr-defined]
+        from .local_model import serve_forever
     except ImportError as exc:
         raise ConfigError(f"the embedded local model is not available ({exc}); "
                           "pip install 'orbench-pytest[local]'") from None

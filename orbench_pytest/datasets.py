@@ -314,7 +314,7 @@ def _linked_sha256(response: Any) -> str | None:
     """The hub names an LFS file's sha256 in X-Linked-Etag on its redirect: verify against it
     even when the suite has no pin of its own (git blob etags are 40 hex and are ignored)."""
     for hop in [*response.history, response]:
-        etag = hop.headers.get("x-linked-etag", "").strip().strip('"').removeprefix("W/")
+        etag = str(hop.headers.get("x-linked-etag", "")).strip().strip('"').removeprefix("W/")
         etag = etag.strip('"').lower()
         if _HEX64.match(etag):
             return etag

@@ -23,18 +23,18 @@ GATE_PROPERTY = "orbench_gate"
 def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
     gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
+    baseline: Mapping[str, Any] | None = data.get("baseline")
+    if baseline is not None:  # the id lists can be long: the report recomputes them
+        baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
     summary = {"schema": SCHEMA, "run": {k: data["run"][k] for k in ("target", "judge",
                                                                       "thresholds")},
-               "gate": gate, "baseline": data.get("baseline")}
-    if summary["baseline"] is not None:  # the id lists can be long: the report recomputes them
-        summary["baseline"] = {k: v for k, v in summary["baseline"].items()
-                               if k not in ("regressions", "fixed")}
+               "gate": gate, "baseline": baseline}
     return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]
 
 
 
 def read_junit(path: Path) -> RunRecord:
-    from junitparser import Error, Failure, JUnitXml, Properties, Skipped
+    from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 
     try:
         xml = JUnitXml.fromfile(str(path))
@@ -42,7 +42,7 @@ def read_junit(path: Path) -> RunRecord:
         raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
     except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
         raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
-    suites = [xml] if xml._tag == "testsuite" else list(xml)
+    suites: list[TestSuite] = [xml] if isinstance(xml, TestSuite) else list(xml)
     items: list[ItemRecord] = []
     gate: dict[str, Any] | None = None
     for suite in suites:
@@ -75,7 +75,7 @@ def read_junit(path: Path) -> RunRecord:
 
 def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(value or "")
+        data: dict[str, Any] = json.loads(value or "")
         if not isinstance(data["gate"]["rows"], list):
             raise TypeError
     except (ValueError, KeyError, TypeError):

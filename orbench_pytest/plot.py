@@ -160,7 +160,8 @@ def draw(points: Sequence[Point], out_stem: Path, baseline: Sequence[Point] = ()
                                 xytext=(start.over_refusal * 100, start.toxic_refusal * 100),
                                 arrowprops={"arrowstyle": "-|>", "color": "black", "lw": 1.4,
                                             "shrinkA": 6, "shrinkB": 6})
-            arrow.arrow_patch.set_gid(f"orbench-arrow-{index}")
+            if arrow.arrow_patch is not None:  # always drawn: arrowprops are given
+                arrow.arrow_patch.set_gid(f"orbench-arrow-{index}")
         _axes(ax, [*points, *baseline], title)
         out_stem.parent.mkdir(parents=True, exist_ok=True)
         written = []
