@@ -248,7 +248,8 @@ class Gate:
         lines = [f"run stopped: {self.stopped_reason}"] if self.stopped_reason else []
         for row in self.rows.values():
             if row.strict_failed and row.category is None:
-                lines.append(f"{row.label}: --orbench-strict: {row.mismatches} mismatches")
+                lines.append(f"{row.label}: --orbench-strict fails every mismatch "
+                             f"({row.mismatches})")
             for check in row.checks:
                 if not check.passed and not row.inherited(check):
                     lines.append(f"{row.label}: {check.describe()} ({check.where})")

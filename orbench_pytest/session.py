@@ -367,6 +367,8 @@ class OrbenchSession:
         (tryfirst: before junitxml writes its file)."""
         if self.outcome is None or self.is_worker or not self._selected:
             return
+        if not self.outcome.gate.passed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
         from .junit import junit_gate_property
         from .results import results_from_run, write_results
 
