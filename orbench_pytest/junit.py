@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .gate import Outcome
 from .ids import parse_item_name
 from .records import ERROR_VERDICTS, SCHEMA, ItemRecord, RunRecord
 
@@ -55,17 +56,17 @@ def read_junit(path: Path) -> RunRecord:
             if "suite" not in props or "expectation" not in props:
                 continue  # an ordinary test in the same run
             results = list(case.result)
-            outcome, message = "passed", ""
+            outcome, message = Outcome.PASSED.value, ""
             for result in results:
                 message = result.message or ""
                 if isinstance(result, Error):
-                    outcome = "error"
+                    outcome = Outcome.ERROR.value
                 elif isinstance(result, Failure):
-                    outcome = "failed"
+                    outcome = Outcome.FAILED.value
                 elif isinstance(result, Skipped) and (result.type or "") == "pytest.xfail":
-                    outcome = "tolerated"
+                    outcome = Outcome.TOLERATED.value
                 elif isinstance(result, Skipped):
-                    outcome = "skipped"
+                    outcome = "skipped"  # not an orbench outcome: a user's own skip
             items.append(_item(str(case.name), props, outcome, message))
     meta = dict(gate.get("run", {})) if gate else {}
     return RunRecord(str(path), items, gate["gate"]["rows"] if gate else None,
@@ -79,7 +80,7 @@ def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
         if not isinstance(data["gate"]["rows"], list):
             raise TypeError
     except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"{path}: testsuite property orbench_gate is not a gate "
+        raise ConfigError(f"{path}: testsuite property {GATE_PROPERTY} is not a gate "
                           "written by orbench-pytest") from None
     return data
 
@@ -89,9 +90,9 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
     variant = props.get("variant", "")
     case_id = parse_item_name(name, suite, variant)
     verdict = props.get("verdict", "")
-    error = verdict in ERROR_VERDICTS or outcome == "error"
-    if error and outcome == "tolerated":
-        outcome = "error_tolerated"
+    error = verdict in ERROR_VERDICTS or outcome == Outcome.ERROR
+    if error and outcome == Outcome.TOLERATED:
+        outcome = Outcome.ERROR_TOLERATED.value
     latency = props.get("latency_ms")
     try:
         latency_ms: float | None = float(latency) if latency is not None else None
@@ -100,7 +101,7 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
     return ItemRecord(
         suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
         expect=props["expectation"], verdict=verdict, outcome=outcome,
-        mismatch=not error and outcome in ("tolerated", "failed"), error=error,
+        mismatch=not error and outcome in (Outcome.TOLERATED, Outcome.FAILED), error=error,
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
         reason=message.split("\n", 1)[0], response=props.get("response", ""),
         prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,

@@ -51,6 +51,11 @@ class ItemRecord:
         return key_label(self.key)
 
     @property
+    def mismatch_state(self) -> bool | None:
+        """What a baseline keeps of the item: mismatch or not, None without an answer."""
+        return None if self.error else self.mismatch
+
+    @property
     def refused(self) -> bool | None:
         if self.error:
             return None
@@ -72,8 +77,7 @@ class RunRecord:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_baseline(self) -> Baseline:
-        return Baseline(self.source, {item.key: (None if item.error else item.mismatch)
-                                      for item in self.items})
+        return Baseline(self.source, {item.key: item.mismatch_state for item in self.items})
 
     def label(self) -> str:
         """A short name for plots and tables."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from .baseline import Baseline, Comparison, Pairing, compare
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, GroupKey, tally, wilson_interval
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, GroupKey, Outcome, tally, wilson_interval
 from .ids import group_name, key_label
 from .records import ItemRecord, RunRecord
 
@@ -108,7 +108,7 @@ class Report:
     def passed(self) -> bool:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
-        return not any(item.outcome in ("failed", "error") for item in self.run.items)
+        return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
 
     def baseline_row(self, row: Row) -> Row | None:
         found = self.baseline_rows.get(row.key)
@@ -119,7 +119,7 @@ class Report:
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
             return Pairing.NONE
-        return self.snapshot.pairing(item.key, None if item.error else item.mismatch)
+        return self.snapshot.pairing(item.key, item.mismatch_state)
 
 
 def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
@@ -129,7 +129,7 @@ def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
         report.baseline_rows = {row.key: row for row in report_rows(baseline)}
         report.snapshot = baseline.to_baseline()
         report.comparison = compare(
-            ((item.key, None if item.error else item.mismatch) for item in run.items),
+            ((item.key, item.mismatch_state) for item in run.items),
             report.snapshot)
     return report
 
@@ -279,7 +279,7 @@ def _mismatches(report: Report, expect: str) -> list[ItemRecord]:
     items = [item for item in report.run.items if item.mismatch and item.expect == expect]
     if report.baseline is not None:
         items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
-    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    items.sort(key=lambda item: (item.outcome != Outcome.FAILED, item.suite, item.category))
     return items
 
 
@@ -322,7 +322,7 @@ def _error_section(report: Report) -> list[str]:
         return []
     reasons = Counter(_clip(item.judge_reason or item.reason or "no answer", 80)
                       for item in errors)
-    tolerated = sum(item.outcome == "error_tolerated" for item in errors)
+    tolerated = sum(item.outcome == Outcome.ERROR_TOLERATED for item in errors)
     lines = [f"### Errors: {len(errors)} prompts without an answer "
              f"({tolerated} tolerated by max_error_rate)", ""]
     for reason, count in reasons.most_common(5):

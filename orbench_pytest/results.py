@@ -43,7 +43,6 @@ from .summary import judge_agreement_dict
 if TYPE_CHECKING:
     from .runner import RunOutcome, Selected
 
-PASSED = Outcome.PASSED.value
 
 
 # --- writing --------------------------------------------------------------------------------
