@@ -33,16 +33,6 @@ CREATE TABLE IF NOT EXISTS responses (
     raw TEXT,
     created REAL
 );
-CREATE TABLE IF NOT EXISTS run_errors (
-    run TEXT NOT NULL,
-    key TEXT NOT NULL,
-    error TEXT NOT NULL,
-    PRIMARY KEY (run, key)
-);
-CREATE TABLE IF NOT EXISTS run_state (
-    run TEXT PRIMARY KEY,
-    stopped_reason TEXT
-);
 """
 
 
@@ -136,20 +126,3 @@ class ResponseCache:
 
     def count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
-
-    # Per-run facts the xdist workers need to report the same outcomes as the controller.
-    def put_run_errors(self, run: str, errors: dict[str, str], stopped_reason: str | None) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO run_errors VALUES (?, ?, ?)",
-                                 [(run, key, error) for key, error in errors.items()])
-            self._db.execute("INSERT OR REPLACE INTO run_state VALUES (?, ?)",
-                             (run, stopped_reason))
-
-    def get_run_errors(self, run: str) -> tuple[dict[str, str], str | None] | None:
-        state = self._db.execute("SELECT stopped_reason FROM run_state WHERE run = ?",
-                                 (run,)).fetchone()
-        if state is None:
-            return None
-        rows = self._db.execute("SELECT key, error FROM run_errors WHERE run = ?", (run,))
-        return dict(rows.fetchall()), state[0]

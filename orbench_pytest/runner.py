@@ -18,7 +18,7 @@ from .redact import secret_from_env
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
 from .thresholds import Thresholds
-from .types import Label, PromptCase, Response, Verdict
+from .types import Label, PromptCase, Response
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
 LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
@@ -96,15 +96,15 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
 
 
 @contextlib.contextmanager
-def _answering(settings: Settings, params: GenerationParams, asks: bool,
-               replay: bool) -> Iterator[tuple[Target, str]]:
+def _answering(settings: Settings, params: GenerationParams,
+               asks: bool) -> Iterator[tuple[Target, str]]:
     """Who answers: the target when the cache lacks answers; else nobody (no server to start,
     no key needed)."""
     if asks:
         with open_target(settings, params) as opened:
             yield opened
     else:
-        yield NoTarget(), "replay" if replay else settings.target or settings.model or "local"
+        yield NoTarget(), settings.target or settings.model or "local"
 
 
 def generation_params(settings: Settings) -> GenerationParams:
@@ -177,12 +177,11 @@ def run_selected(
     thresholds: Thresholds,
     *,
     cache: ResponseCache | None,
-    replay_run: str | None = None,
     progress: Progress | None = None,
     max_mismatches: int | None = None,
     baseline: Baseline | None = None,
 ) -> RunOutcome:
-    """Fetch (or, with replay_run, only read) every selected prompt and decide the gate."""
+    """Fetch every selected prompt (or read it from the cache) and decide the gate."""
     params = generation_params(settings)
     identity = target_identity(settings, params)
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
@@ -193,20 +192,17 @@ def run_selected(
         rpm=settings.rpm,
         tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
         backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
-        read_cache=settings.cache_mode in ("on", "read") or replay_run is not None,
-        replay_only=replay_run is not None,
+        read_cache=settings.cache_mode in ("on", "read"),
     )
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
     cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
-    asks = replay_run is None and len(cached) < len(set(keys))
-    with _answering(settings, params, asks, replay_run is not None) as (target, label):
+    asks = len(cached) < len(set(keys))
+    with _answering(settings, params, asks) as (target, label):
         engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
                              should_stop if asks else None)
         judge = attach_judge(settings, engine)
         report = run_phase(engine, jobs, cached)
-    if replay_run is not None:
-        _apply_run_errors(report, cache, replay_run)
     if report.config_error:
         raise ConfigError(report.config_error)
     results = []
@@ -220,7 +216,7 @@ def run_selected(
         results.append(ItemResult(s.case.suite, s.case.category, s.case.expect, refused,
                                   s.variant.name, pairing))
     gate = evaluate(results, thresholds, strict=settings.strict,
-                    stopped_reason=report.stopped_reason,
+                    stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None)
     states = {}
     for key, s, result in zip(keys, selected, results, strict=True):
@@ -255,17 +251,14 @@ def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,
     return should_stop
 
 
-def _apply_run_errors(report: FetchReport, cache: ResponseCache | None, run: str) -> None:
-    """On an xdist worker: the controller's errors for this run, word for word."""
-    stored = cache.get_run_errors(run) if cache is not None else None
-    if stored is None:
-        return
-    errors, stopped_reason = stored
-    report.stopped_reason = stopped_reason
-    for key, error in errors.items():
-        if key in report.answers:
-            report.answers[key] = Answer(Verdict(Label.ERROR, error, "endpoint"), "", 0.0,
-                                         False, 0)
+def _stopped_reason(report: FetchReport) -> str | None:
+    """Why the run stopped, and how many prompts it never sent: the gate line says both."""
+    if report.stopped_reason is None:
+        return None
+    unsent = sum(1 for answer in report.answers.values()
+                 if answer.verdict.label is Label.ERROR
+                 and answer.verdict.reason.startswith("not sent"))
+    return f"{report.stopped_reason}; {unsent} of {len(report.answers)} prompts never sent"
 
 
 _NO_JUDGE = KeywordJudge()  # placeholder until attach_judge sets the run's judge
@@ -279,7 +272,7 @@ class NoTarget:
         return {}
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Any:
-        raise AssertionError("no request may be sent in replay mode")
+        raise AssertionError("no request may be sent when every answer is known")
 
     async def aclose(self) -> None:
         return None
