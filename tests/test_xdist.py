@@ -94,3 +94,15 @@ def test_n2_matches_serial_and_asks_each_prompt_once(project, plugin_args, cache
     assert Counter(by_item.values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3, "ERROR": 1}
     assert gate_table(parallel) == gate_table(serial)
     assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_states_file_is_run_scoped_and_deleted(project, plugin_args, monkeypatch,
+                                               tmp_path_factory) -> None:
+    """The controller hands the states over in a private temp folder, gone once it ends."""
+    tmp = tmp_path_factory.mktemp("tmpdir")
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    with OpenAIServer(script) as server:
+        result = run(project, plugin_args, server, "-n", "2")
+    assert Counter(outcomes(result).values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3,
+                                                  "ERROR": 1}
+    assert not list(tmp.glob("orbench-run-*"))
