@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections import Counter
 
 import pytest
@@ -106,3 +107,18 @@ def test_states_file_is_run_scoped_and_deleted(project, plugin_args, monkeypatch
     assert Counter(outcomes(result).values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3,
                                                   "ERROR": 1}
     assert not list(tmp.glob("orbench-run-*"))
+
+
+def test_dead_endpoint_stops_every_worker_and_fails_with_exit_1(project, plugin_args) -> None:
+    """As serial: each worker shows at most one error, not one per prompt never sent."""
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = project.runpytest_subprocess(
+        *plugin_args, "suites", "-n", "2", "--orbench-model=m",
+        f"--orbench-base-url=http://127.0.0.1:{port}/v1", "--orbench-backoff=0.01")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert 1 <= result.parseoutcomes().get("errors", 0) <= 2
+    result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: endpoint unavailable*"
+                                 "; 33 of 33 prompts never sent*"])
+    assert "Traceback" not in result.stdout.str()
