@@ -26,6 +26,19 @@ def timed(args: list[str], cwd: str) -> float:
     return time.perf_counter() - start
 
 
+def plugin_import_ms() -> float:
+    """Cumulative import time of the plugin module once pytest is loaded (-X importtime):
+    less sensitive to machine load than whole-process wall time."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           "import pytest; import orbench_pytest.plugin"],
+                          capture_output=True, text=True, check=True)
+    for line in done.stderr.splitlines():
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) == 3 and fields[2] == "orbench_pytest.plugin":
+            return int(fields[1]) / 1000
+    raise SystemExit("no import time reported for orbench_pytest.plugin")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -43,6 +56,9 @@ def main() -> None:
     print(f"pytest --version: with the plugin {on * 1000:.0f} ms, with -p no:orbench "
           f"{off * 1000:.0f} ms (medians of {args.repeat})")
     print(f"plugin cost: {cost_ms:.1f} ms (target ≤ 20) → {'OK' if cost_ms <= 20 else 'MISSED'}")
+    imports = sorted(plugin_import_ms() for _ in range(args.repeat))
+    print(f"import orbench_pytest.plugin after pytest: median {statistics.median(imports):.1f} "
+          f"ms, min {imports[0]:.1f} ms ({args.repeat} processes)")
     print(f"load after: {load()}")
 
 
