@@ -75,10 +75,10 @@ class PromptItem(pytest.Item):
             report.longrepr = self._mismatch_text(state)
         elif outcome is Outcome.TOLERATED:
             report.outcome = "skipped"
-            report.wasxfail = state.reason  # type: ignore[attr-defined]
+            report.wasxfail = state.reason
         elif outcome is Outcome.ERROR_TOLERATED:
             report.outcome = "skipped"
-            report.wasxfail = (  # type: ignore[attr-defined]
+            report.wasxfail = (
                 f"no answer ({state.answer.verdict.reason}); {state.reason}")
         return report
 
