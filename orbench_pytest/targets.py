@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from enum import Enum
 from typing import Any, Protocol
 
 from .errors import ConfigError
@@ -32,17 +33,45 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 PROMPT_ERROR_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 
 
-class TransientFault(Exception):
-    """Worth another try: rate limit, 5xx, reset, timeout, truncated or garbled body."""
+# 429 codes that no wait will cure: the account is out of credit.
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded",
+                         "billing_not_active"})
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+
+class FaultKind(str, Enum):
+    """What went wrong with one request; the retry policy decides by kind, never by message."""
+
+    RATE_LIMIT = "rate_limit"  # 429: slow down, try again
+    QUOTA = "quota"  # 429 insufficient_quota & co: permanent, ends the run
+    SERVER_ERROR = "server_error"  # 5xx, 408, 409
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"  # refused, reset, DNS
+    TRUNCATED = "truncated"  # the body was cut short
+    MALFORMED = "malformed"  # not JSON, no choices, content not text
+    CONFIG = "config"  # 401, 403, 404, bad parameter: the request itself is wrong
+
+
+class TransientFault(Exception):
+    """Worth another try (by the policy's leave): rate limit, 5xx, reset, timeout, bad body."""
+
+    def __init__(self, kind: FaultKind, reason: str, retry_after: float | None = None,
+                 status: int | None = None) -> None:
         super().__init__(reason)
+        self.kind = kind
         self.reason = reason
         self.retry_after = retry_after
+        self.status = status
+
+    @property
+    def tally(self) -> str:
+        """The label counted in the run's 'failed attempts' line ("HTTP 503", "timeout")."""
+        return f"HTTP {self.status}" if self.status is not None else self.kind.value
 
 
 class ConfigFault(Exception):
     """The request itself is wrong (401, 403, 404, bad parameter): no retry, stop the run."""
+
+    kind = FaultKind.CONFIG
 
 
 @dataclass(frozen=True)
@@ -124,13 +153,17 @@ class OpenAICompatibleTarget:
                 status = resp.status
                 headers = resp.headers
         except asyncio.TimeoutError:
-            raise TransientFault(f"timed out after {self.params.timeout_s:g}s") from None
+            raise TransientFault(FaultKind.TIMEOUT,
+                                 f"timed out after {self.params.timeout_s:g}s") from None
         except aiohttp.ClientPayloadError as exc:
-            raise TransientFault(f"truncated body ({type(exc).__name__})") from None
+            raise TransientFault(FaultKind.TRUNCATED,
+                                 f"truncated body ({type(exc).__name__})") from None
         except aiohttp.ClientConnectorError as exc:
-            raise TransientFault(f"cannot connect to {self.base_url} ({exc.os_error})") from None
+            raise TransientFault(FaultKind.CONNECTION,
+                                 f"cannot connect to {self.base_url} ({exc.os_error})") from None
         except aiohttp.ClientError as exc:
-            raise TransientFault(f"connection error ({type(exc).__name__}: {exc})") from None
+            raise TransientFault(FaultKind.CONNECTION,
+                                 f"connection error ({type(exc).__name__}: {exc})") from None
         latency_ms = (time.perf_counter() - started) * 1000
         return parse_chat_response(status, headers, raw, latency_ms, url)
 
@@ -153,17 +186,21 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         if status == 400 and code in PROMPT_ERROR_CODES:
             return Response(text=None, latency_ms=latency_ms,
                             error=redact(f"HTTP 400 {code}: {message or 'no message'}"))
+        if status == 429 and code in QUOTA_CODES:
+            raise TransientFault(FaultKind.QUOTA, redact(
+                f"HTTP 429 {code}: {message or 'quota exhausted'}"), None, status)
         if status in RETRY_STATUSES or status >= 500:
-            raise TransientFault(f"HTTP {status}{f' {message}' if message else ''}",
-                                 retry_after_seconds(headers))
+            kind = FaultKind.RATE_LIMIT if status == 429 else FaultKind.SERVER_ERROR
+            raise TransientFault(kind, f"HTTP {status}{f' {message}' if message else ''}",
+                                 retry_after_seconds(headers), status)
         detail = message or text[:200].strip() or "no body"
         raise ConfigFault(redact(f"{url} answered HTTP {status}: {detail}"))
     if not isinstance(payload, dict):
-        raise TransientFault("malformed body: not JSON" if payload is None
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: not JSON" if payload is None
                              else "malformed body: not a JSON object")
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise TransientFault("malformed body: no choices")
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: no choices")
     choice = choices[0]
     message = choice.get("message") or {}
     finish = choice.get("finish_reason")
@@ -181,7 +218,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
     if content is None and refusal is None:
         content = ""  # null content is an empty answer: --orbench-empty decides what it counts as
     if not isinstance(content, (str, type(None))):
-        raise TransientFault("malformed body: content is not text")
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: content is not text")
     return Response(text=content, finish_reason=finish, latency_ms=latency_ms, refusal=refusal,
                     reasoning=reasoning if isinstance(reasoning, str) else None,
                     usage=usage, raw=text)
