@@ -168,6 +168,7 @@ class FetchEngine:
         self._stop_event: asyncio.Event | None = None
         self._limiter = RateLimiter(settings.rpm, settings.tpm, clock, self._sleep)
         self._unsaved: list[tuple[str, Response]] = []
+        self._out_of_time = False
         self._judge_channel = judge_channel
         self._judge_bound: asyncio.Semaphore | None = None
         if judge_channel is not None:
@@ -235,7 +236,7 @@ class FetchEngine:
         try:
             await asyncio.gather(*workers)
         except asyncio.CancelledError:
-            if not watchdog.done() or watchdog.cancelled():
+            if not self._out_of_time:
                 raise  # Ctrl-C from outside, not the run's own time limit
         finally:
             watchdog.cancel()
@@ -260,6 +261,7 @@ class FetchEngine:
             if self._stop_event is not None and self._stop_event.is_set():
                 return
         self._stop_run(self.policy.over_time() or "out of time")
+        self._out_of_time = True
         for task in workers:
             task.cancel()
 
