@@ -84,7 +84,7 @@ def check_target_settings(settings: Settings) -> None:
 def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[Target, str]]:
     """The target to ask, and a label for reports; a local model server lives only inside."""
     if settings.target is not None:
-        yield CallableTarget(settings.target), settings.target
+        yield CallableTarget(settings.target, params.timeout_s), settings.target
         return
     if settings.is_local:
         from .local_model import start_local_server

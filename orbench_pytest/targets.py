@@ -9,11 +9,14 @@ each HTTP exchange into a Response, a TransientFault (retry) or a ConfigFault (s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -265,27 +268,38 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 
 class CallableTarget:
-    """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async."""
+    """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async.
 
-    def __init__(self, spec: str) -> None:
+    Bounded like an endpoint: each call gets `timeout_s`. A sync function runs on a daemon
+    thread, so a call that hangs is abandoned at its timeout (the item an error) and neither
+    Ctrl-C nor the interpreter's exit waits for it.
+    """
+
+    def __init__(self, spec: str, timeout_s: float = 120.0) -> None:
         self.spec = spec
+        self.timeout_s = timeout_s
         self._fn = load_callable(spec)
         self._is_async = inspect.iscoroutinefunction(self._fn)
+        self._threads = _DaemonThreads()
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "callable", "spec": self.spec}
 
     async def aclose(self) -> None:
-        return None
+        self._threads.close()
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Response:
         started = time.perf_counter()
         try:
             if self._is_async:
-                result = await self._fn(prompt, system_prompt)
+                call = self._fn(prompt, system_prompt)
             else:
                 # A blocking function must not stall the other requests.
-                result = await asyncio.to_thread(self._fn, prompt, system_prompt)
+                call = self._threads.run(self._fn, prompt, system_prompt)
+            result = await asyncio.wait_for(call, timeout=self.timeout_s)
+        except asyncio.TimeoutError:
+            raise TransientFault(FaultKind.TIMEOUT, f"{self.spec} did not return within "
+                                 f"{self.timeout_s:g}s (--orbench-timeout)") from None
         except Exception as exc:  # the user's code failed: an error for this item, not a refusal
             error = redact(f"{self.spec} raised {type(exc).__name__}: {exc}")
             return Response(text=None, error=error,
@@ -302,6 +316,58 @@ class CallableTarget:
                               "expected str or {'text': ..., 'finish_reason': ...}")
 
 
+class _DaemonThreads:
+    """A pool of daemon threads that grows when all are busy (e.g. stuck in a hung call):
+    unlike asyncio.to_thread's executor, nothing joins them at exit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._jobs.put((loop, future, fn, args))
+        if spawn:
+            threading.Thread(target=self._work, name="orbench-target", daemon=True).start()
+        return future
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, args = job
+            try:
+                outcome, failed = fn(*args), False
+            except BaseException as exc:  # handed to the awaiting coroutine
+                outcome, failed = exc, True
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                loop.call_soon_threadsafe(_settle, future, outcome, failed)
+            with self._lock:
+                self._idle += 1
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
+    if future.done():  # timed out or cancelled meanwhile
+        return
+    if failed:
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
 def load_callable(spec: str) -> Callable[..., Any]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -312,8 +378,19 @@ def load_callable(spec: str) -> Callable[..., Any]:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise ConfigError(f"--orbench-target: importing {module_name!r} called sys.exit"
+                          f"({exc.code!r})") from None
+    except SyntaxError as exc:
+        where = f"{os.path.basename(exc.filename or '?')}, line {exc.lineno}"
+        raise ConfigError(f"--orbench-target: {module_name!r} has a syntax error "
+                          f"({where}: {exc.msg})") from None
     except ImportError as exc:
         raise ConfigError(f"--orbench-target: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the module's own code raised while importing
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ConfigError(f"--orbench-target: importing {module_name!r} raised "
+                          f"{redact(detail)}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"--orbench-target: {module_name!r} has no callable {attr!r}")
