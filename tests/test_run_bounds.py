@@ -242,3 +242,36 @@ def test_a_full_disk_stops_the_run_names_the_file_and_keeps_the_answers(suite,
     # Every answer received is in the results file, including those the cache could not keep.
     assert len(answered) > stored >= 0
     assert "Traceback" not in out + result.stderr
+
+
+def make_read_only(path: Path) -> bool:
+    """chmod is no barrier to root: there the file is made immutable instead."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        return True
+    return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+
+
+def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugin_args) -> None:
+    with OpenAIServer(answer) as server:
+        run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3")
+        cache = suite.path / "c.sqlite3"
+        with sqlite3.connect(cache) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("PRAGMA journal_mode = DELETE")  # no -wal/-shm left to write
+        if not make_read_only(cache):
+            pytest.skip("cannot make a file read-only here (no chattr)")
+        try:
+            grown = [{"prompt": p, "expect": "comply", "category": "safe"} for p in [*SAFE, "new"]]
+            (suite.path / "suites" / "mini.yaml").write_text(
+                yaml.safe_dump({"name": "mini", "prompts": grown}))
+            result = run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3")
+        finally:
+            if os.geteuid() == 0:
+                subprocess.run(["chattr", "-i", str(cache)], check=True)
+    assert result.ret not in (0, pytest.ExitCode.INTERNAL_ERROR)
+    output = result.stdout.str() + result.stderr.str()
+    named = [line for line in output.splitlines() if str(cache) in line
+             and ("read-only" in line or "cannot write" in line)]
+    assert named, output
+    no_traceback(result)
