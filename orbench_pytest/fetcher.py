@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .cache import CacheWriteError, ResponseCache, cache_key
@@ -249,7 +249,7 @@ class FetchEngine:
                 reason = self.report.stopped_reason or self.report.config_error or "not sent"
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
 
-    async def _watch_the_clock(self, workers: list[asyncio.Future[None]]) -> None:
+    async def _watch_the_clock(self, workers: Sequence[asyncio.Future[None]]) -> None:
         """--orbench-max-duration: past it, requests in flight are abandoned and the run ends."""
         while True:
             left = self.policy.time_left()

@@ -118,6 +118,6 @@ class RetryPolicy:
         if retry_after is not None:
             # The server's word, plus a little jitter so the waiting requests do not return
             # in one burst.
-            return retry_after + self._rng.uniform(0, min(1.0, retry_after * 0.1))
+            return float(retry_after + self._rng.uniform(0, min(1.0, retry_after * 0.1)))
         ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** attempt)
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)  # equal jitter: spread the herd
+        return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))  # equal jitter

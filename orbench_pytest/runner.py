@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,7 +251,7 @@ def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool
     return usable(cache.get_many(keys))
 
 
-def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,
+def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
                       partial_is_refusal: bool) -> Callable[[str, Answer], bool] | None:
     """For -x / --maxfail with --orbench-strict: stop asking once enough items must fail."""
     if limit is None:

@@ -205,16 +205,16 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise TransientFault(FaultKind.MALFORMED, "malformed body: no choices")
     choice = choices[0]
-    message = choice.get("message") or {}
+    reply: dict[str, Any] = choice.get("message") or {}
     finish = choice.get("finish_reason")
-    content = message.get("content")
-    refusal = message.get("refusal") or None
+    content = reply.get("content")
+    refusal = reply.get("refusal") or None
     usage = {k: v for k, v in (payload.get("usage") or {}).items() if isinstance(v, int)}
-    reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+    reasoning = reply.get("reasoning_content") or reply.get("reasoning") or None
     if finish == "content_filter":
         return Response(text=content or None, finish_reason=finish, latency_ms=latency_ms,
                         content_filter=True, usage=usage, raw=text)
-    if content is None and refusal is None and message.get("tool_calls"):
+    if content is None and refusal is None and reply.get("tool_calls"):
         return Response(text=None, finish_reason=finish, latency_ms=latency_ms,
                         error="malformed answer: tool calls instead of text", usage=usage,
                         raw=text)
@@ -394,4 +394,4 @@ def load_callable(spec: str) -> Callable[..., Any]:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"--orbench-target: {module_name!r} has no callable {attr!r}")
-    return fn
+    return fn  # type: ignore[no-any-return]
