@@ -159,10 +159,15 @@ def flaky(n: int, rate: float, seed: int, repeat: int, max_retries: int) -> None
         filtered = verdicts(folder / "filter.json")
         expected = {}
         for case_id, prompt in prompts.items():
+            hangs = 0
             for attempt in range(max_retries + 1):
                 kind = script.kind_for(None, prompt, attempt)
                 if kind is None or kind in FILTER_FAULTS:
                     expected[case_id] = "content_filter" if kind else clean[case_id]
+                    break
+                hangs += kind == "hang"
+                if hangs == 2:  # a timeout is retried once
+                    expected[case_id] = "error"
                     break
             else:
                 expected[case_id] = "error"
