@@ -41,6 +41,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Seed sent with each request, for servers that honour it")
     add("--orbench-timeout", dest="orbench_timeout", metavar="SECONDS",
         help="Timeout of one request (default: 120)")
+    add("--orbench-max-duration", dest="orbench_max_duration", metavar="SECONDS",
+        help="Stop asking after this long; unsent prompts are errors (default: no limit)")
     add("--orbench-thresholds", dest="orbench_thresholds", metavar="PATH",
         help="Gate file (default: thresholds.yaml in the rootdir, else built-in defaults)")
     add("--orbench-strict", dest="orbench_strict", action="store_true",

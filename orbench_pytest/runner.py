@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
 from .errors import ConfigError
-from .fetcher import Answer, FetchEngine, FetchReport, FetchSettings, Job, Progress, run_phase
+from .fetcher import (
+    Answer,
+    FetchEngine,
+    FetchReport,
+    FetchSettings,
+    Job,
+    JudgeChannel,
+    Progress,
+    run_phase,
+    usable,
+)
 from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
+from .retry import RetrySettings
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
 from .thresholds import Thresholds
@@ -73,7 +84,7 @@ def check_target_settings(settings: Settings) -> None:
 def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[Target, str]]:
     """The target to ask, and a label for reports; a local model server lives only inside."""
     if settings.target is not None:
-        yield CallableTarget(settings.target), settings.target
+        yield CallableTarget(settings.target, params.timeout_s), settings.target
         return
     if settings.is_local:
         from .local_model import start_local_server
@@ -150,25 +161,34 @@ def check_judge_settings(settings: Settings) -> None:
             "(or name another variable with --orbench-judge-api-key-env)")
 
 
-def attach_judge(settings: Settings, engine: FetchEngine) -> Judge:
-    """The run's judge; an LLM-backed one asks its model through `engine` (cache, retries)."""
+def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
+    """The run's judge, and for an LLM-backed one the channel its model is asked through (the
+    engine that runs the judge sends over it, with its cache, retries and stop)."""
     from .judges import build_judge
 
     if settings.judge == "keyword":
-        judge: Judge = KeywordJudge()
-    else:
-        assert settings.judge_model is not None
-        key = (secret_from_env(settings.judge_api_key_env)
-               if os.environ.get(settings.judge_api_key_env) else None)
-        # Temperature 0 and a short reply: the verdict is one small JSON object.
-        params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
-                                  timeout_s=settings.timeout_s)
-        judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
-                                              params, settings.concurrency)
-        judge = build_judge(settings.judge, engine.judge_chat(judge_target),
-                            settings.judge_model)
-    engine.judge = judge
-    return judge
+        return KeywordJudge(), None
+    assert settings.judge_model is not None
+    key = (secret_from_env(settings.judge_api_key_env)
+           if os.environ.get(settings.judge_api_key_env) else None)
+    # Temperature 0 and a short reply: the verdict is one small JSON object.
+    params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
+                              timeout_s=settings.timeout_s)
+    judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
+                                          params, settings.concurrency)
+    channel = JudgeChannel(judge_target, settings.concurrency)
+    return build_judge(settings.judge, channel.chat, settings.judge_model), channel
+
+
+def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSettings:
+    return FetchSettings(
+        concurrency=effective_concurrency(settings), rpm=settings.rpm, tpm=settings.tpm,
+        est_output_tokens=params.max_tokens or 256,
+        retry=RetrySettings(max_retries=settings.max_retries, backoff_base_s=settings.backoff_s,
+                            max_duration_s=settings.max_duration_s),
+        empty_is_refusal=settings.empty_is_refusal,
+        read_cache=settings.cache_mode in ("on", "read"),
+    )
 
 
 def run_selected(
@@ -187,21 +207,15 @@ def run_selected(
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
     jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
             for key, s in zip(keys, selected, strict=True)]
-    fetch_settings = FetchSettings(
-        concurrency=effective_concurrency(settings), max_retries=settings.max_retries,
-        rpm=settings.rpm,
-        tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
-        backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
-        read_cache=settings.cache_mode in ("on", "read"),
-    )
+    engine_settings = fetch_settings(settings, params)
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
-    cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
+    cached = _cached(cache, keys, engine_settings.read_cache)  # read once, used twice
     asks = len(cached) < len(set(keys))
+    judge, judge_channel = build_run_judge(settings)
     with _answering(settings, params, asks) as (target, label):
-        engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
-                             should_stop if asks else None)
-        judge = attach_judge(settings, engine)
+        engine = FetchEngine(target, judge, cache, engine_settings, progress,
+                             should_stop if asks else None, judge_channel=judge_channel)
         report = run_phase(engine, jobs, cached)
     if report.config_error:
         raise ConfigError(report.config_error)
@@ -229,10 +243,10 @@ def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool
             ) -> dict[str, Response]:
     if cache is None or not read_cache:
         return {}
-    return cache.get_many(keys)
+    return usable(cache.get_many(keys))
 
 
-def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,
+def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
                       partial_is_refusal: bool) -> Callable[[str, Answer], bool] | None:
     """For -x / --maxfail with --orbench-strict: stop asking once enough items must fail."""
     if limit is None:
@@ -259,9 +273,6 @@ def _stopped_reason(report: FetchReport) -> str | None:
                  if answer.verdict.label is Label.ERROR
                  and answer.verdict.reason.startswith("not sent"))
     return f"{report.stopped_reason}; {unsent} of {len(report.answers)} prompts never sent"
-
-
-_NO_JUDGE = KeywordJudge()  # placeholder until attach_judge sets the run's judge
 
 
 class NoTarget:
