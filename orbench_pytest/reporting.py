@@ -39,7 +39,8 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     for line in variant_lines(gate):
         write(line)
     labelled = [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
-                 outcome.states[s.nodeid].result) for s in run.selected if s.nodeid in outcome.states]
+                 outcome.states[s.nodeid].result)
+                for s in run.selected if s.nodeid in outcome.states]
     for line in flaky_lines(labelled, gate):
         write(line)
     if gate.baseline_source is not None:

@@ -199,7 +199,8 @@ def run_selected(
         backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read"),
     )
-    expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
+    expect_by_key: dict[str, str] = {key: s.case.expect
+                                     for key, s in zip(keys, selected, strict=True)}
     # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
     should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
                                     settings.partial_is_refusal)
