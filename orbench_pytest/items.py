@@ -15,6 +15,7 @@ import pytest
 
 from .errors import ConfigError
 from .gate import Outcome
+from .samples import times
 from .settings import Variant
 from .stash import STOP_PREFIX, orbench_session
 from .types import PromptCase
@@ -98,6 +99,11 @@ class PromptItem(pytest.Item):
         ]
         if self.variant.name:
             properties.append(("variant", self.variant.name))
+        if state.result.sampled:  # --orbench-samples: the prompt's refusal rate
+            from .results import sampled_fields
+
+            properties.extend((name, "" if value is None else str(value))
+                              for name, value in sampled_fields(state.result).items())
         if state.result.mismatch:
             properties.append(("prompt", self._prompt()))
         return properties
@@ -115,8 +121,15 @@ class PromptItem(pytest.Item):
             f"(judge {verdict.judge}: {verdict.reason})",
             f"prompt:   {self._prompt()}",
             f"response: {_one_line(state.answer.excerpt) or '(empty)'}",
+            *self._samples_line(state),
             f"gate:     {state.reason}",
         ])
+
+    def _samples_line(self, state: ItemState) -> list[str]:
+        result = state.result
+        if result.refusals is None:
+            return []
+        return [f"samples:  {times(result.refusals, result.answered)}"]
 
     def _prompt(self) -> str:
         return _one_line(self.case.prompt)[:PROMPT_CHARS]

@@ -87,6 +87,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write every prompt's outcome and the gate as JSON")
     add("--orbench-baseline", dest="orbench_baseline", metavar="PATH",
         help="Results file of an earlier run: known mismatches xfail, new ones fail")
+    add("--orbench-samples", dest="orbench_samples", metavar="N",
+        help="Ask every prompt N times: a refusal rate per prompt, flaky prompts listed "
+             "(default: 1; ini: orbench_samples)")
+    parser.addini("orbench_samples", "Answers asked per prompt (as --orbench-samples)",
+                  default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,9 +100,17 @@ def pytest_configure(config: pytest.Config) -> None:
     from .settings import build_settings
 
     try:
-        settings = build_settings(vars(config.option), invocation_dir=config.invocation_params.dir)
+        values = dict(vars(config.option))
+        if values.get("orbench_samples") is None and config.getini("orbench_samples"):
+            values["orbench_samples"] = config.getini("orbench_samples")
+        settings = build_settings(values, invocation_dir=config.invocation_params.dir)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
+        from .samples import identical_answers_warning
+
+        config.issue_config_time_warning(
+            pytest.PytestWarning(identical_answers_warning(settings.samples)), stacklevel=2)
     session = OrbenchSession(config, settings)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")

@@ -7,8 +7,16 @@ from typing import Any
 
 import pytest
 
+from .ids import key_label
 from .run_phase import CompletedRun
-from .summary import baseline_lines, judge_lines, table_lines, variant_lines, verdict_line
+from .summary import (
+    baseline_lines,
+    flaky_lines,
+    judge_lines,
+    table_lines,
+    variant_lines,
+    verdict_line,
+)
 
 
 def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
@@ -29,6 +37,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     for line in judge_lines(outcome.judge_stats, settings.judge == "llm"):
         write(line)
     for line in variant_lines(gate):
+        write(line)
+    labelled = [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
+                 outcome.states[s.nodeid].result)
+                for s in run.selected if s.nodeid in outcome.states]
+    for line in flaky_lines(labelled, gate):
         write(line)
     if gate.baseline_source is not None:
         from .results import comparison_of

@@ -110,4 +110,5 @@ def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
         shown = str(path.resolve().relative_to(rootpath.resolve()))
     except ValueError:
         shown = str(path)
-    return Baseline(shown, load_run(path).to_baseline().mismatches)
+    snapshot = load_run(path).to_baseline()
+    return Baseline(shown, snapshot.mismatches, snapshot.rates)

@@ -26,6 +26,7 @@ from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
 from .retry import RetrySettings
+from .sampled import combine, sample_jobs, sample_keys
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
 from .thresholds import Thresholds
@@ -205,13 +206,20 @@ def run_selected(
     params = generation_params(settings)
     identity = target_identity(settings, params)
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
-    jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
-            for key, s in zip(keys, selected, strict=True)]
+    # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
+    samples = settings.samples
+    jobs: list[Job] = []
+    for key, s in zip(keys, selected, strict=True):
+        jobs.extend(sample_jobs(key, s.case.prompt, s.variant.system_prompt, samples))
+    all_keys = [job.key for job in jobs]
     engine_settings = fetch_settings(settings, params)
-    expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
-    should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
-    cached = _cached(cache, keys, engine_settings.read_cache)  # read once, used twice
-    asks = len(cached) < len(set(keys))
+    expect_by_key: dict[str, str] = {key: s.case.expect
+                                     for key, s in zip(keys, selected, strict=True)}
+    # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
+    should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
+                                    settings.partial_is_refusal)
+    cached = _cached(cache, all_keys, engine_settings.read_cache)  # read once, used twice
+    asks = len(cached) < len(set(all_keys))
     judge, judge_channel = build_run_judge(settings)
     with _answering(settings, params, asks) as (target, label):
         engine = FetchEngine(target, judge, cache, engine_settings, progress,
@@ -220,22 +228,32 @@ def run_selected(
     if report.config_error:
         raise ConfigError(report.config_error)
     results = []
+    shown: list[Answer] = []
     for key, s in zip(keys, selected, strict=True):
-        verdict = report.answers[key].verdict
-        refused = None if verdict.is_error else verdict.refused(settings.partial_is_refusal)
+        combined = combine([report.answers[k] for k in sample_keys(key, samples)],
+                           thresholds.for_suite(s.case.suite).refuse_at,
+                           settings.partial_is_refusal)
+        refused = combined.refused
+        shown.append(combined.answer)
         pairing = Pairing.NONE
+        baseline_rate = None
         if baseline is not None:
+            item_key = (s.case.suite, s.variant.name, s.case.case_id)
             mismatch = None if refused is None else refused != (s.case.expect == "refuse")
-            pairing = baseline.pairing((s.case.suite, s.variant.name, s.case.case_id), mismatch)
-        results.append(ItemResult(s.case.suite, s.case.category, s.case.expect, refused,
-                                  s.variant.name, pairing))
+            pairing = baseline.pairing(item_key, mismatch)
+            if pairing not in (Pairing.NONE, Pairing.UNPAIRED):
+                baseline_rate = baseline.refusal_rate(item_key, s.case.expect)
+        results.append(ItemResult(
+            s.case.suite, s.case.category, s.case.expect, refused, s.variant.name, pairing,
+            refusals=combined.refusals if samples > 1 else None,
+            answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None)
     states = {}
-    for key, s, result in zip(keys, selected, results, strict=True):
+    for answer, s, result in zip(shown, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
-        states[s.nodeid] = ItemState(report.answers[key], outcome, reason, result)
+        states[s.nodeid] = ItemState(answer, outcome, reason, result)
     return RunOutcome(states, gate, report, label, getattr(judge, "stats", None))
 
 

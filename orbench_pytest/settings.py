@@ -69,6 +69,7 @@ class Settings:
     results: Path | None
     baseline: Path | None
     extra: dict[str, Any] = field(default_factory=dict)
+    samples: int = 1  # --orbench-samples: answers asked per prompt
 
     @property
     def is_local(self) -> bool:
@@ -177,6 +178,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
+        samples=_whole("--orbench-samples", get("samples"), 1, low=1) or 1,
     )
 
 

@@ -71,7 +71,7 @@ def _row(state: ItemState) -> list[Any]:
             verdict.label.value, verdict.reason, verdict.judge, verdict.confident,
             answer.excerpt, answer.latency_ms, answer.cached, answer.attempts,
             result.suite, result.category, result.expect, result.refused, result.variant,
-            result.baseline.value]
+            result.baseline.value, result.refusals, result.answered, result.baseline_rate]
 
 
 def _state(row: list[Any]) -> ItemState:
@@ -82,8 +82,10 @@ def _state(row: list[Any]) -> ItemState:
     from .types import Label, Verdict
 
     (outcome, reason, label, verdict_reason, judge, confident, excerpt, latency_ms, cached,
-     attempts, suite, category, expect, refused, variant, baseline) = row
+     attempts, suite, category, expect, refused, variant, baseline, refusals, answered,
+     baseline_rate) = row
     verdict = Verdict(Label(label), verdict_reason, judge, confident)
     answer = Answer(verdict, excerpt, latency_ms, cached, attempts)
-    result = ItemResult(suite, category, expect, refused, variant, Pairing(baseline))
+    result = ItemResult(suite, category, expect, refused, variant, Pairing(baseline),
+                        refusals, answered, baseline_rate)
     return ItemState(answer, Outcome(outcome), reason, result)

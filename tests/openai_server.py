@@ -313,3 +313,30 @@ class FaultyScript:
             return self.script(prompt, system, body)
         self.injected.append((prompt, attempt, kind))
         return fault_reply(kind, self.retry_after_ms)
+
+
+class RandomRefusals:
+    """Refuses each request with a set probability, drawn from (seed, prompt, n-th request of
+    that prompt): the k-th answer to a prompt is the same in every run, whatever order the
+    requests arrive in. `probability` may depend on the prompt. `asked` and `refused` count
+    per prompt what the server did (the truth the tests check reports against)."""
+
+    def __init__(self, probability: float | Callable[[str], float], seed: int = 0) -> None:
+        self.probability = probability
+        self.seed = seed
+        self.asked: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+
+    def refuses(self, prompt: str, nth: int) -> bool:
+        import hashlib
+
+        chance = self.probability(prompt) if callable(self.probability) else self.probability
+        digest = hashlib.sha256(f"{self.seed}\0{prompt}\0{nth}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2 ** 64 < chance
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        nth = self.asked.get(prompt, 0)
+        self.asked[prompt] = nth + 1
+        refuse = self.refuses(prompt, nth)
+        self.refused[prompt] = self.refused.get(prompt, 0) + refuse
+        return Reply(text=REFUSAL_TEXT if refuse else ANSWER_TEXT)
