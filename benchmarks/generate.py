@@ -3,7 +3,7 @@
 20 toxic seeds (two per OR-Bench category: the first rows of OR-Bench-Toxic when
 ../shared/data is there, else built-in ones) × 5 rewrites, with the embedded model as the
 rewriter, the moderator and the probe. Answers are capped (rewriter 360 tokens, moderator 16,
-probe 128) so the run fits a shared 2-core machine. A second run over the same cache then shows
+probe 64) so the run fits a shared 2-core machine. A second run over the same cache then shows
 that a finished (or interrupted) generation is resumed without asking anything again.
 
     python benchmarks/generate.py [--model local] [--threads 2] [--seeds 20] [--per-seed 5]
@@ -94,11 +94,15 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--per-seed", type=int, default=5)
+    parser.add_argument("--probe-max-tokens", type=int, default=64)
+    parser.add_argument("--work", type=Path,
+                        help="Keep the suite folder and cache here (default: a temp folder)")
     parser.add_argument("--json", type=Path, help="Also write the figures here")
     options = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="orbench-generate-bench-") as tmp:
-        work = Path(tmp)
+        work = options.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         seeds_path = work / "seeds.csv"
         with seeds_path.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
@@ -108,7 +112,8 @@ def main() -> int:
                 "--name", "bench", "--rewriter-model", options.model,
                 "--moderator", options.model, "--probe-model", options.model,
                 "--per-seed", str(options.per_seed), "--local-threads", str(options.threads),
-                "--concurrency", "4", "--timeout", "600"]
+                "--probe-max-tokens", str(options.probe_max_tokens),
+                "--concurrency", "4", "--timeout", "1800"]
         cache_path = work / "cache.sqlite3"
         first, log = run(argv, cache_path, options.threads)
         again, _ = run(argv, cache_path, options.threads)

@@ -85,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Sampling seed sent with every request (default: 0)")
     fetch.add_argument("--max-tokens", type=_whole, metavar="N",
                        help="Cap on every answer (default: sized per role)")
+    fetch.add_argument("--probe-max-tokens", type=_whole, default=128, metavar="N",
+                       help="Cap on a probe's answer: its opening tells a refusal (default: 128)")
     fetch.add_argument("--cache-path", type=Path, metavar="PATH",
                        help="Response cache (default: generate.sqlite3 in the orbench cache "
                             "folder); a rerun reads it and asks only what is missing")
@@ -181,15 +183,15 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                                 seed=args.request_seed, timeout_s=args.timeout)
 
     key_env = args.api_key_env
+    listed = max(args.per_seed, args.seeds_per_topic if args.seed_topics else 0)
     # Caps sized per role: a list of prompts, one word, an answer's opening (enough to judge).
     rewriter = model_ref("rewriter", "--rewriter-model", args.rewriter_model,
                          args.rewriter_base_url, key_env,
-                         params(args.rewriter_temperature,
-                                60 * max(args.per_seed, args.seeds_per_topic) + 60))
+                         params(args.rewriter_temperature, 60 * listed + 60))
     moderators = tuple(model_ref("moderator", "--moderator", m, args.moderator_base_url,
                                  key_env, params(0.0, 16)) for m in args.moderator)
     probes = tuple(model_ref("probe", "--probe-model", p, args.probe_base_url, key_env,
-                             params(0.0, 128)) for p in args.probe_model)
+                             params(0.0, args.probe_max_tokens)) for p in args.probe_model)
     templates = {"rewrite": load_template("rewrite", args.rewrite_prompt, "--rewrite-prompt"),
                  "moderate": load_template("moderate", args.moderation_prompt,
                                            "--moderation-prompt"),
