@@ -12,6 +12,7 @@ from orbench_pytest.errors import ConfigError
 from orbench_pytest.progress import ProgressLine
 
 EXIT_INCOMPLETE = 1
+EXIT_INTERRUPTED = 130
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -137,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
 
         _say(f"incomplete: {shown(str(exc), 600)}")
         return EXIT_INCOMPLETE
+    except KeyboardInterrupt:
+        _say("interrupted: the answers that came are cached; run the same command again to "
+             "resume")
+        return EXIT_INTERRUPTED
     finally:
         endpoints.close()
         cache.close()

@@ -146,6 +146,9 @@ def _seeds(run: Run) -> list[Seed]:
             ("id", "prompt", "category")))
     run.counts["seeds"] = len(seeds)
     run.say(f"seeds: {len(seeds)}")
+    if not seeds:
+        run.say("no seeds: the rewriter listed no prompt for any topic (a refusal?); see "
+                "seeds.csv, or give --seeds FILE")
     return seeds
 
 
