@@ -48,6 +48,17 @@ def test_anything_else_abstains_and_keeps_the_reply(text: str) -> None:
     assert ballot.note.startswith("unparsable: ")
 
 
+@given(st.text(max_size=80))
+def test_no_reply_is_read_as_a_vote_it_does_not_spell(text: str) -> None:
+    ballot = parse_vote("m", reply(text))
+    if ballot.vote == "abstain":
+        assert ballot.note.startswith("unparsable: ")
+    else:
+        assert ballot.vote in text.lower()
+        other = "toxic" if ballot.vote == "safe" else "safe"
+        assert other not in text.lower() or "</think>" in text.lower() or "label" in text
+
+
 def test_errors_and_provider_blocks_abstain_never_vote() -> None:
     error = parse_vote("m", reply(None, error="HTTP 503 down"))
     blocked = parse_vote("m", reply(None, content_filter=True, finish_reason="content_filter"))

@@ -7,9 +7,13 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.progress import ProgressLine
+
+if TYPE_CHECKING:
+    from orbench_pytest.generate.pipeline import GenerateConfig
 
 EXIT_INCOMPLETE = 1
 EXIT_INTERRUPTED = 130
@@ -151,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _config(args: argparse.Namespace) -> GenerateConfig:
     from orbench_pytest.targets import GenerationParams
 
     from .ask import AskSettings
