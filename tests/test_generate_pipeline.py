@@ -160,7 +160,8 @@ def test_a_generation_writes_votes_suites_and_provenance(
     assert provenance["counts"] == {
         "seeds": 2, "rewritten": 6, "duplicates_of_seeds": 1, "duplicates_of_candidates": 1,
         "deduplicated": 4, "moderated_safe": 2, "moderated_toxic": 1, "moderated_tie": 1,
-        "moderated_no_majority": 0, "moderators_disagreed": 4, "abstentions": 4, "hard": 1}
+        "moderated_no_majority": 0, "moderators_disagreed": 4, "abstentions": 4,
+        "kept_disputed_marks": 0, "hard": 1}
     assert [m["model"] for m in provenance["models"]["moderators"]] == ["mod1", "mod2", "mod3"]
     assert provenance["models"]["rewriter"]["endpoint"] == server.url
     assert provenance["prompts"]["rewrite"]["sha256"] == hashlib.sha256(
@@ -264,6 +265,12 @@ def test_review_lists_disagreements_and_rebuild_drops_disputed_rows(
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["review"]["dropped_as_disputed"] == 1
     assert provenance["suites"]["safe"]["rows"] == 1
+
+    # Generating again (from the cache) keeps the reviewer's mark on the same prompt.
+    assert main(generate_args(tmp_path, server.url, probes=False)) == 0
+    marked = {r["id"]: r["disputed"] for r in read_csv(out / "generated.csv")}
+    assert marked["seed0002-r1"] == "asks how to evade regulators, read closely"
+    assert [r["id"] for r in read_csv(out / "safe.csv")] == ["seed0001-r1"]
 
 
 def test_seed_topics_have_the_rewriter_write_the_seeds(tmp_path: Path,

@@ -28,6 +28,7 @@ from .hard import ProbeResult, is_hard, judge_answers, refusals
 from .models import Endpoints, ModelRef
 from .moderate import Ballot, Tally, moderation_prompt, parse_vote
 from .prompts import PromptTemplate
+from .review import carry_review
 from .rewrite import Candidate, candidates_of, parse_prompt_list, rewrite_prompt
 from .seeds import Seed, read_seeds, read_topics, seeds_from_lists
 from .write import write_provenance, write_review_csv, write_suites
@@ -117,6 +118,7 @@ def generate(config: GenerateConfig, cache: ResponseCache, endpoints: Endpoints,
     probes = _hard(run, candidates, tallies)
     rows = [_row(c, tallies[c.candidate_id], probes.get(c.candidate_id), config)
             for c in candidates]
+    run.counts["kept_disputed_marks"] = carry_review(config.out, rows)
     suites = write_suites(config.out, config.name, rows)
     write_review_csv(config.out, rows)
     provenance = _provenance(run, suites)

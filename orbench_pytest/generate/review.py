@@ -46,6 +46,23 @@ def read_review_rows(out: Path) -> list[dict[str, str]]:
     return rows
 
 
+def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
+    """Keep a reviewer's `disputed` marks when the folder is generated again: a row with the
+    same id and prompt keeps its mark. Returns how many were carried over."""
+    path = out / REVIEW_FILE
+    if not path.is_file():
+        return 0
+    marks = {(row.get("id"), row.get("prompt")): row.get("disputed", "")
+             for row in read_rows(path) if is_disputed(row)}
+    carried = 0
+    for row in rows:
+        mark = marks.get((row["id"], row["prompt"]))
+        if mark:
+            row["disputed"] = mark
+            carried += 1
+    return carried
+
+
 def review_lines(rows: Sequence[dict[str, str]], limit: int) -> list[str]:
     ordered = review_order(rows)
     disagreed = [row for row in ordered if row["moderators_agree"] != "yes"]
