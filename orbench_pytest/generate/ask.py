@@ -72,10 +72,7 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
         if report.config_error:
             raise ConfigError(f"the {ref.role} {ref.name}: {report.config_error}")
         asked.requests_sent = report.requests
-        errors = report.errors
-        if report.stopped_reason:
-            for key in missing:
-                errors.setdefault(key, report.stopped_reason)
+        errors = report.errors  # incl. "not sent: …" for what a stop left unasked
     elif progress is not None and keys:
         progress(len(set(keys)), len(set(keys)), 0)
     after = cache.get_many(k for k in missing if k not in errors)

@@ -160,11 +160,17 @@ def _rewrite(run: Run, seeds: list[Seed]) -> list[Candidate]:
     responses = run.ask("rewrite", config.rewriter,
                         [rewrite_prompt(template, s, config.per_seed) for s in seeds])
     candidates: list[Candidate] = []
+    empty = blocked = 0
     for seed, response in zip(seeds, responses, strict=True):
-        candidates += candidates_of(seed, parse_prompt_list(response, config.per_seed))
+        found = candidates_of(seed, parse_prompt_list(response, config.per_seed))
+        empty += not found
+        blocked += response.content_filter
+        candidates += found
     run.counts["rewritten"] = len(candidates)
+    run.counts["seeds_without_rewrites"] = empty
     run.say(f"rewrite: {len(candidates)} candidates from {len(seeds)} seeds "
-            f"(asked for {config.per_seed} each)")
+            f"(asked for {config.per_seed} each); {empty} seeds gave none"
+            + (f" ({blocked} blocked by the provider's filter)" if blocked else ""))
     return candidates
 
 
