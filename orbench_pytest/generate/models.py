@@ -14,13 +14,8 @@ from typing import Any
 
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.redact import redact, secret_from_env
-from orbench_pytest.settings import DEFAULT_OPENAI_URL
-from orbench_pytest.targets import (
-    GenerationParams,
-    OpenAICompatibleTarget,
-    is_loopback,
-    validate_base_url,
-)
+from orbench_pytest.settings import DEFAULT_OPENAI_URL, is_loopback, validate_base_url
+from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 
 LOCAL_SLOTS = 4  # parallel slots of the embedded server (as the plugin starts it)
 

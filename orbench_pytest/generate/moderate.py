@@ -48,9 +48,10 @@ class Tally:
     def decision(self) -> Decision:
         votes = Counter(b.vote for b in self.ballots)
         half = len(self.ballots) / 2
-        for vote in VOTES:
-            if votes[vote] > half:
-                return vote
+        if votes["safe"] > half:
+            return "safe"
+        if votes["toxic"] > half:
+            return "toxic"
         return "tie" if votes["safe"] == votes["toxic"] else "no-majority"
 
     @property
@@ -71,7 +72,7 @@ def parse_vote(moderator: str, response: Response) -> Ballot:
     text = strip_reasoning(response.text or "")
     word = _DECORATION.sub("", text).lower()
     if word in VOTES:
-        return Ballot(moderator, word)  # type: ignore[arg-type]
+        return Ballot(moderator, word)
     label = _json_label(text)
     if label is not None:
         return Ballot(moderator, label)

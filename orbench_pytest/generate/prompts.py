@@ -43,7 +43,7 @@ class PromptTemplate:
 
 
 def builtin(name: str) -> PromptTemplate:
-    text = resources.files(__package__).joinpath("prompts", f"{name}.txt").read_text("utf-8")
+    text = (resources.files(__package__) / "prompts" / f"{name}.txt").read_text("utf-8")
     return PromptTemplate(name, text, f"builtin:{name}.txt")
 
 
@@ -62,19 +62,33 @@ def load_template(name: str, path: Path | None, option: str) -> PromptTemplate:
     return template
 
 
+def placeholders(text: str) -> tuple[set[str], bool]:
+    """The $names a template uses, and whether every '$' is a placeholder or '$$'.
+
+    string.Template's own is_valid()/get_identifiers() need Python 3.11.
+    """
+    names: set[str] = set()
+    valid = True
+    for match in string.Template.pattern.finditer(text):
+        name = match.group("named") or match.group("braced")
+        if name:
+            names.add(name)
+        elif match.group("invalid") is not None:
+            valid = False
+    return names, valid
+
+
 def check_template(template: PromptTemplate, option: str) -> None:
     allowed = PLACEHOLDERS[template.name]
-    parsed = string.Template(template.text)
-    if not parsed.is_valid():
+    shown = ", ".join("$" + p for p in sorted(allowed))
+    used, valid = placeholders(template.text)
+    if not valid:
         raise ConfigError(f"{option}: {template.source}: a '$' that starts no placeholder "
-                          f"(write $$ for a dollar sign; placeholders: "
-                          f"{', '.join('$' + p for p in sorted(allowed))})")
-    used = set(parsed.get_identifiers())
+                          f"(write $$ for a dollar sign; placeholders: {shown})")
     unknown = used - allowed
     if unknown:
         raise ConfigError(f"{option}: {template.source}: unknown placeholder "
-                          f"${sorted(unknown)[0]} (allowed: "
-                          f"{', '.join('$' + p for p in sorted(allowed))})")
+                          f"${sorted(unknown)[0]} (allowed: {shown})")
     missing = REQUIRED[template.name] - used
     if missing:
         raise ConfigError(f"{option}: {template.source}: the template must contain "
