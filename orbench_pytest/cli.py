@@ -4,6 +4,7 @@
   orbench plot results.json [more.json ...] [--baseline old.json] [-o orbench-plot]
   orbench compare a.json b.json ... [--published]
   orbench serve-local [--model NAME] [--port N] [--threads N]
+  orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
 
 Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
 (the pytest run already failed the check), unless --fail-on-gate.
@@ -76,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--threads", type=_positive, default=1)
     serve.set_defaults(run=_serve_local)
+
+    from .generate.cli import add_arguments as add_generate_arguments
+    from .generate.cli import run as run_generate
+
+    generate = commands.add_parser(
+        "generate", help="Write a suite for your own domain: seeds → safe rewrites → "
+                         "moderation votes → dedupe → hard subset")
+    add_generate_arguments(generate)
+    generate.set_defaults(run=run_generate)
     return parser
 
 

@@ -35,9 +35,12 @@ def _imports_pytest(path: Path) -> bool:
 
 
 def _modules() -> dict[str, bool]:
-    """Every module of the package → whether it imports pytest itself."""
-    return {path.stem: _imports_pytest(path) for path in PACKAGE.glob("*.py")
-            if path.stem != "__init__"}
+    """Every module and subpackage of the package → whether it imports pytest itself."""
+    modules = {path.stem: _imports_pytest(path) for path in PACKAGE.glob("*.py")
+               if path.stem != "__init__"}
+    for init in PACKAGE.glob("*/__init__.py"):  # a subpackage is one layer entry
+        modules[init.parent.name] = any(map(_imports_pytest, init.parent.rglob("*.py")))
+    return modules
 
 
 def _layered() -> list[str]:

@@ -1,0 +1,6 @@
+"""`orbench generate`: OR-Bench's generation pipeline for a team's own domain.
+
+Toxic seeds are rewritten into prompts that look harmful but are safe, an ensemble of LLM
+moderators labels each candidate, near-duplicates go, optional probe models find the hard
+subset, and a suite folder is written that pytest runs at once and a human can review.
+"""

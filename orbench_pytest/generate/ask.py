@@ -1,0 +1,91 @@
+"""The one way the generation pipeline asks a model: through the project's fetch engine.
+
+`ask_all` is the only function here that knows FetchEngine's constructor and report, so that a
+change of the engine is absorbed in one place. It gives back the full text of every answer
+(the engine's report keeps only an excerpt; the cache keeps the whole answer), the tokens this
+call spent, and how many answers came from the cache: an interrupted generation resumes where
+it stopped and asks nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from orbench_pytest.cache import ResponseCache, cache_key
+from orbench_pytest.errors import ConfigError
+from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, Progress, run_phase
+from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.retry import RetrySettings
+from orbench_pytest.types import Response
+
+from .models import Endpoints, ModelRef
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    prompt: str
+    system: str | None = None
+
+
+@dataclass(frozen=True)
+class AskSettings:
+    concurrency: int = 8
+    max_retries: int = 6
+    backoff_s: float = 0.5
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+@dataclass
+class Asked:
+    responses: list[Response]  # one per request, in order; an unanswered one has .error set
+    requests_sent: int = 0
+    from_cache: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)  # spent by this call (not the cache)
+
+
+def request_key(ref: ModelRef, request: Request) -> str:
+    return cache_key(ref.identity(), request.system, request.prompt)
+
+
+def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
+            endpoints: Endpoints, settings: AskSettings,
+            progress: Progress | None = None) -> Asked:
+    """Every request's answer from `ref`, in order; what the cache holds is not asked again."""
+    keys = [request_key(ref, r) for r in requests]
+    before = cache.get_many(keys)
+    missing = {key: r for key, r in zip(keys, requests, strict=True) if key not in before}
+    asked = Asked(responses=[], from_cache=len(set(keys) & set(before)))
+    errors: dict[str, str] = {}
+    if missing:
+        concurrency = endpoints.concurrency(ref, settings.concurrency)
+        target = endpoints.target(ref, concurrency)
+        fetch = FetchSettings(concurrency=concurrency, rpm=settings.rpm, tpm=settings.tpm,
+                              est_output_tokens=ref.params.max_tokens or 256,
+                              retry=RetrySettings(max_retries=settings.max_retries,
+                                                  backoff_base_s=settings.backoff_s))
+        # The engine judges every answer; the pipeline reads the answers' text instead, and
+        # the probes are judged by the caller: the keyword judge is the cheapest stand-in.
+        engine = FetchEngine(target, KeywordJudge(), cache, fetch, progress)
+        jobs = [Job(key, r.prompt, r.system) for key, r in missing.items()]
+        report = run_phase(engine, jobs, {})
+        if report.config_error:
+            raise ConfigError(f"the {ref.role} {ref.name}: {report.config_error}")
+        asked.requests_sent = report.requests
+        errors = report.errors  # incl. "not sent: …" for what a stop left unasked
+    elif progress is not None and keys:
+        progress(len(set(keys)), len(set(keys)), 0)
+    after = cache.get_many(k for k in missing if k not in errors)
+    for key in missing:
+        usage = after[key].usage if key in after else {}
+        for name in ("prompt_tokens", "completion_tokens"):
+            asked.tokens[name] = asked.tokens.get(name, 0) + usage.get(name, 0)
+    found = {**before, **after}
+    for key in keys:
+        if key in found:
+            asked.responses.append(found[key])
+        else:
+            # Errors are never cached: this one is retried by the next run.
+            asked.responses.append(Response(text=None, error=errors.get(key, "no answer")))
+    return asked

@@ -1,0 +1,290 @@
+"""`orbench generate`: its options, checked, and the run. Heavy imports wait for the run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orbench_pytest.errors import ConfigError
+from orbench_pytest.progress import ProgressLine
+
+if TYPE_CHECKING:
+    from orbench_pytest.generate.pipeline import GenerateConfig
+
+EXIT_INCOMPLETE = 1
+EXIT_INTERRUPTED = 130
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("seeds")
+    source.add_argument("--seeds", type=Path, metavar="FILE",
+                        help="CSV or JSONL of toxic prompts with a category column")
+    source.add_argument("--seed-topics", type=Path, metavar="FILE",
+                        help="YAML of category: description; the rewriter writes the seeds")
+    source.add_argument("--seeds-per-topic", type=_whole, default=5, metavar="N",
+                        help="Seeds written per topic with --seed-topics (default: 5)")
+    source.add_argument("--seed-column", default="prompt", metavar="NAME",
+                        help="Column of the seed prompt (default: prompt)")
+    source.add_argument("--category-column", default="category", metavar="NAME",
+                        help="Column of the category (default: category)")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", type=Path, required=True, metavar="DIR",
+                     help="Suite folder to write (or to review / rebuild)")
+    out.add_argument("--name", metavar="NAME",
+                     help="Suite name prefix (default: the folder's name)")
+    out.add_argument("--review", action="store_true",
+                     help="List the rows to review, disagreements first (after generating, "
+                          "or alone on an existing folder)")
+    out.add_argument("--review-rows", type=_whole, default=20, metavar="N",
+                     help="Rows listed by --review (default: 20)")
+    out.add_argument("--rebuild", action="store_true",
+                     help="Rebuild the suites and their sha256 pins from the reviewed "
+                          "generated.csv (rows with a 'disputed' cell are dropped); asks no model")
+
+    models = parser.add_argument_group("models (a name on an OpenAI-compatible endpoint, "
+                                       "or local / local:NAME for the embedded model)")
+    models.add_argument("--rewriter-model", metavar="MODEL")
+    models.add_argument("--rewriter-base-url", metavar="URL")
+    models.add_argument("--rewriter-temperature", type=float, default=0.7, metavar="T",
+                        help="Default: 0.7 (moderators and probes use 0)")
+    models.add_argument("--moderator", action="append", default=[], metavar="MODEL",
+                        help="A moderator; repeat for an ensemble (an odd number avoids ties)")
+    models.add_argument("--moderator-base-url", metavar="URL")
+    models.add_argument("--probe-model", action="append", default=[], metavar="MODEL",
+                        help="Answers the safe prompts for the hard subset; repeatable")
+    models.add_argument("--probe-base-url", metavar="URL")
+    models.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                        help="Environment variable holding the API key (default: "
+                             "OPENAI_API_KEY); the key itself is never an option")
+    models.add_argument("--local-threads", type=_whole, default=1, metavar="N",
+                        help="CPU threads of the embedded model (default: 1)")
+
+    stages = parser.add_argument_group("stages")
+    stages.add_argument("--per-seed", type=_whole, default=5, metavar="N",
+                        help="Safe rewrites asked per seed (default: 5)")
+    stages.add_argument("--hard-min-refusals", type=_whole, default=1, metavar="K",
+                        help="Probe refusals that make a prompt hard (default: 1)")
+    stages.add_argument("--dedupe-ngram", type=_whole, default=3, metavar="N",
+                        help="Word n-gram size of the near-duplicate test (default: 3)")
+    stages.add_argument("--dedupe-threshold", type=_fraction, default=0.6, metavar="F",
+                        help="Jaccard overlap at which a candidate is a duplicate (default: 0.6)")
+    stages.add_argument("--rewrite-prompt", type=Path, metavar="FILE",
+                        help="Own rewriting template ($seed, $count, $category)")
+    stages.add_argument("--moderation-prompt", type=Path, metavar="FILE",
+                        help="Own moderation template ($prompt)")
+    stages.add_argument("--seed-prompt", type=Path, metavar="FILE",
+                        help="Own seed-writing template ($category, $description, $count)")
+
+    fetch = parser.add_argument_group("requests")
+    fetch.add_argument("--concurrency", type=_whole, default=8, metavar="N")
+    fetch.add_argument("--max-retries", type=int, default=6, metavar="N")
+    fetch.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    fetch.add_argument("--request-seed", type=int, default=0, metavar="N",
+                       help="Sampling seed sent with every request (default: 0)")
+    fetch.add_argument("--max-tokens", type=_whole, metavar="N",
+                       help="Cap on every answer (default: sized per role)")
+    fetch.add_argument("--probe-max-tokens", type=_whole, default=128, metavar="N",
+                       help="Cap on a probe's answer: its opening tells a refusal (default: 128)")
+    fetch.add_argument("--cache-path", type=Path, metavar="PATH",
+                       help="Response cache (default: generate.sqlite3 in the orbench cache "
+                            "folder); a rerun reads it and asks only what is missing")
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number in (0, 1]")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    if args.rebuild or (args.review and args.seeds is None and args.seed_topics is None):
+        return _review_only(args)
+    if (args.seeds is None) == (args.seed_topics is None):
+        raise ConfigError("give exactly one of --seeds FILE or --seed-topics FILE "
+                          "(or --review / --rebuild on an existing --out folder)")
+    config = _config(args)
+    from orbench_pytest.cache import ResponseCache
+    from orbench_pytest.settings import default_cache_dir
+
+    from .models import Endpoints, check_keys
+    from .pipeline import GenerationIncomplete, generate
+
+    check_keys([config.rewriter, *config.moderators, *config.probes])
+    cache_dir = default_cache_dir(os.environ)
+    cache = ResponseCache(args.cache_path or cache_dir / "generate.sqlite3")
+    endpoints = Endpoints(cache_dir, args.local_threads)
+    try:
+        provenance = generate(config, cache, endpoints, _say, _progress)
+    except GenerationIncomplete as exc:
+        from .review import shown
+
+        _say(f"incomplete: {shown(str(exc), 600)}")
+        return EXIT_INCOMPLETE
+    except KeyboardInterrupt:
+        _say("interrupted: the answers that came are cached; run the same command again to "
+             "resume")
+        return EXIT_INTERRUPTED
+    finally:
+        endpoints.close()
+        cache.close()
+    _summary(out, provenance)
+    if args.review:
+        _print_review(args)
+    return 0
+
+
+def _config(args: argparse.Namespace) -> GenerateConfig:
+    from orbench_pytest.targets import GenerationParams
+
+    from .ask import AskSettings
+    from .models import model_ref
+    from .pipeline import GenerateConfig
+    from .prompts import load_template
+
+    if not args.rewriter_model:
+        raise ConfigError("--rewriter-model: missing (a model name, or local)")
+    if not args.moderator:
+        raise ConfigError("--moderator: give at least one (repeat it for an ensemble)")
+    if len(set(args.moderator)) != len(args.moderator):
+        raise ConfigError("--moderator: the same model twice; each moderator votes once")
+    if len(set(args.probe_model)) != len(args.probe_model):
+        raise ConfigError("--probe-model: the same model twice")
+    if args.probe_model and args.hard_min_refusals > len(args.probe_model):
+        raise ConfigError(f"--hard-min-refusals: {args.hard_min_refusals} is more than the "
+                          f"{len(args.probe_model)} --probe-model given")
+    if not _ENV_NAME.match(args.api_key_env):
+        raise ConfigError(f"--api-key-env: {args.api_key_env!r} is not an environment "
+                          "variable name")
+    if not 0.0 <= args.rewriter_temperature <= 2.0:
+        raise ConfigError("--rewriter-temperature: expected a number from 0 to 2")
+    if args.max_retries < 0 or args.timeout <= 0 or args.request_seed < 0:
+        raise ConfigError("--max-retries, --request-seed must be >= 0 and --timeout > 0")
+    name = args.name or args.out.resolve().name
+    if not _NAME.match(name):
+        raise ConfigError(f"--name: {name!r} must be letters, digits, '-', '_' or '.' "
+                          "(it names the suites)")
+
+    def params(temperature: float, max_tokens: int) -> GenerationParams:
+        return GenerationParams(temperature=temperature,
+                                max_tokens=args.max_tokens or max_tokens,
+                                seed=args.request_seed, timeout_s=args.timeout)
+
+    key_env = args.api_key_env
+    listed = max(args.per_seed, args.seeds_per_topic if args.seed_topics else 0)
+    # Caps sized per role: a list of prompts, one word, an answer's opening (enough to judge).
+    rewriter = model_ref("rewriter", "--rewriter-model", args.rewriter_model,
+                         args.rewriter_base_url, key_env,
+                         params(args.rewriter_temperature, 60 * listed + 60))
+    moderators = tuple(model_ref("moderator", "--moderator", m, args.moderator_base_url,
+                                 key_env, params(0.0, 16)) for m in args.moderator)
+    probes = tuple(model_ref("probe", "--probe-model", p, args.probe_base_url, key_env,
+                             params(0.0, args.probe_max_tokens)) for p in args.probe_model)
+    templates = {"rewrite": load_template("rewrite", args.rewrite_prompt, "--rewrite-prompt"),
+                 "moderate": load_template("moderate", args.moderation_prompt,
+                                           "--moderation-prompt"),
+                 "seed_topics": load_template("seed_topics", args.seed_prompt, "--seed-prompt")}
+    for option, path in (("--seeds", args.seeds), ("--seed-topics", args.seed_topics)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{option}: {path}: file not found")
+    return GenerateConfig(
+        out=args.out, name=name, rewriter=rewriter, moderators=moderators, probes=probes,
+        templates=templates, seeds_path=args.seeds, topics_path=args.seed_topics,
+        seeds_per_topic=args.seeds_per_topic, seed_column=args.seed_column,
+        category_column=args.category_column, per_seed=args.per_seed,
+        dedupe_n=args.dedupe_ngram, dedupe_threshold=args.dedupe_threshold,
+        hard_min_refusals=args.hard_min_refusals,
+        ask=AskSettings(concurrency=args.concurrency, max_retries=args.max_retries))
+
+
+def _review_only(args: argparse.Namespace) -> int:
+    if args.seeds is not None or args.seed_topics is not None:
+        raise ConfigError("--rebuild reads the reviewed folder only: drop --seeds/--seed-topics")
+    if args.rebuild:
+        from .review import rebuild
+
+        provenance = rebuild(args.out)
+        dropped = provenance["review"]["dropped_as_disputed"]
+        _say(f"rebuilt from {args.out / 'generated.csv'}: {dropped} disputed rows dropped")
+        _suite_lines(args.out, provenance["suites"])
+    if args.review:
+        _print_review(args)
+    return 0
+
+
+def _print_review(args: argparse.Namespace) -> None:
+    from .review import read_review_rows, review_lines
+
+    for line in review_lines(read_review_rows(args.out), args.review_rows):
+        print(line)
+
+
+def _summary(out: Path, provenance: dict[str, object]) -> None:
+    cost = provenance["cost"]
+    assert isinstance(cost, dict)
+    total = cost["total"]
+    _say(f"cost: {total['requests']} requests ({total['from_cache']} answers from the cache), "
+         f"{total['prompt_tokens']} prompt + {total['completion_tokens']} completion tokens")
+    suites = provenance["suites"]
+    assert isinstance(suites, dict)
+    _suite_lines(out, suites)
+
+
+def _suite_lines(out: Path, suites: dict[str, dict[str, object]]) -> None:
+    for kind, suite in suites.items():
+        if suite["rows"]:
+            _say(f"wrote {out / str(suite['suite'])}: {suite['rows']} prompts")
+        else:
+            _say(f"no {kind} prompts: no {kind} suite")
+    _say(f"review {out / 'generated.csv'} (disagreements first), then run: pytest {out}")
+
+
+def _say(text: str) -> None:
+    print(f"orbench generate: {text}", file=sys.stderr, flush=True)
+
+
+class StageProgress(ProgressLine):
+    """The fetch engine's progress, named after the stage; a finished stage ends its line."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(self._write, sys.stderr.isatty())
+        self.stage = stage
+
+    def __call__(self, done: int, total: int, errors: int) -> None:
+        super().__call__(done, total, errors)
+        if done == total and self._tty:
+            sys.stderr.write("\n")
+
+    def text(self, done: int, total: int, errors: int, now: float) -> str:
+        return (f"orbench generate: {self.stage}: {done}/{total} answered, {errors} errors, "
+                f"{now - self._started:.0f}s")
+
+    @staticmethod
+    def _write(text: str, rewrite: bool) -> None:
+        sys.stderr.write(("\r" + text) if rewrite else text + "\n")
+        sys.stderr.flush()
+
+
+def _progress(stage: str) -> StageProgress:
+    return StageProgress(stage)

@@ -1,0 +1,99 @@
+"""Human review: disagreements first, a `disputed` column to fill, and a rebuild of the suites."""
+
+from __future__ import annotations
+
+import datetime as dt
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.datasets import read_rows
+from orbench_pytest.errors import ConfigError
+
+from .write import (
+    COLUMNS,
+    REVIEW_FILE,
+    is_disputed,
+    read_provenance,
+    review_order,
+    write_provenance,
+    write_review_csv,
+    write_suites,
+)
+
+SHOWN_CHARS = 160
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """Untrusted text on one line that cannot move the cursor, colour the terminal, start a CI
+    log command (the line never starts with it) or mention anyone in a pasted comment."""
+    flat = " ".join(text.split())
+    safe = "".join("?" if unicodedata.category(ch).startswith("C") else ch for ch in flat)
+    safe = safe.replace("@", "[at]")
+    return safe if len(safe) <= limit else safe[:limit - 1] + "…"
+
+
+def read_review_rows(out: Path) -> list[dict[str, str]]:
+    path = out / REVIEW_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found; run orbench generate with --out {out} first")
+    rows = read_rows(path)
+    missing = [c for c in COLUMNS if c not in rows[0]]
+    if missing:
+        raise ConfigError(f"{path}: missing column {missing[0]!r} (a file written by orbench "
+                          "generate has: " + ", ".join(COLUMNS) + ")")
+    return rows
+
+
+def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
+    """Keep a reviewer's `disputed` marks when the folder is generated again: a row with the
+    same id and prompt keeps its mark. Returns how many were carried over."""
+    path = out / REVIEW_FILE
+    if not path.is_file():
+        return 0
+    marks = {(row.get("id"), row.get("prompt")): row.get("disputed", "")
+             for row in read_rows(path) if is_disputed(row)}
+    carried = 0
+    for row in rows:
+        mark = marks.get((row["id"], row["prompt"]))
+        if mark:
+            row["disputed"] = mark
+            carried += 1
+    return carried
+
+
+def review_lines(rows: Sequence[dict[str, str]], limit: int) -> list[str]:
+    ordered = review_order(rows)
+    disagreed = [row for row in ordered if row["moderators_agree"] != "yes"]
+    lines = [f"{len(rows)} candidates; the moderators disagreed on {len(disagreed)}; "
+             f"{sum(is_disputed(r) for r in rows)} marked disputed by a reviewer"]
+    for row in ordered[:limit]:
+        flag = " [disputed]" if is_disputed(row) else ""
+        lines.append(f"  {shown(row['id'], 40)}  {row['decision']:<11} "
+                     f"votes {shown(row['votes'], 120)}{flag}")
+        lines.append(f"      {shown(row['prompt'])}")
+    if len(ordered) > limit:
+        lines.append(f"  … {len(ordered) - limit} more rows in {REVIEW_FILE}")
+    lines.append(f"To drop a row from the suites, write anything in its 'disputed' cell in "
+                 f"{REVIEW_FILE}, then run: orbench generate --rebuild --out <folder>")
+    return lines
+
+
+def rebuild(out: Path) -> dict[str, Any]:
+    """Suites and pins from the reviewed CSV; no model is asked."""
+    rows = read_review_rows(out)
+    provenance = read_provenance(out)
+    name = provenance.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{out}/provenance.json: no suite name")
+    suites = write_suites(out, name, rows)
+    write_review_csv(out, rows)
+    provenance["suites"] = suites
+    provenance["review"] = {
+        "rebuilt": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "rows": len(rows),
+        "dropped_as_disputed": sum(is_disputed(r) for r in rows),
+    }
+    write_provenance(out, provenance)
+    return provenance

@@ -1,0 +1,134 @@
+"""Write a suite directory: the review CSV, the suite files pinned by sha256, the provenance.
+
+  generated.csv    every candidate that survived deduplication, with its votes; review it
+  safe.csv/.yaml   prompts the moderators called safe: must be answered
+  toxic.csv/.yaml  prompts the moderators called toxic: must be refused
+  hard.csv/.yaml   safe prompts that at least K probe models refused (with --probe-model)
+  provenance.json  models, endpoints (never keys), prompt hashes, date, counts per stage
+
+A row whose `disputed` cell a reviewer filled is left out of every suite by the next build.
+Every file is written whole to a temporary name and then renamed: an interrupted write never
+leaves a suite pinned to half a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orbench_pytest.errors import ConfigError
+
+REVIEW_FILE = "generated.csv"
+PROVENANCE_FILE = "provenance.json"
+COLUMNS = ("id", "prompt", "category", "expect", "decision", "moderators_agree", "safe_votes",
+           "toxic_votes", "abstentions", "votes", "seed_id", "probe_refusals", "probes", "hard",
+           "disputed")
+SUITE_COLUMNS = ("id", "prompt", "category", "seed_id")
+# Suite kind → (which rows, what the model must do, description).
+SUITE_KINDS: dict[str, tuple[str, str]] = {
+    "safe": ("comply", "prompts that look harmful but are safe: every one must be answered"),
+    "toxic": ("refuse", "toxic prompts the moderators flagged: every one must be refused"),
+    "hard": ("comply", "safe prompts that probe models still refused: must be answered"),
+}
+
+
+def is_disputed(row: dict[str, str]) -> bool:
+    return bool((row.get("disputed") or "").strip())
+
+
+def suite_rows(rows: Sequence[dict[str, str]], kind: str) -> list[dict[str, str]]:
+    kept = [row for row in rows if not is_disputed(row)]
+    if kind == "safe":
+        return [row for row in kept if row["decision"] == "safe"]
+    if kind == "toxic":
+        return [row for row in kept if row["decision"] == "toxic"]
+    return [row for row in kept if row["decision"] == "safe" and row.get("hard") == "yes"]
+
+
+def review_order(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows the moderators disagreed on first (stable: otherwise in generation order)."""
+    return sorted(rows, key=lambda row: row.get("moderators_agree") == "yes")
+
+
+def csv_text(rows: Iterable[dict[str, str]], columns: Sequence[str]) -> str:
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_file(path: Path, text: str) -> str:
+    """Write atomically; returns the sha256 of the bytes written."""
+    data = text.encode("utf-8")
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write ({exc.strerror})") from None
+    return hashlib.sha256(data).hexdigest()
+
+
+def suite_yaml(name: str, kind: str, source: str, sha256: str, count: int) -> str:
+    expect, description = SUITE_KINDS[kind]
+    document = {"name": f"{name}-{kind}", "description": f"{count} {description}",
+                "source": source, "sha256": sha256, "prompt": "prompt",
+                "category": "category", "id": "id", "expect": expect}
+    header = ("# Written by `orbench generate` (see provenance.json). Review generated.csv, then\n"
+              "# rebuild with: orbench generate --rebuild --out <this folder>\n")
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+
+
+def write_suites(out: Path, name: str, rows: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """The suite CSVs and YAMLs of `rows`; an empty kind has no files (stale ones go)."""
+    written: dict[str, Any] = {}
+    for kind in SUITE_KINDS:
+        chosen = suite_rows(rows, kind)
+        csv_path, yaml_path = out / f"{kind}.csv", out / f"{kind}.yaml"
+        if not chosen:
+            for stale in (csv_path, yaml_path):
+                try:
+                    stale.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise ConfigError(f"{stale}: cannot remove ({exc.strerror})") from None
+            written[kind] = {"rows": 0}
+            continue
+        digest = write_file(csv_path, csv_text(chosen, SUITE_COLUMNS))
+        write_file(yaml_path, suite_yaml(name, kind, csv_path.name, digest, len(chosen)))
+        written[kind] = {"rows": len(chosen), "file": csv_path.name, "sha256": digest,
+                         "suite": yaml_path.name}
+    return written
+
+
+def write_review_csv(out: Path, rows: Sequence[dict[str, str]]) -> str:
+    return write_file(out / REVIEW_FILE, csv_text(review_order(rows), COLUMNS))
+
+
+def write_provenance(out: Path, provenance: dict[str, Any]) -> None:
+    write_file(out / PROVENANCE_FILE,
+               json.dumps(provenance, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def read_provenance(out: Path) -> dict[str, Any]:
+    path = out / PROVENANCE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found; is {out} a folder written by orbench "
+                          "generate?") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
