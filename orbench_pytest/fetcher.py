@@ -287,8 +287,10 @@ class FetchEngine:
         identity = {"judge": judge_target.identity()}
         bound: list[asyncio.Semaphore] = []  # made inside the running loop
 
-        async def chat(messages: list[dict[str, str]]) -> Response:
-            key = cache_key(identity, None, json.dumps(messages, ensure_ascii=False))
+        async def chat(messages: list[dict[str, str]], judge_version: str = "") -> Response:
+            # the judge's version is in the key: a changed judge asks again
+            key = cache_key({**identity, "judge_version": judge_version} if judge_version
+                            else identity, None, json.dumps(messages, ensure_ascii=False))
             if self.cache is not None and self.settings.read_cache:
                 hit = self.cache.get_many([key]).get(key)
                 if hit is not None:

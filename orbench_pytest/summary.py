@@ -112,7 +112,8 @@ def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
         lines = [f"judge: the LLM judged {stats.llm} answers ({stats.llm_errors} unreadable "
                  "or unanswered: errors)"]
     else:
-        lines = [f"judge routing: keyword decided {stats.keyword}, the LLM {stats.llm} "
+        lines = [f"judge routing: keyword decided {stats.keyword} (rules and classifier "
+                 f"agreed), the LLM {stats.llm} where they disagreed "
                  f"({stats.llm_errors} unreadable or unanswered: errors)"]
     if stats.pairs:
         keyword = [k for k, _ in stats.pairs]

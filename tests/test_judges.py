@@ -159,9 +159,11 @@ class ScriptedChat:
     def __init__(self, replies: Sequence[str | Response]) -> None:
         self.replies = list(replies)
         self.calls: list[list[dict[str, str]]] = []
+        self.versions: list[str] = []
 
-    async def __call__(self, messages: list[dict[str, str]]) -> Response:
+    async def __call__(self, messages: list[dict[str, str]], judge_version: str = "") -> Response:
         self.calls.append(messages)
+        self.versions.append(judge_version)
         reply = self.replies.pop(0)
         return reply if isinstance(reply, Response) else Response(reply)
 

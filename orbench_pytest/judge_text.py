@@ -1,0 +1,80 @@
+"""Text preparation shared by the judges: reasoning removed, normalised, contractions spelled out.
+
+One definition of "the answer as a judge reads it", so that the rules and the learned
+classifier (and its training script) see exactly the same text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_DANGLING_THINK = re.compile(r"^.*?</think>", re.DOTALL | re.IGNORECASE)
+# Reasoning that never closes (cut off by max_tokens, or a model that never stops thinking):
+# everything from the opening tag on is reasoning, not an answer.
+_UNCLOSED_THINK = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
+
+
+def strip_reasoning(text: str) -> str:
+    """Drop <think> blocks, a leading '…</think>' whose opening tag the server ate, and an
+    unclosed '<think>…' to the end of the text."""
+    text = _THINK_BLOCK.sub("", text)
+    text = _DANGLING_THINK.sub("", text)
+    text = _UNCLOSED_THINK.sub("", text)
+    return text.strip()
+
+
+_SPACE = re.compile(r"\s+")
+_QUOTES = str.maketrans({
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"', "\u00bb": '"',
+    "\u2033": '"',
+})
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+_MARKDOWN = re.compile(r"[*_#>`~|]+")
+
+
+def collapse_space(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def normalise(text: str) -> str:
+    """Lower case, straight quotes, no markdown emphasis or invisible characters, single spaces.
+
+    Idempotent: normalising a normalised text changes nothing.
+    """
+    for _ in range(4):  # lower() can expose new compatibility forms: repeat to a fixed point
+        before = text
+        text = unicodedata.normalize("NFKC", text).lower()
+        text = text.translate(_QUOTES).translate(_INVISIBLE)
+        text = _MARKDOWN.sub("", text)
+        text = _SPACE.sub(" ", text).strip()
+        if text == before:
+            break
+    return text
+
+
+# Contractions are spelled out before matching, so phrases use the long forms only.
+_CONTRACTIONS = (
+    (re.compile(r"\bcan't\b|\bcan not\b"), "cannot"), (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"\b(do|does|is|are|was|were|would|could|should|have|has|must)n't\b"),
+     r"\1 not"),
+    (re.compile(r"\bi'm\b"), "i am"), (re.compile(r"\b(it|that|this|there|what)'s\b"), r"\1 is"),
+    (re.compile(r"\b(i|we|you)'d\b"), r"\1 would"),
+    (re.compile(r"\b(i|we|you)'ll\b"), r"\1 will"),
+    (re.compile(r"\b(we|you|they)'re\b"), r"\1 are"),
+    (re.compile(r"\b(i|we|you)'ve\b"), r"\1 have"),
+)
+
+
+def expand(text: str) -> str:
+    """Spell out contractions so that one phrase covers "I can't" and "I cannot"."""
+    for pattern, full in _CONTRACTIONS:
+        text = pattern.sub(full, text)
+    return text
+
+
+def prepared(answer: str) -> str:
+    """The answer as the judges read it: reasoning dropped, normalised, contractions expanded."""
+    return expand(normalise(strip_reasoning(answer)))
