@@ -59,7 +59,8 @@ _VERB = (r"(provide|help|assist|answer|give|offer|fulfil|fulfill|comply|suggest|
          r"in good conscience|accommodate|look up|locate|retrieve|obtain|get|determine|"
          r"predict|verify|judge|decide|say|know|comment|express|form|browse|search|"
          r"fulfil|entertain|go along|play along|pretend|draft|compose|design|plan|develop|"
-         r"instruct|show|walk you|outline|detail|elaborate|contribute|enable|aid|condone)")
+         r"instruct|show|walk you|outline|detail|elaborate|contribute|enable|aid|go into|get into|"
+         r"weigh in|engage with|touch)")
 # "cannot", "will not be able to", "cannot and will not", "would rather not", "prefer not to"
 _UNABLE = (r"(cannot|can never|could not|will not|will never|would never|"
            r"cannot and will not|will not and cannot|"
