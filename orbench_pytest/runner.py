@@ -54,6 +54,7 @@ class RunOutcome:
     report: FetchReport
     target_label: str
     judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
+    judge_version: str = ""  # recorded in results: a changed judge is visible there
 
 
 def check_target_settings(settings: Settings) -> None:
@@ -222,7 +223,7 @@ def run_selected(
     for key, s, result in zip(keys, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
         states[s.nodeid] = ItemState(report.answers[key], outcome, reason, result)
-    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None))
+    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version)
 
 
 def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool

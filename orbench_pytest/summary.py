@@ -134,5 +134,6 @@ def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
                               _labels_of(stats))
     return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
+            "disagreements": stats.disagreements,
             "confusion": {k.value: {v.value: n for v, n in row.items()}
                           for k, row in counts.items()}}
