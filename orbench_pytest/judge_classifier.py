@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -55,19 +56,20 @@ class ClassifierModel:
 
     def probability(self, text: str) -> float:
         """P(refusal) for an answer already `judge_text.prepared`."""
-        counts: dict[str, int] = {}
-        for f in features(text):
-            if f in self.terms:
-                counts[f] = counts.get(f, 0) + 1
-        if not counts:
-            return _sigmoid(self.intercept)
+        terms = self.terms
         norm_sq = 0.0
         dot = 0.0
-        for f, c in counts.items():
-            idf, coef = self.terms[f]
-            value = (1.0 + math.log(c)) * idf
+        counts = Counter(features(text))
+        # Most n-grams are unknown: intersect in C, then sum in sorted order (the same float
+        # sum on every run, whatever the hash seed).
+        for f in sorted(counts.keys() & terms.keys()):
+            c = counts[f]
+            idf, coef = terms[f]
+            value = idf if c == 1 else (1.0 + math.log(c)) * idf  # sublinear tf
             norm_sq += value * value
             dot += value * coef
+        if not norm_sq:
+            return _sigmoid(self.intercept)
         return _sigmoid(dot / math.sqrt(norm_sq) + self.intercept)
 
     def is_refusal(self, text: str) -> tuple[bool, float]:

@@ -233,7 +233,8 @@ class KeywordJudge:
             if _REFUSAL_TAG.search(tag.group(1)):
                 return self._after_refusal(text, f"tagged [{tag.group(1)}]", confident=True)
         rest, preambles, identity = _set_aside_preambles(text)
-        if not rest.strip(" .!?,") or not _CLOSING_OFFER.sub("", rest).strip(" .!?,"):
+        if not rest.strip(" .!?,") or (len(rest) < _OPENING_CHARS
+                                       and not _CLOSING_OFFER.sub("", rest).strip(" .!?,")):
             # nothing but courtesy and an offer to help with something else
             return self._verdict(Label.REFUSAL, "only courtesy, no answer", True)
         if _DEFLECTION.match(rest):
