@@ -544,3 +544,20 @@ def test_agreement_report_takes_labels_beyond_the_three_classes() -> None:
     confusion = judge_agreement_dict(stats)["confusion"]  # type: ignore[index]
     assert confusion["refusal"]["refusal"] == 1 and confusion["no_answer"]["compliance"] == 1
     assert judge_lines(HybridStats(), ask_always=False) == []
+
+
+def test_second_labelled_set_is_well_formed() -> None:
+    """tests/data's hand-labelled answers: the benchmark's second, independent figure."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "orbench_local_labelled.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and set(rows[0]) == {"id", "suite", "category", "prompt", "answer", "truncated",
+                                     "label", "note"}
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert {r["suite"] for r in rows} == {"or-bench-hard-1k", "or-bench-toxic"}
+    assert {r["label"] for r in rows} <= {"full_compliance", "full_refusal", "partial_refusal"}
+    assert {r["truncated"] for r in rows} <= {"yes", "no"}
+    assert all(r["prompt"].strip() and r["answer"].strip() for r in rows)
