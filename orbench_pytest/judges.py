@@ -64,7 +64,7 @@ class Assessment:
         return (self.rules.label in REFUSING) != self.classifier_refusal
 
 
-_MEMO_SIZE = 50_000  # judgments kept per process: refusals repeat, 80K answers share many
+_MEMO_SIZE = 10_000  # judgments kept per process: the answers that repeat (refusals) are few
 
 
 class KeywordJudge:
@@ -92,6 +92,7 @@ class KeywordJudge:
         key = (self.version, answer)
         hit = self._memo.get(key)
         if hit is not None:
+            self._memo.move_to_end(key)  # least recently used goes first
             return hit
         text = prepared(answer)
         rules = self.rules.classify_prepared(text)
