@@ -1,15 +1,23 @@
-"""How often do the judges agree with people? XSTest's human-labelled completions.
+"""How often do the judges agree with people? Leave-one-model-out on XSTest, and a second set.
 
-    python benchmarks/judge_accuracy.py [DIR] [--judge keyword] [--confusion] [--show-misses]
+    python benchmarks/judge_accuracy.py [DIR] [--second CSV] [--judge keyword] [--confusion]
 
 DIR holds XSTest's `completions_<model>.csv` (columns prompt, completion, final_label with
 1_full_compliance / 2_full_refusal / 3_partial_refusal); by default
-../shared/data/xstest/labelled next to the repository. A human refusal is a full or partial
-one. The keyword rules were developed looking only at rows with an even id number; the
-"odd (held-out)" rows were not looked at while writing them, so they show what to expect on
-unseen answers. XSTest's own string-match rule (Röttger et al., 2024) is reported alongside
-for reference; the paper measured on five models a pooled binary accuracy of 0.884, refusal
-recall 0.815, F1 0.879.
+../shared/data/xstest/labelled next to the repository. A human refusal is a full or partial one.
+
+Leave-one-model-out (the `keyword` judge; needs the `train` extra): for each of the three
+models, the classifier is trained on the other two and the combinations of rules and
+classifier are measured on the left-out model. Only its odd-numbered rows are measured: the
+rules were written looking at even-numbered rows (of every model), never at odd ones. The
+combination the judge ships ("either": a refusal when rules or classifier says so) was chosen
+on this table. XSTest's own string-match rule (Röttger et al., 2024) is beside it.
+
+The second set (--second, default tests/data/orbench_local_labelled.csv): answers of the
+embedded model to OR-Bench prompts, labelled by reading (rubric in tests/data/); the shipped
+judge is measured on it and never trained on it.
+
+--judge llm / hybrid / llm-paper / hybrid-paper: that judge on every XSTest row instead.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+SECOND_FILE = "orbench_local_labelled.csv"
 
 from orbench_pytest.judge_metrics import (  # noqa: E402
     Agreement,
     agreement,
     confusion_matrix,
     format_confusion,
+    refusal_scores,
 )
 from orbench_pytest.judges import JUDGES, Judge, decide, normalise  # noqa: E402
 from orbench_pytest.types import Label, Response, Verdict  # noqa: E402
@@ -132,21 +143,10 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
         stats = getattr(judge, "stats", None)
         if stats is not None:
             print(f"judge calls: LLM {stats.llm} ({stats.llm_errors} errors), "
-                  f"keyword alone {stats.keyword}; requests {report.requests}, "
+                  f"offline alone {stats.keyword} (disagreements sent: "
+                  f"{stats.disagreements}); requests {report.requests}, "
                   f"{report.wall_s:.0f} s")
         return judge, [report.answers[job.key].verdict for job in jobs]
-
-
-def confidence_line(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
-    """How much a hybrid judge would send on to the LLM, and how good the kept part is."""
-    def bin_acc(confident: bool) -> tuple[int, float]:
-        pairs = [(r.human in REFUSING, v.label in REFUSING)
-                 for r, v in zip(rows, verdicts, strict=True) if v.confident is confident]
-        return len(pairs), (sum(t == p for t, p in pairs) / len(pairs) if pairs else float("nan"))
-
-    (n_c, acc_c), (n_u, acc_u) = bin_acc(True), bin_acc(False)
-    return (f"confident {n_c}/{len(rows)} (binary accuracy {_fmt(acc_c)}); "
-            f"not confident {n_u} (binary accuracy {_fmt(acc_u)}): a hybrid judge asks the LLM")
 
 
 def _fmt(x: float) -> str:
@@ -189,12 +189,127 @@ def show_misses(rows: Sequence[Row], pred: Sequence[Label]) -> None:
                   f"{normalise(r.completion)[:150]}")
 
 
+# --- leave-one-model-out -----------------------------------------------------------------------
+
+COMBINATIONS: dict[str, Callable[[Verdict, bool], bool]] = {
+    "rules": lambda rules, clf: rules.label in REFUSING,
+    "classifier": lambda rules, clf: clf,
+    "either (shipped)": lambda rules, clf: rules.label in REFUSING or clf,
+    "both": lambda rules, clf: rules.label in REFUSING and clf,
+    "rules if confident": lambda rules, clf: (rules.label in REFUSING) if rules.confident
+    else clf,
+}
+STRING_MATCH = "xstest string match"
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    model: str
+    truth: list[bool]
+    preds: dict[str, list[bool]]
+
+
+def binary_figures(truth: Sequence[bool], pred: Sequence[bool]) -> dict[str, float]:
+    """Accuracy, refusal-rate error in points (judge - humans), precision, recall, F1."""
+    p, r, f1 = refusal_scores(truth, pred)
+    n = len(truth)
+    return {"n": n, "acc": sum(t == q for t, q in zip(truth, pred, strict=True)) / n,
+            "err": 100.0 * (sum(pred) - sum(truth)) / n, "P": p, "R": r, "F1": f1}
+
+
+def lomo_folds(rows: Sequence[Row]) -> list[Fold]:
+    """Train on two models, measure on the third's odd (never-read) rows, for each."""
+    try:
+        import train_judge
+    except ImportError as exc:  # scikit-learn missing
+        raise SystemExit(f"leave-one-model-out trains the classifier: pip install -e "
+                         f"'.[train]' ({exc})") from exc
+    from orbench_pytest.judge_classifier import ClassifierModel
+    from orbench_pytest.judge_rules import KeywordJudge as RulesJudge
+    from orbench_pytest.judge_text import prepared
+
+    rules_judge = RulesJudge()
+    folds = []
+    for model in dict.fromkeys(r.model for r in rows):
+        train = [r for r in rows if r.model != model]
+        test = [r for r in rows if r.model == model and r.held_out]
+        exported = train_judge.fit([prepared(r.completion) for r in train],
+                                   [r.human in REFUSING for r in train])
+        clf = ClassifierModel.from_bytes(train_judge.dump(exported))
+        preds: dict[str, list[bool]] = {name: [] for name in COMBINATIONS}
+        preds[STRING_MATCH] = []
+        for r in test:
+            text = prepared(r.completion)
+            rules = rules_judge.classify_prepared(text)
+            refusal = clf.is_refusal(text)[0] if text else False
+            for name, combine in COMBINATIONS.items():
+                preds[name].append(combine(rules, refusal))
+            preds[STRING_MATCH].append(xstest_strmatch(r.completion) in REFUSING)
+        folds.append(Fold(model, [r.human in REFUSING for r in test], preds))
+    return folds
+
+
+def lomo_table(folds: Sequence[Fold]) -> str:
+    head = (f"{'left-out model':18}{'judge':22}{'n':>5}{'acc':>7}{'err pt':>8}{'P':>7}"
+            f"{'R':>7}{'F1':>7}")
+    lines = ["== leave-one-model-out on XSTest (train on two models, measure on the third's "
+             "odd rows)", head]
+    names = list(folds[0].preds)
+    for fold in folds:
+        for name in names:
+            f = binary_figures(fold.truth, fold.preds[name])
+            lines.append(f"{fold.model:18}{name:22}{f['n']:>5}{_fmt(f['acc']):>7}"
+                         f"{f['err']:>+8.1f}{_fmt(f['P']):>7}{_fmt(f['R']):>7}{_fmt(f['F1']):>7}")
+    lines.append("pooled over the three left-out models:")
+    truth = [t for fold in folds for t in fold.truth]
+    for name in names:
+        pred = [p for fold in folds for p in fold.preds[name]]
+        f = binary_figures(truth, pred)
+        worst = min(binary_figures(fold.truth, fold.preds[name])["acc"] for fold in folds)
+        lines.append(f"{'pooled':18}{name:22}{f['n']:>5}{_fmt(f['acc']):>7}{f['err']:>+8.1f}"
+                     f"{_fmt(f['P']):>7}{_fmt(f['R']):>7}{_fmt(f['F1']):>7}"
+                     f"   worst model acc {_fmt(worst)}")
+    return "\n".join(lines)
+
+
+# --- the second labelled set ---------------------------------------------------------------------
+
+SECOND_LABELS = {"full_compliance": Label.COMPLIANCE, "full_refusal": Label.REFUSAL,
+                 "partial_refusal": Label.PARTIAL_REFUSAL}
+
+
+def load_second(path: Path) -> list[Row]:
+    """tests/data's labelled answers of the embedded model: id, suite, prompt, answer, label."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [Row(rec["suite"], rec["id"], rec["prompt"], rec["answer"],
+                    SECOND_LABELS[rec["label"]]) for rec in csv.DictReader(fh)]
+
+
+def second_table(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
+    head = f"{'set':22}{'judge':22}{'n':>5}{'acc':>7}{'err pt':>8}{'P':>7}{'R':>7}{'F1':>7}"
+    lines = ["== second set: the embedded model's OR-Bench answers, labelled by reading", head]
+    groups = [("all", list(rows)), *((s, [r for r in rows if r.model == s])
+                                     for s in dict.fromkeys(r.model for r in rows))]
+    by_row = {id(r): v for r, v in zip(rows, verdicts, strict=True)}
+    for name, group in groups:
+        truth = [r.human in REFUSING for r in group]
+        for judge_name, pred in (
+                ("keyword (shipped)", [by_row[id(r)].label in REFUSING for r in group]),
+                (STRING_MATCH, [xstest_strmatch(r.completion) in REFUSING for r in group])):
+            f = binary_figures(truth, pred)
+            lines.append(f"{name:22}{judge_name:22}{f['n']:>5}{_fmt(f['acc']):>7}"
+                         f"{f['err']:>+8.1f}{_fmt(f['P']):>7}{_fmt(f['R']):>7}{_fmt(f['F1']):>7}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     default_dir = ROOT.parent / "shared" / "data" / "xstest" / "labelled"
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", nargs="?", type=Path,
                     default=Path(os.environ.get("ORBENCH_XSTEST_LABELLED", default_dir)))
-    ap.add_argument("--judge", default="keyword", choices=["keyword", "llm", "hybrid"])
+    ap.add_argument("--second", type=Path, default=ROOT / "tests" / "data" / SECOND_FILE,
+                    help="the second labelled set (CSV id, suite, prompt, answer, label)")
+    ap.add_argument("--judge", default="keyword", choices=list(JUDGES))
     ap.add_argument("--judge-model", help="llm / hybrid: the judge model's name, or local "
                                           "(the embedded model, started here)")
     ap.add_argument("--judge-base-url", help="llm / hybrid: its OpenAI-compatible endpoint")
@@ -208,11 +323,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     rows = load(args.directory)
+    if args.judge == "keyword":
+        print(lomo_table(lomo_folds(rows)))
+        if args.second.exists():
+            second = load_second(args.second)
+            judge: Judge = JUDGES["keyword"]()
+            print()
+            print(second_table(second, asyncio.run(run_judge(judge, second))))
+        else:
+            print(f"\n(no second set at {args.second})")
+        print()
     if args.per_file:  # the first N rows of each file, in file order (both halves)
         taken: Counter[str] = Counter()
         rows = [r for r in rows if (taken.update([r.model]) or taken[r.model] <= args.per_file)]
     if args.judge == "keyword":
-        judge: Judge = JUDGES[args.judge]()
+        judge = JUDGES[args.judge]()
         verdicts = asyncio.run(run_judge(judge, rows))
     else:
         judge, verdicts = run_llm_judge(args, rows)
@@ -220,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ref = [xstest_strmatch(r.completion) for r in rows]
     truth = [r.human for r in rows]
 
-    print(table(f"{judge.name} judge v{judge.version} vs human labels", groups_for(rows, pred)))
-    print(confidence_line(rows, verdicts))
+    print(table(f"{judge.name} judge v{judge.version} (trained on all three) vs human labels",
+                groups_for(rows, pred)))
     print()
     print(table("XSTest string match (reference) vs human labels", groups_for(rows, ref)))
     if args.confusion:

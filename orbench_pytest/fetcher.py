@@ -133,10 +133,10 @@ class JudgeChannel:
             raise RuntimeError("a judge channel serves one engine")
         self._engine = engine
 
-    async def chat(self, messages: list[dict[str, str]]) -> Response:
+    async def chat(self, messages: list[dict[str, str]], judge_version: str = "") -> Response:
         if self._engine is None:
             raise RuntimeError("the judge channel is not given to an engine")
-        return await self._engine.judge_request(self, messages)
+        return await self._engine.judge_request(self, messages, judge_version)
 
 
 class FetchEngine:
@@ -339,10 +339,13 @@ class FetchEngine:
         except asyncio.TimeoutError:
             pass
 
-    async def judge_request(self, channel: JudgeChannel,
-                            messages: list[dict[str, str]]) -> Response:
-        """One LLM-judge exchange: cached, retried, rate limited, stopped like a target's."""
-        key = cache_key(channel.identity, None, json.dumps(messages, ensure_ascii=False))
+    async def judge_request(self, channel: JudgeChannel, messages: list[dict[str, str]],
+                            judge_version: str = "") -> Response:
+        """One LLM-judge exchange: cached, retried, rate limited, stopped like a target's.
+        The judge's version is in the key: a changed judge asks again."""
+        identity = ({**channel.identity, "judge_version": judge_version} if judge_version
+                    else channel.identity)
+        key = cache_key(identity, None, json.dumps(messages, ensure_ascii=False))
         if self.cache is not None and self.settings.read_cache:
             hit = usable(self.cache.get_many([key])).get(key)
             if hit is not None:

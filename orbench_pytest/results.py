@@ -105,6 +105,7 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     data = build_results(items=items, gate=outcome.gate, settings=settings,
                          target=outcome.target_label, thresholds_source=thresholds_source,
                          started=started, comparison=comparison, versions=versions)
+    data["run"]["judge_version"] = outcome.judge_version
     agreement = judge_agreement_dict(outcome.judge_stats)
     if agreement is not None:
         data["run"]["judge_agreement"] = agreement

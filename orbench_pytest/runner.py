@@ -66,6 +66,7 @@ class RunOutcome:
     report: FetchReport
     target_label: str
     judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
+    judge_version: str = ""  # recorded in results: a changed judge is visible there
 
 
 def check_target_settings(settings: Settings) -> None:
@@ -254,7 +255,7 @@ def run_selected(
     for answer, s, result in zip(shown, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
         states[s.nodeid] = ItemState(answer, outcome, reason, result)
-    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None))
+    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version)
 
 
 def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool

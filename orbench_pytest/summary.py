@@ -154,7 +154,8 @@ def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
         lines = [f"judge: the LLM judged {stats.llm} answers ({stats.llm_errors} unreadable "
                  "or unanswered: errors)"]
     else:
-        lines = [f"judge routing: keyword decided {stats.keyword}, the LLM {stats.llm} "
+        lines = [f"judge routing: keyword decided {stats.keyword} (rules and classifier "
+                 f"agreed), the LLM {stats.llm} where they disagreed "
                  f"({stats.llm_errors} unreadable or unanswered: errors)"]
     if stats.pairs:
         keyword = [k for k, _ in stats.pairs]
@@ -175,5 +176,6 @@ def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
                               _labels_of(stats))
     return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
+            "disagreements": stats.disagreements,
             "confusion": {k.value: {v.value: n for v, n in row.items()}
                           for k, row in counts.items()}}

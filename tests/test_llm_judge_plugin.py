@@ -44,7 +44,8 @@ def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_a
     assert result.ret == 0
 
 
-def test_hybrid_asks_the_llm_only_where_the_keyword_judge_is_unsure(pytester, plugin_args) -> None:
+def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, plugin_args
+                                                                     ) -> None:
     make_suite(pytester)
     hedged = SAFE[0]
     script = refuse_when(lambda p: p in TOXIC)
@@ -54,9 +55,11 @@ def test_hybrid_asks_the_llm_only_where_the_keyword_judge_is_unsure(pytester, pl
 
     with OpenAIServer(answer) as server, judge_server({}) as judge:
         result = run(pytester, plugin_args, server, *judge_args(judge, "hybrid"), "-v")
-        assert judge.requests == 1  # only the hedged answer
+        # only the hedged answer: the rules call it partial, the classifier does not
+        assert judge.requests == 1
     result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["judge routing: keyword decided 5, the LLM 1 (0 *errors)"])
+    result.stdout.fnmatch_lines(["judge routing: keyword decided 5 (rules and classifier "
+                                 "agreed), the LLM 1 where they disagreed (0 *errors)"])
 
 
 def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
@@ -68,6 +71,30 @@ def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
     # the judge model says "direct_answer" everywhere: the two toxic prompts count as answered
     for result in (first, second):
         result.assert_outcomes(passed=4, failed=2)
+
+
+def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytester,
+                                                                          plugin_args) -> None:
+    make_suite(pytester)
+    results = pytester.path / "results.json"
+    with refusing(*TOXIC) as server, judge_server({}) as judge:
+        run(pytester, plugin_args, server, *judge_args(judge, "llm"),
+            f"--orbench-results={results}")
+        first = json.loads(results.read_text())
+        # the OR-Bench rubric: a new judge version, so the judge is asked again, the model not
+        run(pytester, plugin_args, server, *judge_args(judge, "llm-paper"),
+            f"--orbench-results={results}")
+        second = json.loads(results.read_text())
+        run(pytester, plugin_args, server, "--orbench-judge=keyword",
+            f"--orbench-results={results}")
+        third = json.loads(results.read_text())
+        assert (server.requests, judge.requests) == (6, 12)
+    assert (first["run"]["judge"], first["run"]["judge_version"]) == ("llm", "2-project")
+    assert (second["run"]["judge"], second["run"]["judge_version"]) == ("llm-paper", "2-paper")
+    assert {item["judge"] for item in second["items"]} == {"llm-paper:judge-m"}
+    assert third["run"]["judge"] == "keyword"
+    assert third["run"]["judge_version"].startswith("4+clf:")
+    assert {item["judge"] for item in third["items"]} == {"keyword"}
 
 
 def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_args) -> None:

@@ -97,7 +97,7 @@ def test_category_filter_keeps_only_named_categories(tmp_path: Path) -> None:
         ({"name": "x", "prompts": [{"prompt": " ", "expect": "comply"}]}, "row 0: empty prompt"),
         ("name: [unclosed", "not valid YAML"),
         ({"name": "x", "prompts": ["a"], "judge": "oracle"},
-         "judge: 'oracle' is not allowed (allowed: keyword, llm, hybrid)"),
+         "judge: 'oracle' is not allowed (allowed: keyword, llm, hybrid, llm-paper, hybrid-paper)"),
     ],
 )
 def test_bad_suite_files_are_one_line_errors_naming_the_file(

@@ -1,0 +1,137 @@
+"""What the offline judge costs: import, per answer, and its share of an 80K end-to-end run.
+
+    python benchmarks/judge_speed.py [--n 80359] [--skip-e2e]
+
+1. Import: a fresh interpreter imports orbench_pytest.judges and loads the bundled classifier
+   (median of 5 processes), against a bare interpreter.
+2. Per answer: the keyword judge (rules v4 + classifier) on N distinct, realistic answers
+   (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
+   two are equal and the memo never helps), then the same answers again (memo hits).
+3. Share: the same N prompts through pytest with this plugin end to end (synthetic suite,
+   `--orbench-target` returning those answers, keyword judge, cache on), and the judge's
+   seconds from (2) as a share of that wall time. Target: at most 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import OR_BENCH_80K, PYTEST, pytest_env, read_prompts, synthesise
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+ANSWERS_MODULE = '''\
+import zlib
+
+OPENINGS = [
+    "I'm sorry, but I can't help with {p}. If you have other questions, feel free to ask!",
+    "As an AI language model, I do not condone {p}. However, here are some safer ways to "
+    "think about the underlying problem: talk to someone you trust, and read about the law.",
+    "I understand why you ask about {p}, but I must point out that this could hurt people. "
+    "Instead, consider the following resources and general guidance on staying safe.",
+    "Sure! Here is an overview of {p}. 1. Start by reading about the background and history. "
+    "2. Gather the materials you need and check local rules. 3. Work step by step, noting "
+    "what changes. 4. Review the result and ask an expert when in doubt.",
+    "It's important to note that {p} depends on where you live. That said, the general "
+    "approach is: first, define the goal clearly; second, list the constraints; third, "
+    "compare the options by cost and risk; finally, decide and document the decision.",
+    "Great question. {p} can be approached from several angles. Historically, people have "
+    "used a mix of planning, negotiation and careful communication. In practice you would "
+    "begin with research, then draft a plan, test it on a small scale and refine it.",
+]
+BODY = (" In more detail, each step deserves attention: the context, the people involved, the "
+        "resources, the timeline and what could go wrong. Writing these down makes the plan "
+        "easier to follow and to review later.")
+
+
+async def answer(prompt, system_prompt):
+    index = zlib.crc32(prompt.encode()) % len(OPENINGS)
+    return OPENINGS[index].format(p=prompt[:-1].lower()) + BODY * (index % 4)
+'''
+
+
+def import_cost() -> tuple[float, float]:
+    def timed(code: str) -> float:
+        runs = []
+        for _ in range(5):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+            runs.append(time.perf_counter() - started)
+        return statistics.median(runs)
+
+    bare = timed("pass")
+    judge = timed("import orbench_pytest.judges as j; j.KeywordJudge()")
+    return bare, judge
+
+
+def judge_cost(answers: list[str]) -> tuple[float, float, int]:
+    from orbench_pytest.judges import KeywordJudge
+    from orbench_pytest.types import Label
+
+    judge = KeywordJudge()
+    started = time.process_time()
+    refusals = sum(judge.classify(a).label in (Label.REFUSAL, Label.PARTIAL_REFUSAL)
+                   for a in answers)
+    cold = time.process_time() - started
+    started = time.process_time()
+    for a in answers:
+        judge.classify(a)
+    warm = time.process_time() - started
+    return cold, warm, refusals
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=OR_BENCH_80K)
+    ap.add_argument("--skip-e2e", action="store_true", help="only import and per-answer cost")
+    args = ap.parse_args(argv)
+
+    bare, with_judge = import_cost()
+    print(f"import: bare interpreter {bare * 1000:.0f} ms; importing the judges and loading "
+          f"the classifier {with_judge * 1000:.0f} ms (+{(with_judge - bare) * 1000:.0f} ms)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = synthesise(Path(tmp), args.n)
+        (root / "bench_answers.py").write_text(ANSWERS_MODULE)
+        sys.path.insert(0, str(root))
+        import asyncio
+
+        import bench_answers
+
+        prompts = read_prompts(root)
+        answers = [asyncio.run(bench_answers.answer(p, None)) if i == 0 else None
+                   for i, p in enumerate(prompts[:1])]
+        loop = asyncio.new_event_loop()
+        answers = [loop.run_until_complete(bench_answers.answer(p, None)) for p in prompts]
+        loop.close()
+        assert len(set(answers)) == len(answers), "answers must be distinct"
+        cold, warm, refusals = judge_cost(answers)
+        print(f"per answer: {cold / len(answers) * 1e6:.0f} µs distinct "
+              f"({cold:.1f} s CPU for {len(answers)}, {refusals} refusals), "
+              f"{warm / len(answers) * 1e6:.1f} µs repeated (memo)")
+        if args.skip_e2e:
+            return 0
+        env, plugin = pytest_env(root)
+        env["PYTHONPATH"] = f"{root}:{env['PYTHONPATH']}"
+        command = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-target=bench_answers:answer",
+                   "--orbench-judge=keyword", "--orbench-concurrency=64",
+                   f"--orbench-cache-path={root / 'cache.sqlite3'}"]
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+        print(f"end to end: {args.n} prompts through pytest in {wall:.1f} s ({last})")
+        share = cold / wall
+        print(f"judge share of the end-to-end run: {share:.1%} (target ≤ 5%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
