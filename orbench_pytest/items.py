@@ -13,7 +13,7 @@ import pytest
 
 from .errors import ConfigError
 from .gate import Outcome
-from .ids import item_name
+from .ids import item_name, item_nodeid
 from .settings import Variant
 from .types import PromptCase
 
@@ -33,11 +33,16 @@ class SuiteFile(pytest.File):
 
         plugin = get_plugin(self.config)
         suite = plugin.load_suite(self.path)
+        for marker in plugin.suite_marker(suite.name) if suite.name else ():
+            self.add_marker(marker)
         for case in suite.cases:
             for variant in plugin.settings.variants:
-                yield PromptItem.from_parent(self, name=item_name(suite.name, case.case_id,
-                                                                  variant.name),
-                                             case=case, variant=variant)
+                name = item_name(suite.name, case.case_id, variant.name)
+                item = PromptItem.from_parent(self, name=name,
+                                              nodeid=item_nodeid(self.nodeid, name),
+                                              case=case, variant=variant)
+                item.extra_keyword_matches.add(case.category)  # -k privacy
+                yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, ConfigError):

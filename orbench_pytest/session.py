@@ -18,18 +18,22 @@ import pytest
 from .baseline import Baseline
 from .cache import ResponseCache
 from .errors import ConfigError
+from .ids import ORBENCH_MARKER, suite_marker
+from .model_choice import choose_model
 from .progress import ProgressLine
+from .ready_suites import ready_suite_dir
 from .runner import ItemState, RunOutcome, Selected, check_target_settings, run_selected
 from .settings import Settings
+from .suite_selection import SuiteRequest, is_requested_suite
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
 from .summary import baseline_lines, judge_lines, table_lines, variant_lines, verdict_line
 from .thresholds import BUILT_IN, Thresholds, load_thresholds
+from .thresholds_scope import check_gated_categories
 
 if TYPE_CHECKING:
     from .items import PromptItem
 
 PLUGIN_KEY = pytest.StashKey["OrbenchSession"]()
-READY_SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 __all__ = ["PLUGIN_KEY", "ItemState", "OrbenchSession", "load_configured_thresholds"]
 
@@ -46,7 +50,8 @@ def load_configured_thresholds(settings: Settings, rootpath: Path) -> Thresholds
 
 
 class OrbenchSession:
-    def __init__(self, config: pytest.Config, settings: Settings, thresholds: Thresholds) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, thresholds: Thresholds,
+                 request: SuiteRequest) -> None:
         self.config = config
         self.settings = settings
         self.thresholds = thresholds
@@ -54,7 +59,9 @@ class OrbenchSession:
         self.is_worker = workerinput is not None
         self.run_id: str = (workerinput or {}).get("orbench_run") or uuid.uuid4().hex
         self._worker_cache_path = (workerinput or {}).get("orbench_cache_path")
-        self._explicit = self._explicit_paths(config)
+        self._request = request
+        self._explicit = request.files
+        self._markers: set[str] = set()
         self._suites: dict[Path, Suite | None] = {}
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._cache: ResponseCache | None = None
@@ -65,13 +72,17 @@ class OrbenchSession:
         self._baseline: Baseline | None = None
 
     # --- collection -------------------------------------------------------------------
-    @staticmethod
-    def _explicit_paths(config: pytest.Config) -> set[Path]:
-        here = config.invocation_params.dir
-        return {(here / arg.split("::")[0]).resolve() for arg in config.args}
-
     def is_suite_candidate(self, path: Path) -> bool:
-        return path.parent.name == "suites" or path.resolve() in self._explicit
+        return is_requested_suite(path, self._request)
+
+    def suite_marker(self, suite: str) -> list[str]:
+        """The markers of a suite's items (registered, so --strict-markers accepts them)."""
+        marker = suite_marker(suite)
+        if marker not in self._markers:
+            self._markers.add(marker)
+            self.config.addinivalue_line("markers", f"{marker}: prompts of the orbench suite "
+                                                    f"{suite}")
+        return [ORBENCH_MARKER, marker]
 
     def load_suite(self, path: Path) -> Suite:
         """Parse a suite file once per process; an empty Suite for other YAML in suites/."""
@@ -86,8 +97,8 @@ class OrbenchSession:
             else:
                 options = SuiteOptions(sample=self.settings.sample, seed=self.settings.seed,
                                        categories=self.settings.categories,
-                                       data_dir=self.settings.data_dir,
-                                       ready_suite_dir=READY_SUITES)
+                                       data_dirs=self.settings.data_dirs,
+                                       ready_suite_dir=ready_suite_dir())
                 self._suites[key] = load_suite(path, options, data)
         suite = self._suites[key]
         return suite if suite is not None else Suite(name="", path=path)
@@ -161,6 +172,7 @@ class OrbenchSession:
     def _run(self, selected: list[Selected], publish_errors: bool = False) -> None:
         try:
             self._check_selection(selected)
+            self.settings, chosen = choose_model(self.settings)
             check_target_settings(self.settings)
             if self.settings.results is not None:
                 from .results import check_writable
@@ -170,6 +182,8 @@ class OrbenchSession:
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             progress = self._progress(reporter)
             if reporter is not None:
+                if chosen is not None:
+                    reporter.write_line(chosen)
                 reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
             maxfail = self.config.option.maxfail if self.settings.strict else 0
             self.settings = self._with_suite_judge(selected)
@@ -204,29 +218,11 @@ class OrbenchSession:
 
     def _check_selection(self, selected: list[Selected]) -> None:
         suites_run = {s.case.suite for s in selected}
-        not_run = [name for name in self.thresholds.suites if name not in suites_run]
-        # Reading every sibling suite file costs ~0.1 s: only when thresholds name one not run.
-        known = set(suites_run) | (self._sibling_suite_names() if not_run else set())
-        for name in not_run:
-            if name not in known:
-                raise ConfigError(f"{self.thresholds.source}: suites.{name}: no such suite "
-                                  f"(known: {', '.join(sorted(known))})")
+        check_gated_categories(self.thresholds, {
+            suite.name: suite.categories for suite in self._suites.values()
+            if suite is not None and suite.name in suites_run})
         if self.settings.categories:
             self._check_categories(seen={s.case.category for s in selected})
-
-    def _sibling_suite_names(self) -> set[str]:
-        """Suites beside the ones run: thresholds may name them without running them."""
-        names: set[str] = set()
-        folders = {path.parent for path in self._suites} | {READY_SUITES}
-        for folder in folders:
-            for path in sorted(folder.glob("*.y*ml")):
-                try:
-                    data = read_suite_document(path)
-                except ConfigError:
-                    continue
-                if is_suite_document(data) and isinstance(data.get("name"), str):
-                    names.add(data["name"])
-        return names
 
     def _cache_path(self) -> Path:
         if self.settings.cache_mode == "off":
@@ -283,6 +279,7 @@ class OrbenchSession:
         selected = [Selected(i.nodeid, i.case, i.variant) for i in session.items
                     if isinstance(i, PromptItem)]
         self.settings = self._with_suite_judge(selected)
+        self.settings = choose_model(self.settings)[0]
         self.outcome = run_selected(selected, self.settings, self.thresholds,
                                     cache=self._open_cache(), replay_run=self.run_id,
                                     baseline=self._load_baseline())
