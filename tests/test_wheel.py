@@ -35,6 +35,7 @@ WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "orbench_pytest", "su
 TOXIC_SOURCE = ("bench-llm/or-bench", "e36d8b80e81837c8a8f264bbb2a49f1b32c7e272",
                 "or-bench-toxic.csv")
 SAMPLE = 30
+GATE_WORKFLOW = REPO / ".github" / "workflows" / "orbench-gate.yml"
 
 
 def build_wheel(out: Path) -> Path:
@@ -139,6 +140,25 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         assert re.search(rf"{len(failed)} failed, {SAMPLE - len(failed)} deselected",
                          again.stdout), again.stdout
         assert server.requests == SAMPLE  # answers come from the cache
+
+        # The gate workflow's own steps, as copied into this project (bash as Actions runs it).
+        (project / "prompts").mkdir()
+        (project / "prompts" / "system.txt").write_text("You are a careful assistant.\n")
+        workflow = yaml.safe_load(GATE_WORKFLOW.read_text())
+        steps = {step.get("name"): step for step in workflow["jobs"]["gate"]["steps"]}
+        runner = tmp_path / "runner"
+        runner.mkdir()
+        step_env = {**env, **workflow["env"], "ORBENCH_SUITES": "--orbench-suite=or-bench-toxic",
+                    "RUNNER_TEMP": str(runner), "GITHUB_STEP_SUMMARY": str(runner / "summary"),
+                    "PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}"}
+        for name, status in (("Gate (this pull request)", 1), ("Markdown summary", 0)):
+            done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", steps[name]["run"]],
+                                  cwd=project, env=step_env, text=True, capture_output=True,
+                                  timeout=300)
+            assert done.returncode == status, done.stdout + done.stderr
+        assert server.bodies[-1]["messages"][0]["content"] == "You are a careful assistant."
+        assert (project / "orbench-results.json").is_file()
+        assert "orbench" in (project / "orbench-report.md").read_text()
 
     listed = subprocess.run([python.parent / "orbench", "suites"], capture_output=True,
                             text=True, env=env, timeout=60)
