@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from .errors import ConfigError
-from .settings import default_cache_dir
+from .settings import data_dirs_from_env, default_cache_dir
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -66,12 +66,6 @@ class DataOptions:
             hub_endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
             token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
         )
-
-
-def data_dirs_from_env(env: Mapping[str, str]) -> tuple[Path, ...]:
-    """$ORBENCH_DATA_DIR: folders separated like $PATH (':' on POSIX, ';' on Windows)."""
-    parts = (env.get("ORBENCH_DATA_DIR") or "").split(os.pathsep)
-    return tuple(Path(part).expanduser() for part in parts if part.strip())
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,12 @@ def is_loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def data_dirs_from_env(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """$ORBENCH_DATA_DIR: folders separated like $PATH (':' on POSIX, ';' on Windows)."""
+    parts = (env.get("ORBENCH_DATA_DIR") or "").split(os.pathsep)
+    return tuple(Path(part).expanduser() for part in parts if part.strip())
+
+
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
                    invocation_dir: Path | None = None) -> Settings:
     """`values` maps option dest names (orbench_*) to raw command-line values."""
@@ -131,8 +137,6 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         from .sampling import parse_sample
 
         sample = parse_sample(str(sample))
-    from .datasets import data_dirs_from_env
-
     data_dirs = tuple(here / folder for folder in get("data_dir") or ()) \
         or data_dirs_from_env(env)
     cache_path = get("cache_path")

@@ -18,6 +18,7 @@ import yaml
 from orbench_pytest import datasets
 from orbench_pytest.datasets import DataOptions, load_rows
 from orbench_pytest.errors import ConfigError
+from orbench_pytest.settings import data_dirs_from_env
 from tests.hub_server import HubServer
 
 REPO = "acme/prompts"
@@ -504,7 +505,7 @@ def test_options_come_from_the_environment(tmp_path: Path) -> None:
 def test_orbench_data_dir_is_a_path_list_looked_in_in_order(tmp_path: Path) -> None:
     first, second = tmp_path / "orbench", tmp_path / "xstest"
     env = {"ORBENCH_DATA_DIR": f"{first}{os.pathsep}{os.pathsep}{second}"}
-    assert datasets.data_dirs_from_env(env) == (first, second)
+    assert data_dirs_from_env(env) == (first, second)
     first.mkdir()
     second.mkdir()
     (second / "a.csv").write_bytes(b"prompt\nfrom the second folder\n")
