@@ -38,16 +38,32 @@ class Baseline:
 
     source: str
     mismatches: Mapping[ItemKey, bool | None]
+    # Per item, the share of its answers that refused (a run with --orbench-samples);
+    # items not in it had one answer, whose mismatch state says it.
+    rates: Mapping[ItemKey, float] = field(default_factory=dict)
 
     def previous(self, key: ItemKey) -> bool | str | None:
         """The baseline's mismatch state, or "missing". A run with variants pairs each
         variant with a baseline run that had none (one system prompt against many)."""
+        found = self._paired_key(key)
+        return "missing" if found is None else self.mismatches[found]
+
+    def _paired_key(self, key: ItemKey) -> ItemKey | None:
         if key in self.mismatches:
-            return self.mismatches[key]
+            return key
         default_key = (key[0], "", key[2])
         if key[1] and default_key in self.mismatches and not self._has_variants:
-            return self.mismatches[default_key]
-        return "missing"
+            return default_key
+        return None
+
+    def refusal_rate(self, key: ItemKey, expect: str) -> float | None:
+        """The baseline's refusal fraction for the item; None when it has no answer."""
+        found = self._paired_key(key)
+        if found is None or self.mismatches[found] is None:
+            return None
+        if found in self.rates:
+            return self.rates[found]
+        return float(self.mismatches[found] != (expect == "refuse"))
 
     @cached_property
     def _has_variants(self) -> bool:

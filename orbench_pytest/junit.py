@@ -105,4 +105,9 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
         reason=message.split("\n", 1)[0], response=props.get("response", ""),
         prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
+        refusals=_count(props.get("refusals")), samples=_count(props.get("samples")),
     )
+
+
+def _count(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None

@@ -106,6 +106,10 @@ OPTIONS: tuple[Option, ...] = (
            path="path"),
     Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
            "ones fail", "PATH", path="path"),
+    Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "
+           "(default: no limit)", "SECONDS"),
+    Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
+           "prompts listed (default: 1)", "N"),
 )
 
 

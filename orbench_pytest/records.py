@@ -41,6 +41,21 @@ class ItemRecord:
     cached: bool | None = None
     nodeid: str = ""
     baseline: str = ""
+    # --orbench-samples: refusals among the answered samples (None: one answer per prompt)
+    refusals: int | None = None
+    samples: int | None = None
+
+    @property
+    def refusal_rate(self) -> float | None:
+        if self.error:
+            return None
+        if self.refusals is not None and self.samples:
+            return self.refusals / self.samples
+        return float(bool(self.refused))
+
+    @property
+    def flaky(self) -> bool:
+        return self.refusals is not None and 0 < self.refusals < (self.samples or 0)
 
     @property
     def key(self) -> ItemKey:
@@ -63,7 +78,8 @@ class ItemRecord:
 
     def as_result(self) -> ItemResult:
         expect: Expectation = "refuse" if self.expect == "refuse" else "comply"
-        return ItemResult(self.suite, self.category, expect, self.refused, self.variant)
+        return ItemResult(self.suite, self.category, expect, self.refused, self.variant,
+                          refusals=self.refusals, answered=self.samples or 1)
 
 
 @dataclass
@@ -77,7 +93,10 @@ class RunRecord:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_baseline(self) -> Baseline:
-        return Baseline(self.source, {item.key: item.mismatch_state for item in self.items})
+        rates = {item.key: rate for item in self.items
+                 if item.refusals is not None and (rate := item.refusal_rate) is not None}
+        return Baseline(self.source, {item.key: item.mismatch_state for item in self.items},
+                        rates)
 
     def label(self) -> str:
         """A short name for plots and tables."""

@@ -22,6 +22,7 @@ from .errors import ConfigError
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, GroupKey, Outcome, tally, wilson_interval
 from .ids import group_name, key_label
 from .records import ItemRecord, RunRecord
+from .samples import times
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
 GITHUB_COMMENT_LIMIT = 65_536
@@ -38,9 +39,12 @@ class Rate:
     high: float
     limit: float | None = None
     passed: bool = True
+    mean: float | None = None  # --orbench-samples: the mean per-prompt fraction decides
 
     @property
     def value(self) -> float:
+        if self.mean is not None:
+            return self.mean
         return self.k / self.n if self.n else 0.0
 
 
@@ -87,8 +91,9 @@ def _row_from_gate(raw: Mapping[str, Any]) -> Row:
     for check in raw.get("checks", []):
         if check["name"] in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
             low, high = check["interval"]
+            mean = check.get("rate") if check.get("mean_of_prompts") else None
             rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
-                                        check["passed"])
+                                        check["passed"], mean)
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
     return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
@@ -170,6 +175,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.extend(_baseline_section(report, max_items))
     out.extend(_over_refusal_section(report, max_items, artifact_url))
     out.extend(_toxic_section(report, max_items, artifact_url))
+    out.extend(_flaky_section(report, max_items, artifact_url))
     out.extend(_error_section(report))
     if artifact_url:
         out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
@@ -312,6 +318,28 @@ def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> 
         judge = f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict
         lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
                      f"| {_cell(judge)} |")
+    lines.extend(_cut_note(len(items), max_items, artifact_url))
+    return lines
+
+
+def _flaky_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    """--orbench-samples: prompts whose answers disagree, most undecided first."""
+    items = [item for item in report.run.items if item.flaky]
+    if not items:
+        return []
+    items.sort(key=lambda item: (abs((item.refusal_rate or 0.0) - 0.5), item.id))
+    counts = Counter((item.suite, item.category) for item in items)
+    per_suite = Counter(item.suite for item in items)
+    lines = [f"### Flaky prompts ({len(items)}): refused some of the times asked", "",
+             " · ".join(f"{_name(suite)} {n} (" + ", ".join(
+                 f"{_name(cat)} {k}" for (s, cat), k in sorted(counts.items()) if s == suite)
+                 + ")" for suite, n in sorted(per_suite.items())), "",
+             "| prompt | category | expected | answers |", "|---|---|---|---|"]
+    for item in items[:max_items]:
+        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
+        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
+                     f"| {_name(item.expect)} "
+                     f"| {times(item.refusals or 0, item.samples or 0)} |")
     lines.extend(_cut_note(len(items), max_items, artifact_url))
     return lines
 

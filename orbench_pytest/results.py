@@ -148,9 +148,18 @@ def item_record(nodeid: str, case_id: str, prompt: str, result: ItemResult, verd
         "cached": cached,
         "attempts": attempts,
     }
+    if result.sampled:  # --orbench-samples: what the prompt's answers did
+        record.update(sampled_fields(result))
     if outcome is not Outcome.PASSED:
         record["prompt"] = redact(prompt)
     return record
+
+
+def sampled_fields(result: ItemResult) -> dict[str, Any]:
+    """samples (answered), refusals and refusal_rate: the JUnit properties and results keys."""
+    rate = result.refusal_rate
+    return {"samples": result.answered, "refusals": result.refusals,
+            "refusal_rate": None if rate is None else round(rate, 4)}
 
 
 def parameters(settings: Settings) -> dict[str, Any]:
@@ -213,6 +222,7 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
         "over_refusals": row.over_refusals,
         "n_refuse": row.n_refuse,
         "toxic_accepted": row.toxic_accepted,
+        **({"flaky": row.flaky} if row.sampled else {}),
         "passed": row.passed,
         "verdict": row.verdict,
         "checks": [{
@@ -220,6 +230,9 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
             "interval": list(check.interval), "confidence": check.confidence,
             "limit": check.limit, "decision": check.decision, "where": check.where,
             "passed": check.passed, "inherited": row.inherited(check),
+            **({"mean_of_prompts": True, "answers": check.sampled.answers,
+                "n_effective": round(check.sampled.n_effective, 2)}
+               if check.sampled is not None else {}),
         } for check in row.checks],
         "regression": None if regression is None else {
             "regressions": regression.regressions, "fixed": regression.fixed,
@@ -227,6 +240,8 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
             "decision": regression.decision, "where": regression.where,
             "p_worse": regression.test.p_worse, "p_two_sided": regression.test.p_two_sided,
             "exact": regression.test.exact, "passed": regression.passed,
+            **({"paired_test": regression.paired_test.describe()}
+               if regression.deltas is not None else {}),
         },
     }
 
@@ -351,7 +366,15 @@ def _item_from_dict(raw: Any, source: str, index: int) -> ItemRecord:
         prompt=str(raw.get("prompt", "")), latency_ms=raw.get("latency_ms"),
         cached=raw.get("cached"), nodeid=str(raw.get("nodeid", "")),
         baseline=str(raw.get("baseline", "")),
+        refusals=_count(raw.get("refusals")), samples=_count(raw.get("samples")),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A sample count read back: a whole number >= 0, else absent (one answer per prompt)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def load_run(path: Path) -> RunRecord:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SUITE_SUFFIXES = (".yaml", ".yml")
+from .suite_paths import SUITE_SUFFIXES
 
 
 @dataclass(frozen=True)

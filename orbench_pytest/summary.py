@@ -5,10 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .baseline import Comparison
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck, wilson_interval
+from .gate import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    Gate,
+    GroupRow,
+    ItemResult,
+    RateCheck,
+    wilson_interval,
+)
 from .ids import key_label
 from .judge_metrics import confusion_matrix, format_confusion
 from .judges import HybridStats
+from .samples import clustered_rate, times
 from .types import Label
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
@@ -22,8 +31,18 @@ def _rate(row: GroupRow, name: str) -> tuple[str, str]:
     if n == 0:
         return "—", "—"
     low, high = check.interval if check else wilson_interval(k, n)
-    cell = f"{k / n * 100:5.1f}% [{low * 100:.1f}–{high * 100:.1f}]"
+    rate = check.rate if check is not None and check.rate is not None else k / n
+    if check is None and row.sampled:  # an ungated category: the same mean and interval
+        sampled = clustered_rate(*_fractions(row, name))
+        rate, low, high = sampled.mean, sampled.low, sampled.high
+    cell = f"{rate * 100:5.1f}% [{low * 100:.1f}–{high * 100:.1f}]"
     return cell, (f"{check.limit * 100:.1f}%" if check else "—")
+
+
+def _fractions(row: GroupRow, name: str) -> tuple[list[float], int]:
+    if name == OVER_REFUSAL:
+        return row.over_fractions, row.answers_comply
+    return row.toxic_fractions, row.answers_refuse
 
 
 def table_rows(gate: Gate) -> list[tuple[str, ...]]:
@@ -77,6 +96,29 @@ def variant_lines(gate: Gate) -> list[str]:
                      _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
                      row.verdict))
     return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
+
+
+def flaky_lines(items: Sequence[tuple[str, ItemResult]], gate: Gate,
+                limit: int = 10) -> list[str]:
+    """--orbench-samples: prompts refused some of the times asked, counted per suite and
+    category, the first `limit` named (bounded output, whatever the run's size)."""
+    flaky = [(label, item) for label, item in items if item.flaky]
+    if not any(row.sampled for row in gate.rows.values()):
+        return []
+    lines = [f"flaky prompts (refused some of the times asked): {len(flaky)}"]
+    for row in gate.rows.values():
+        if row.category is None and row.flaky:
+            parts = [f"{r.category} {r.flaky}" for r in gate.rows.values()
+                     if r.category is not None and (r.suite, r.variant) == (row.suite, row.variant)
+                     and r.flaky]
+            lines.append(f"  {row.label}: {row.flaky} ({', '.join(parts)})")
+    for label, item in flaky[:limit]:
+        assert item.refusals is not None
+        lines.append(f"  {label}: {times(item.refusals, item.answered)} "
+                     f"(expected {item.expect})")
+    if len(flaky) > limit:
+        lines.append(f"  … and {len(flaky) - limit} more (every one in the results file)")
+    return lines
 
 
 def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[str]:

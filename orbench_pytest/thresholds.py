@@ -12,11 +12,12 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .samples import DEFAULT_REFUSE_AT, parse_refuse_at
 
 DECISIONS = ("point", "significant")
 RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate")
-DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions")
-SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "categories")
+DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse_at")
+SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "categories")
 CATEGORY_KEYS = ("max_over_refusal", "max_toxic_acceptance", "decision")
 TOP_KEYS = ("defaults", "suites")
 
@@ -30,6 +31,8 @@ class Limits:
     max_error_rate: float | None = None
     decision: str = "point"
     max_regressions: int | None = None
+    # --orbench-samples: when a prompt counts as refused (a fraction of its answers, any, all)
+    refuse_at: float | str = DEFAULT_REFUSE_AT
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,14 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
         raise ConfigError(
             f"{source}: {where}.max_regressions: expected a whole number >= 0, got {regressions!r}"
         )
+    refuse_at = inherit.refuse_at
+    if "refuse_at" in raw:
+        try:
+            refuse_at = parse_refuse_at(raw["refuse_at"], f"{source}: {where}.refuse_at")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     return Limits(
+        refuse_at=refuse_at,
         max_over_refusal=_number(raw, "max_over_refusal", source, where, inherit.max_over_refusal),
         max_toxic_acceptance=_number(
             raw, "max_toxic_acceptance", source, where, inherit.max_toxic_acceptance

@@ -28,7 +28,7 @@ class Reply:
     finish_reason: str = "stop"
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None  # raw body instead of a chat completion
-    fault: str | None = None  # reset | truncate | hang
+    fault: str | None = None  # reset | truncate | hang | trickle (slow-loris: a byte a beat)
     delay_s: float = 0.0
     reasoning: str | None = None
 
@@ -172,6 +172,15 @@ class OpenAIServer:
             writer.transport.abort()
             return False
         body = reply.body if reply.body is not None else _completion(reply, payload)
+        if reply.fault == "trickle":  # headers at once, then one body byte every 0.2 s
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            writer.write(head)
+            for i in range(len(body)):
+                writer.write(body[i:i + 1])
+                await writer.drain()
+                await asyncio.sleep(0.2)
+            return True
         if reply.fault == "truncate":
             head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()
@@ -305,3 +314,30 @@ class FaultyScript:
             return self.script(prompt, system, body)
         self.injected.append((prompt, attempt, kind))
         return fault_reply(kind, self.retry_after_ms)
+
+
+class RandomRefusals:
+    """Refuses each request with a set probability, drawn from (seed, prompt, n-th request of
+    that prompt): the k-th answer to a prompt is the same in every run, whatever order the
+    requests arrive in. `probability` may depend on the prompt. `asked` and `refused` count
+    per prompt what the server did (the truth the tests check reports against)."""
+
+    def __init__(self, probability: float | Callable[[str], float], seed: int = 0) -> None:
+        self.probability = probability
+        self.seed = seed
+        self.asked: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+
+    def refuses(self, prompt: str, nth: int) -> bool:
+        import hashlib
+
+        chance = self.probability(prompt) if callable(self.probability) else self.probability
+        digest = hashlib.sha256(f"{self.seed}\0{prompt}\0{nth}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2 ** 64 < chance
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        nth = self.asked.get(prompt, 0)
+        self.asked[prompt] = nth + 1
+        refuse = self.refuses(prompt, nth)
+        self.refused[prompt] = self.refused.get(prompt, 0) + refuse
+        return Reply(text=REFUSAL_TEXT if refuse else ANSWER_TEXT)
