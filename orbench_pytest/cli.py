@@ -5,6 +5,7 @@
   orbench compare a.json b.json ... [--published]
   orbench serve-local [--model NAME] [--port N] [--threads N]
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
+  orbench suites [--thresholds]
 
 Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
 (the pytest run already failed the check), unless --fail-on-gate.
@@ -86,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
                          "moderation votes → dedupe → hard subset")
     add_generate_arguments(generate)
     generate.set_defaults(run=run_generate)
+
+    suites = commands.add_parser("suites", help="The ready suites, by name, with their sizes")
+    suites.add_argument("--thresholds", action="store_true",
+                        help="Print the starter thresholds.yaml instead")
+    suites.set_defaults(run=_suites)
     return parser
 
 
@@ -164,6 +170,23 @@ def _serve_local(args: argparse.Namespace) -> int:
         raise ConfigError(f"the embedded local model is not available ({exc}); "
                           "pip install 'orbench-pytest[local]'") from None
     serve_forever(args.model, args.port, args.threads)
+    return 0
+
+
+def _suites(args: argparse.Namespace) -> int:
+    from .ready_suites import ready_suites, starter_thresholds
+
+    if args.thresholds:
+        sys.stdout.write(starter_thresholds().read_text(encoding="utf-8"))
+        return 0
+    listed = ready_suites()
+    width = max(len(suite.name) for suite in listed)
+    print(f"{'name':<{width}}  {'prompts':>7}  expects          source")
+    for suite in listed:
+        size = f"{suite.prompts:,}" if suite.prompts is not None else "?"
+        print(f"{suite.name:<{width}}  {size:>7}  {suite.expects:<15}  {suite.source}")
+    print("Run one: pytest --orbench-suite=NAME --orbench-model=MODEL; "
+          "a starter gate file: orbench suites --thresholds > thresholds.yaml")
     return 0
 
 

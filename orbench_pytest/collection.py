@@ -12,13 +12,12 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .ids import item_name
+from .ready_suites import ready_suite_dir
 from .runner import Selected
 from .settings import Settings, Variant
 from .suite_paths import names_suite_file
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
 from .types import PromptCase
-
-READY_SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def suite_entries(suite: Suite, variants: Iterable[Variant]
@@ -33,7 +32,7 @@ def suite_entries(suite: Suite, variants: Iterable[Variant]
 class SuiteCatalog:
     """The suites of one pytest process, each parsed once."""
 
-    def __init__(self, settings: Settings, explicit: set[Path]) -> None:
+    def __init__(self, settings: Settings, explicit: frozenset[Path]) -> None:
         self._settings = settings
         self._explicit = explicit
         self._suites: dict[Path, Suite | None] = {}
@@ -52,7 +51,8 @@ class SuiteCatalog:
                 settings = self._settings
                 options = SuiteOptions(sample=settings.sample, seed=settings.seed,
                                        categories=settings.categories,
-                                       data_dir=settings.data_dir, ready_suite_dir=READY_SUITES)
+                                       data_dirs=settings.data_dirs,
+                                       ready_suite_dir=ready_suite_dir())
                 self._suites[key] = load_suite(path, options, data)
         suite = self._suites[key]
         return suite if suite is not None else Suite(name="", path=path)
@@ -63,20 +63,6 @@ class SuiteCatalog:
 
     def known_categories(self) -> list[str]:
         return sorted({c for suite in self.suites for c in suite.categories})
-
-    def sibling_suite_names(self) -> set[str]:
-        """Suites beside the ones run: thresholds may name them without running them."""
-        names: set[str] = set()
-        folders = {path.parent for path in self._suites} | {READY_SUITES}
-        for folder in folders:
-            for path in sorted(folder.glob("*.y*ml")):
-                try:
-                    data = read_suite_document(path)
-                except ConfigError:
-                    continue
-                if is_suite_document(data) and isinstance(data.get("name"), str):
-                    names.add(data["name"])
-        return names
 
     def selected_from_ids(self, rootpath: Path, ids: Iterable[str]) -> list[Selected]:
         """xdist controller: the prompts behind the node ids the workers collected."""

@@ -1,10 +1,10 @@
 """Data sources of suites: local files, the Hugging Face hub and https:// URLs.
 
 `load_rows(source, ...)` returns every row of a CSV, JSONL or Parquet file as `dict[str, str]`.
-Remote files are looked for, in order, in the data dir (`--orbench-data-dir`,
-`$ORBENCH_DATA_DIR`), in the cache (`$ORBENCH_CACHE_DIR/hub/...`), and only then downloaded;
-a download is streamed to a temporary file next to its cache path, verified, and moved into
-place atomically, so an interrupted or concurrent (xdist) run never sees half a file.
+Remote files are looked for, in order, in the data dirs (`--orbench-data-dir`, repeatable;
+`$ORBENCH_DATA_DIR`, a path list), in the cache (`$ORBENCH_CACHE_DIR/hub/...`), and only then
+downloaded; a download is streamed to a temporary file next to its cache path, verified, and
+moved into place atomically, so an interrupted or concurrent (xdist) run never sees half a file.
 
 Every problem is a one-line `ConfigError` that names the file or URL and the fix. Duplicate
 prompts are not checked here because only the caller knows the prompt column: it calls
@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from .errors import ConfigError
-from .settings import default_cache_dir
+from .settings import data_dirs_from_env, default_cache_dir
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -48,20 +48,20 @@ _OFFLINE_HINT = f"{_DATA_DIR_HINT}, or set HF_HUB_OFFLINE=1 once it is in the ca
 @dataclass(frozen=True)
 class DataOptions:
     cache_dir: Path
-    data_dir: Path | None = None
+    data_dirs: tuple[Path, ...] = ()
     offline: bool = False
     hub_endpoint: str = "https://huggingface.co"
     token: str | None = field(default=None, repr=False)  # a secret: never in repr or messages
 
     @classmethod
-    def from_env(cls, data_dir: Path | None = None,
+    def from_env(cls, data_dirs: Sequence[Path] = (),
                  env: Mapping[str, str] | None = None) -> DataOptions:
         env = os.environ if env is None else env
-        if data_dir is None and env.get("ORBENCH_DATA_DIR"):
-            data_dir = Path(env["ORBENCH_DATA_DIR"]).expanduser()
+        if not data_dirs:
+            data_dirs = data_dirs_from_env(env)
         return cls(
             cache_dir=default_cache_dir(env),
-            data_dir=data_dir,
+            data_dirs=tuple(data_dirs),
             offline=env.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
             hub_endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
             token=env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None,
@@ -164,14 +164,15 @@ def _hub_file(source: str, sha256: str | None, options: DataOptions, require_pin
     headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
     return _cached_or_downloaded(
         hub.url(options.hub_endpoint), hub.cache_path(options.cache_dir), hub.filename, sha256,
-        options, headers, progress,
+        options, headers, progress, require_digest=require_pin,
         gated_hint=f"the dataset {hub.repo} is gated or private: accept its terms on "
                    f"{options.hub_endpoint}/datasets/{hub.repo} and set HF_TOKEN")
 
 
 def _cached_or_downloaded(url: str, target: Path, filename: str, sha256: str | None,
                           options: DataOptions, headers: dict[str, str],
-                          progress: Progress | None, gated_hint: str) -> Path:
+                          progress: Progress | None, gated_hint: str,
+                          require_digest: bool = False) -> Path:
     """The cached copy (checked again), else a download, unless offline mode forbids it."""
     if target.is_file():
         if sha256 is not None:
@@ -181,7 +182,7 @@ def _cached_or_downloaded(url: str, target: Path, filename: str, sha256: str | N
         raise ConfigError(f"{filename}: not in the cache ({target}) and HF_HUB_OFFLINE=1 "
                           f"forbids downloading {url}; {_DATA_DIR_HINT}")
     download(url, target, sha256=sha256, headers=headers, progress=progress,
-             gated_hint=gated_hint)
+             gated_hint=gated_hint, require_digest=require_digest)
     return target
 
 
@@ -231,20 +232,25 @@ def _check_revision(source: str, revision: str | None, sha256: str | None,
 
 
 def _from_data_dir(options: DataOptions, path: str, sha256: str | None) -> Path | None:
-    """A pre-downloaded copy (air-gapped CI) wins over cache and network; it is never deleted."""
-    if options.data_dir is None:
-        return None
-    for candidate in (options.data_dir / path, options.data_dir / path.rsplit("/", 1)[-1]):
-        if candidate.is_file():
-            if sha256 is not None:
-                verify_sha256(candidate, sha256, remove=False)
-            return candidate
+    """A pre-downloaded copy (air-gapped CI) wins over cache and network; it is never deleted.
+    The data dirs are looked in in the order given; the first copy found is used."""
+    for folder in options.data_dirs:
+        for candidate in (folder / path, folder / path.rsplit("/", 1)[-1]):
+            if candidate.is_file():
+                if sha256 is not None:
+                    verify_sha256(candidate, sha256, remove=False)
+                return candidate
     return None
 
 
 def download(url: str, target: Path, *, sha256: str | None, headers: Mapping[str, str],
-             progress: Progress | None = None, gated_hint: str = "") -> None:
-    """Stream `url` into `target` via a temporary file; verify; replace atomically."""
+             progress: Progress | None = None, gated_hint: str = "",
+             require_digest: bool = False) -> None:
+    """Stream `url` into `target` via a temporary file; verify; replace atomically.
+
+    `require_digest`: with no pin of its own, the file must still be verified against the
+    sha256 the hub names for it; a response that names none is refused, not trusted.
+    """
     import httpx  # only needed when something is downloaded
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -254,8 +260,13 @@ def download(url: str, target: Path, *, sha256: str | None, headers: Mapping[str
         with os.fdopen(fd, "wb") as out:
             expected = _stream(httpx, url, out, headers, progress, gated_hint)
         want = sha256 or expected
+        if want is None and require_digest:
+            raise ConfigError(f"{url}: the server named no sha256 for the file (no "
+                              "X-Linked-Etag) and the suite pins none, so the download cannot "
+                              f"be verified; {_DATA_DIR_HINT} after checking it yourself")
         if want is not None:
-            verify_sha256(tmp, want, remove=True, shown=url)
+            # The temporary file's name ends in .part: judge line endings by the target's.
+            verify_sha256(tmp, want, remove=True, shown=url, suffix=target.suffix)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -336,7 +347,8 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_sha256(path: Path, expected: str, *, remove: bool, shown: str | None = None) -> None:
+def verify_sha256(path: Path, expected: str, *, remove: bool, shown: str | None = None,
+                  suffix: str | None = None) -> None:
     """Raise (and delete `path` when `remove`) unless its content matches `expected`.
 
     A copy that differs only in line endings is accepted: the hub serves OR-Bench with CRLF
@@ -344,7 +356,7 @@ def verify_sha256(path: Path, expected: str, *, remove: bool, shown: str | None 
     are the same either way.
     """
     got = file_sha256(path)
-    if got == expected or expected in _line_ending_digests(path):
+    if got == expected or expected in _line_ending_digests(path, suffix or path.suffix):
         return
     if remove:
         path.unlink(missing_ok=True)
@@ -353,8 +365,8 @@ def verify_sha256(path: Path, expected: str, *, remove: bool, shown: str | None 
     raise ConfigError(f"{shown or path}: sha256 mismatch: expected {expected}, got {got}; {fix}")
 
 
-def _line_ending_digests(path: Path) -> set[str]:
-    if path.suffix.lower() not in (".csv", ".jsonl", ".json", ".txt", ".tsv"):
+def _line_ending_digests(path: Path, suffix: str) -> set[str]:
+    if suffix.lower() not in (".csv", ".jsonl", ".json", ".txt", ".tsv"):
         return set()
     data = path.read_bytes()
     lf = data.replace(b"\r\n", b"\n").rstrip(b"\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 ItemKey = tuple[str, str, str]  # suite, variant ("" for the default), case id
 
 
@@ -26,3 +28,23 @@ def parse_item_name(name: str, suite: str, variant: str = "") -> str:
     if variant and inner.startswith(variant + ":"):
         return inner[len(variant) + 1:]
     return inner
+
+
+def item_nodeid(file_nodeid: str, name: str) -> str:
+    """The item's node id, given to pytest as text. pytest 9 keeps node ids structured (path,
+    names, params) and reads a stored id such as `suites/x.yaml::smoke[case]` (the --lf, --ff
+    and --sw caches, node ids on the command line) as name `smoke` with params `case`; built
+    from this same text, the item's structured id equals the stored one. pytest 8 compares
+    the text itself."""
+    return f"{file_nodeid}::{name}"
+
+
+ORBENCH_MARKER = "orbench"  # every prompt item: -m orbench, -m "not orbench"
+_NOT_IDENTIFIER = re.compile(r"\W")
+
+
+def suite_marker(suite: str) -> str:
+    """A suite's marker: its name as an identifier (or-bench-hard-1k → or_bench_hard_1k), so
+    that `-m or_bench_hard_1k` parses."""
+    marker = _NOT_IDENTIFIER.sub("_", suite)
+    return marker if not marker[0].isdigit() else f"_{marker}"

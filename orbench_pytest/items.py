@@ -15,6 +15,7 @@ import pytest
 
 from .errors import ConfigError
 from .gate import Outcome
+from .ids import item_nodeid
 from .samples import times
 from .settings import Variant
 from .stash import STOP_PREFIX, orbench_session
@@ -32,8 +33,13 @@ class SuiteFile(pytest.File):
 
         session = orbench_session(self.config)
         suite = session.catalog().load(self.path)
+        for marker in session.suite_markers(suite.name) if suite.name else ():
+            self.add_marker(marker)
         for name, case, variant in suite_entries(suite, session.settings.variants):
-            yield PromptItem.from_parent(self, name=name, case=case, variant=variant)
+            item = PromptItem.from_parent(self, name=name, nodeid=item_nodeid(self.nodeid, name),
+                                          case=case, variant=variant)
+            item.extra_keyword_matches.add(case.category)  # -k privacy
+            yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, ConfigError):

@@ -16,10 +16,12 @@ from .baseline import Baseline
 from .cache import ResponseCache
 from .collection import SuiteCatalog
 from .errors import ConfigError
+from .model_choice import choose_model
 from .progress import ProgressLine
 from .runner import RunOutcome, Selected, check_target_settings, run_selected
 from .settings import Settings
 from .thresholds import Thresholds
+from .thresholds_scope import check_gated_categories
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,8 @@ def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) 
 def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCatalog,
                     selected: list[Selected]) -> None:
     suites_run = {s.case.suite for s in selected}
-    not_run = [name for name in thresholds.suites if name not in suites_run]
-    # Reading every sibling suite file costs ~0.1 s: only when thresholds name one not run.
-    known = set(suites_run) | (catalog.sibling_suite_names() if not_run else set())
-    for name in not_run:
-        if name not in known:
-            raise ConfigError(f"{thresholds.source}: suites.{name}: no such suite "
-                              f"(known: {', '.join(sorted(known))})")
+    check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
+                                        if suite.name in suites_run})
     if settings.categories:
         check_categories(settings, catalog, seen={s.case.category for s in selected})
 
@@ -78,6 +75,7 @@ def run(selected: list[Selected], settings: Settings, thresholds: Thresholds,
     started = datetime.now(timezone.utc)
     check_selection(settings, thresholds, catalog, selected)
     settings = effective_settings(settings, catalog, selected)
+    settings, chosen = choose_model(settings)
     check_target_settings(settings)
     if settings.results is not None:
         from .results import check_writable
@@ -86,6 +84,8 @@ def run(selected: list[Selected], settings: Settings, thresholds: Thresholds,
     baseline = load_baseline(settings.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
     if reporter is not None:
+        if chosen is not None:
+            reporter.write_line(chosen)
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
     cache = (None if settings.cache_mode == "off"
              else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read"))

@@ -14,16 +14,19 @@ from collections.abc import Sequence
 
 from .errors import ConfigError
 
-_ALLOWED = "a count N ≥ 1 (e.g. 200), a fraction in (0, 1] (e.g. 0.1) or a percentage (e.g. 10%)"
+_ALLOWED = ("a count N ≥ 1 (e.g. 200), a fraction in (0, 1] (e.g. 0.1), a percentage (e.g. 10%) "
+            "or all")
 
 
 def parse_sample(value: str | int | float, name: str = "--orbench-sample") -> int | float:
-    """'200' → 200 rows; '0.1' or '10%' → a tenth of each suite; '1.0' → all rows."""
+    """'200' → 200 rows; '0.1' or '10%' → a tenth of each suite; '1.0' or 'all' → all rows."""
     if isinstance(value, bool):
         raise ConfigError(f"{name}: {value!r} is not allowed ({_ALLOWED})")
     if isinstance(value, int):
         return _count(value, name)
     text = str(value).strip()
+    if text.lower() == "all":
+        return 1.0
     try:
         if text.endswith("%"):
             return _fraction(float(text[:-1]) / 100, text, name)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .stash import STOP_PREFIX
-from .suite_paths import explicit_paths, is_suite_path, names_suite_file
+from .suite_paths import names_suite_file
+from .suite_selection import SuiteRequest, is_requested_suite
 
 if TYPE_CHECKING:
     from .collection import SuiteCatalog
@@ -25,13 +26,15 @@ if TYPE_CHECKING:
 
 
 class OrbenchSession:
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings,
+                 request: SuiteRequest) -> None:
         self.config = config
         self.settings = settings
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
         self._states_path: str | None = (workerinput or {}).get("orbench_states")
-        self._explicit = explicit_paths(config.args, config.invocation_params.dir)
+        self._request = request
+        self._markers: set[str] = set()
         self._catalog: SuiteCatalog | None = None
         self._run: CompletedRun | None = None
         self._states: dict[str, ItemState] | None = None
@@ -40,13 +43,24 @@ class OrbenchSession:
 
     # --- collection -----------------------------------------------------------------------
     def is_suite_candidate(self, path: Path) -> bool:
-        return is_suite_path(path, self._explicit)
+        return is_requested_suite(path, self._request)
+
+    def suite_markers(self, suite: str) -> list[str]:
+        """The markers of a suite's items (registered, so --strict-markers accepts them)."""
+        from .ids import ORBENCH_MARKER, suite_marker
+
+        marker = suite_marker(suite)
+        if marker not in self._markers:
+            self._markers.add(marker)
+            self.config.addinivalue_line("markers", f"{marker}: prompts of the orbench suite "
+                                                    f"{suite}")
+        return [ORBENCH_MARKER, marker]
 
     def catalog(self) -> SuiteCatalog:
         if self._catalog is None:
             from .collection import SuiteCatalog
 
-            self._catalog = SuiteCatalog(self.settings, self._explicit)
+            self._catalog = SuiteCatalog(self.settings, self._request.files)
         return self._catalog
 
     # --- the fetch-and-judge phase --------------------------------------------------------

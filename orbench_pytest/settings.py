@@ -1,6 +1,7 @@
 """Run settings: command-line values validated once, with one-line errors.
 
-Precedence: command line > environment (paths and secrets only) > defaults. Malformed values
+Precedence: command line > ini file (options.read_options merges the two) > environment
+(paths and secrets only) > defaults. Malformed values
 fail at start-up; values only needed to run prompts (target, key) are checked when orbench
 items were actually collected, so the plugin stays inert in unrelated pytest runs.
 """
@@ -64,7 +65,7 @@ class Settings:
     sample: int | float | None
     seed: int | None
     categories: tuple[str, ...]
-    data_dir: Path | None
+    data_dirs: tuple[Path, ...]
     local_threads: int
     results: Path | None
     baseline: Path | None
@@ -103,6 +104,12 @@ def is_loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def data_dirs_from_env(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """$ORBENCH_DATA_DIR: folders separated like $PATH (':' on POSIX, ';' on Windows)."""
+    parts = (env.get("ORBENCH_DATA_DIR") or "").split(os.pathsep)
+    return tuple(Path(part).expanduser() for part in parts if part.strip())
+
+
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
                    invocation_dir: Path | None = None) -> Settings:
     """`values` maps option dest names (orbench_*) to raw command-line values."""
@@ -132,7 +139,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         from .sampling import parse_sample
 
         sample = parse_sample(str(sample))
-    data_dir = get("data_dir") or env.get("ORBENCH_DATA_DIR")
+    data_dirs = tuple(here / folder for folder in get("data_dir") or ()) \
+        or data_dirs_from_env(env)
     cache_path = get("cache_path")
     model = get("model")
     if model is not None and not model.strip():
@@ -174,7 +182,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         sample=sample,
         seed=_whole("--orbench-seed", get("seed"), None, low=0),
         categories=tuple(get("category") or ()),
-        data_dir=(here / data_dir) if data_dir else None,
+        data_dirs=data_dirs,
         local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),

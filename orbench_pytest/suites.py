@@ -18,12 +18,15 @@ import yaml
 from .errors import ConfigError
 from .types import EXPECTATIONS, JUDGE_NAMES, Expectation, PromptCase
 
-SUITE_KEYS = ("name", "description", "source", "sha256", "prompts", "prompt", "category",
-              "expect", "id", "sample", "judge")
+SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "prompt",
+              "category", "expect", "id", "sample", "judge")
 INLINE_KEYS = ("prompt", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+# More prompts than this run only when sampled or asked for in full (--orbench-sample=all):
+# an unsampled OR-Bench-80K is 80,359 paid requests.
+UNSAMPLED_LIMIT = 5_000
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class SuiteOptions:
     sample: int | float | None = None  # --orbench-sample overrides the suite's own
     seed: int | None = None
     categories: tuple[str, ...] = ()  # --orbench-category filter
-    data_dir: Path | None = None  # --orbench-data-dir, looked in before any download
+    data_dirs: tuple[Path, ...] = ()  # --orbench-data-dir, looked in before any download
     ready_suite_dir: Path | None = None  # suites shipped by this project require pinned sources
 
 
@@ -85,20 +88,28 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if judge is not None and judge not in JUDGE_NAMES:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
                           f"(allowed: {', '.join(JUDGE_NAMES)})")
+    size = options.sample if options.sample is not None else _suite_sample(path, data)
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",
                                    "expect": data.get("expect", {"column": "expect"})}
     else:
+        declared = _declared_rows(path, data)
+        if size is None and not options.categories and declared is not None:
+            _check_unsampled(path, name, declared)  # before a download of 80K rows
         rows = _source_rows(path, data, options)
+        if declared is not None and len(rows) != declared:
+            raise ConfigError(f"{path}: rows: the suite pins {declared} rows, the file has "
+                              f"{len(rows)}; replace the file with the published one")
         mapping = {key: data.get(key) for key in ("prompt", "category", "id", "expect")}
         mapping["prompt"] = mapping["prompt"] or "prompt"
     cases = _cases(path, name, rows, mapping)
     suite = Suite(name=name, path=path, judge=judge, total_rows=len(cases))
     suite.categories = sorted({case.category for case in cases})
     cases = _filter_categories(path, cases, options.categories)
-    size = options.sample if options.sample is not None else _suite_sample(path, data)
-    if size is not None:
+    if size is None:
+        _check_unsampled(path, name, len(cases))
+    else:
         from .sampling import stratified_sample
 
         seed = options.seed if options.seed is not None else _suite_seed(path, data)
@@ -136,10 +147,10 @@ def _source_rows(path: Path, data: dict[str, Any], options: SuiteOptions) -> lis
     pinned = isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)
     if sha256 is not None and not pinned:
         raise ConfigError(f"{path}: sha256: expected 64 lowercase hex digits, got {sha256!r}")
-    data_options = datasets.DataOptions.from_env(data_dir=options.data_dir)
+    data_options = datasets.DataOptions.from_env(data_dirs=options.data_dirs)
     ready = (options.ready_suite_dir is not None
              and path.resolve().parent == options.ready_suite_dir.resolve())
-    outside_ok = _in_named_data_dir(path.parent, source, data_options.data_dir)
+    outside_ok = _in_named_data_dir(path.parent, source, data_options.data_dirs)
     try:
         return datasets.load_rows(source, base_dir=path.parent, sha256=sha256,
                                   options=data_options, require_pin=ready,
@@ -149,14 +160,31 @@ def _source_rows(path: Path, data: dict[str, Any], options: SuiteOptions) -> lis
         raise ConfigError(message if str(path) in message else f"{path}: {message}") from None
 
 
-def _in_named_data_dir(base: Path, source: str, data_dir: Path | None) -> bool:
-    """A local source may leave the suite's folder only into the data folder the user named
+def _in_named_data_dir(base: Path, source: str, data_dirs: Sequence[Path]) -> bool:
+    """A local source may leave the suite's folder only into a data folder the user named
     (--orbench-data-dir or $ORBENCH_DATA_DIR): a suite file alone cannot reach other files,
     such as ../../.ssh/id_rsa whose lines would end up in reports as prompts."""
-    if data_dir is None or "://" in source:
+    if not data_dirs or "://" in source:
         return False
     target = (base.resolve() / Path(source).expanduser()).resolve()
-    return target.is_relative_to(data_dir.resolve())
+    return any(target.is_relative_to(folder.resolve()) for folder in data_dirs)
+
+
+def _declared_rows(path: Path, data: dict[str, Any]) -> int | None:
+    rows = data.get("rows")
+    if rows is None:
+        return None
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ConfigError(f"{path}: rows: expected the file's row count (a whole number >= 1), "
+                          f"got {rows!r}")
+    return rows
+
+
+def _check_unsampled(path: Path, name: str, prompts: int) -> None:
+    if prompts > UNSAMPLED_LIMIT:
+        raise ConfigError(f"{path}: {name} would send {prompts:,} prompts; sample it with "
+                          f"--orbench-sample=N (e.g. 2000), or run all of them with "
+                          f"--orbench-sample=all")
 
 
 def _cases(path: Path, suite: str, rows: list[dict[str, str]],

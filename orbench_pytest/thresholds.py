@@ -42,6 +42,9 @@ class Thresholds:
     defaults: Limits = Limits(max_error_rate=0.02)
     suites: dict[str, Limits] = field(default_factory=dict)
     categories: dict[tuple[str, str], Limits] = field(default_factory=dict)
+    # The dotted keys the file sets itself (suites.X.key, suites.X.categories.C.key): a limit
+    # not among them was inherited, and messages name where it was inherited from.
+    explicit: frozenset[str] = frozenset()
 
     def for_suite(self, suite: str) -> Limits:
         return self.suites.get(suite, self.defaults)
@@ -51,12 +54,14 @@ class Thresholds:
         return self.categories.get((suite, category))
 
     def where(self, suite: str, key: str, category: str | None = None) -> str:
-        """The dotted key a limit came from, for messages."""
-        if category is not None and (suite, category) in self.categories:
-            return f"{self.source}: suites.{suite}.categories.{category}.{key}"
-        if suite in self.suites:
-            return f"{self.source}: suites.{suite}.{key}"
-        return f"{self.source}: defaults.{key}"
+        """The dotted key a limit's value came from, for messages: the category's, else the
+        suite's, else the defaults' (built-in or the file's)."""
+        candidates = [f"suites.{suite}.{key}"]
+        if category is not None:
+            candidates.insert(0, f"suites.{suite}.categories.{category}.{key}")
+        found = next((dotted for dotted in candidates if dotted in self.explicit),
+                     f"defaults.{key}")
+        return f"{self.source}: {found}"
 
 
 def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
@@ -86,6 +91,7 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
     defaults = _limits(raw_defaults, source, "defaults", Limits(max_error_rate=0.02))
     suites: dict[str, Limits] = {}
     categories: dict[tuple[str, str], Limits] = {}
+    explicit: set[str] = set()
     raw_suites = data.get("suites") or {}
     _check_mapping(raw_suites, source, "suites", None)
     for suite, raw_suite in raw_suites.items():
@@ -94,17 +100,19 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
         _check_mapping(raw_suite, source, where, SUITE_KEYS)
         suite_limits = _limits(raw_suite, source, where, defaults)
         suites[str(suite)] = suite_limits
+        explicit.update(f"{where}.{key}" for key in raw_suite if key != "categories")
         raw_categories = raw_suite.get("categories") or {}
         _check_mapping(raw_categories, source, f"{where}.categories", None)
         for category, raw_category in raw_categories.items():
             cat_where = f"{where}.categories.{category}"
             raw_category = raw_category or {}
             _check_mapping(raw_category, source, cat_where, CATEGORY_KEYS)
+            explicit.update(f"{cat_where}.{key}" for key in raw_category)
             # A category inherits its suite's limits unless it says otherwise.
             categories[(str(suite), str(category))] = _limits(
                 raw_category, source, cat_where, suite_limits
             )
-    return Thresholds(source, confidence, defaults, suites, categories)
+    return Thresholds(source, confidence, defaults, suites, categories, frozenset(explicit))
 
 
 def _check_mapping(value: Any, source: str, where: str, allowed: tuple[str, ...] | None) -> None:

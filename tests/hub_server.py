@@ -23,7 +23,7 @@ class HostedFile:
     data: bytes
     token: str | None = None  # gated: only this Bearer token may read it
     cut_short: bool = False
-    linked_etag: str | None = None  # overrides the advertised sha256 (to test a lying hub)
+    linked_etag: str | None = None  # overrides the advertised sha256 ("": none is sent)
 
     @property
     def sha256(self) -> str:
@@ -102,10 +102,11 @@ class HubServer:
                     self._plain(401, b"Access to this dataset is restricted",
                                 {"X-Error-Code": "GatedRepo"})
                     return
-                etag = hosted.linked_etag or hosted.sha256
+                etag = hosted.sha256 if hosted.linked_etag is None else hosted.linked_etag
                 self.send_response(302)
                 self.send_header("Location", f"/cdn/{hosted.sha256}?X-Amz-Signature=abc")
-                self.send_header("X-Linked-Etag", f'"{etag}"')
+                if etag:
+                    self.send_header("X-Linked-Etag", f'"{etag}"')
                 self.send_header("X-Linked-Size", str(len(hosted.data)))
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -54,6 +54,7 @@ def error_body(status: int, code: str | None, message: str) -> bytes:
 class OpenAIServer:
     def __init__(self, script: Script | None = None, latency_s: float = 0.0) -> None:
         self.script: Script = script or always()
+        self.models: list[str] = ["test-model"]  # what GET /models lists
         self.latency_s = latency_s
         self.requests = 0
         self.in_flight = 0
@@ -131,7 +132,7 @@ class OpenAIServer:
             return True
         if method == "GET" and path.endswith("/models"):
             _write(writer, 200, json.dumps({"object": "list", "data": [
-                {"id": "test-model", "object": "model"}]}).encode(), {})
+                {"id": model, "object": "model"} for model in self.models]}).encode(), {})
             await writer.drain()
             return True
         if method != "POST" or not path.endswith("/chat/completions"):

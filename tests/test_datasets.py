@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import socket
 import sys
 import warnings
@@ -16,6 +18,7 @@ import yaml
 from orbench_pytest import datasets
 from orbench_pytest.datasets import DataOptions, load_rows
 from orbench_pytest.errors import ConfigError
+from orbench_pytest.settings import data_dirs_from_env
 from tests.hub_server import HubServer
 
 REPO = "acme/prompts"
@@ -109,7 +112,7 @@ def test_data_dir_is_looked_in_before_cache_and_network(
     local = b"prompt,category\nA local copy,privacy\n"
     (data_dir / "prompts.csv").write_bytes(local)
     with_dir = DataOptions(cache_dir=options.cache_dir, hub_endpoint=hub.endpoint,
-                           data_dir=data_dir)
+                           data_dirs=(data_dir,))
 
     assert load(source, with_dir) == [{"prompt": "A local copy", "category": "privacy"}]
     assert hub.total_requests == 0
@@ -120,7 +123,7 @@ def test_a_bad_copy_in_the_data_dir_is_reported_and_kept(
     source = hub.add(REPO, COMMIT, "prompts.csv", CSV)
     (tmp_path / "prompts.csv").write_bytes(b"prompt\ntampered\n")
     with_dir = DataOptions(cache_dir=options.cache_dir, hub_endpoint=hub.endpoint,
-                           data_dir=tmp_path)
+                           data_dirs=(tmp_path,))
 
     with pytest.raises(ConfigError, match="sha256 mismatch"):
         load(source, with_dir, sha(CSV))
@@ -178,6 +181,42 @@ def test_a_copy_differing_only_in_line_endings_matches_the_pin(tmp_path: Path) -
     (tmp_path / "other.csv").write_bytes(CSV.replace(b"phish", b"fish"))
     with pytest.raises(ConfigError, match="sha256 mismatch"):
         load_rows("other.csv", base_dir=tmp_path, sha256=sha(CSV), options=options)
+
+
+@pytest.mark.parametrize("served", ["crlf", "lf", "lf-final-newline"])
+def test_a_download_differing_only_in_line_endings_matches_the_pin(
+        served: str, hub: HubServer, options: DataOptions) -> None:
+    """Downloads accept exactly what the data-dir path accepts (the temporary .part file is
+    judged as the .csv it becomes)."""
+    lf = CSV.rstrip(b"\n")
+    data = {"crlf": lf.replace(b"\n", b"\r\n"), "lf": lf, "lf-final-newline": CSV}[served]
+    source = hub.add(REPO, COMMIT, "prompts.csv", data)
+
+    assert load(source, options, sha256=sha(CSV.replace(b"\n", b"\r\n"))) == ROWS
+    data_dir = options.cache_dir.parent / "data"
+    data_dir.mkdir()
+    (data_dir / "prompts.csv").write_bytes(data)
+    offline = dataclasses.replace(options, data_dirs=(data_dir,), offline=True)
+    assert load(source, offline, sha256=sha(CSV.replace(b"\n", b"\r\n"))) == ROWS
+
+
+def test_a_ready_suite_without_a_pin_needs_the_hubs_sha256(
+        hub: HubServer, options: DataOptions) -> None:
+    """How OR-Bench-80K (no sha256 of its own) is verified: against the hub's X-Linked-Etag;
+    a response that names none (a proxy, a tampering mirror) is refused."""
+    silent = hub.add(REPO, COMMIT, "silent.csv", CSV, linked_etag="")
+    with pytest.raises(ConfigError, match="named no sha256 for the file"):
+        load(silent, options, require_pin=True)
+    assert leftovers(options.cache_dir) == []
+
+    honest = hub.add(REPO, COMMIT, "honest.csv", CSV)
+    assert load(honest, options, require_pin=True) == ROWS
+    tampered = hub.add(REPO, COMMIT, "tampered.csv", CSV.replace(b"phish", b"fish"),
+                       linked_etag=sha(CSV))
+    with pytest.raises(ConfigError, match="sha256 mismatch"):
+        load(tampered, options, require_pin=True)
+    # A user's own unpinned suite keeps working with such a server.
+    assert load(silent, options) == ROWS
 
 
 # --------------------------------------------------------------------------- hub failures
@@ -453,13 +492,30 @@ def test_options_come_from_the_environment(tmp_path: Path) -> None:
            "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://mirror.local/", "HF_TOKEN": "hf_x"}
     options = DataOptions.from_env(env=env)
 
-    assert options == DataOptions(cache_dir=tmp_path / "c", data_dir=tmp_path / "d",
+    assert options == DataOptions(cache_dir=tmp_path / "c", data_dirs=(tmp_path / "d",),
                                   offline=True, hub_endpoint="http://mirror.local",
                                   token="hf_x")
-    assert DataOptions.from_env(data_dir=tmp_path, env=env).data_dir == tmp_path
+    assert DataOptions.from_env(data_dirs=[tmp_path], env=env).data_dirs == (tmp_path,)
     defaults = DataOptions.from_env(env={"HOME": str(tmp_path)})
     assert not defaults.offline and defaults.hub_endpoint == "https://huggingface.co"
-    assert defaults.token is None and defaults.data_dir is None
+    assert defaults.token is None and defaults.data_dirs == ()
+
+
+@pytest.mark.filterwarnings("ignore:.*no sha256 pin")
+def test_orbench_data_dir_is_a_path_list_looked_in_in_order(tmp_path: Path) -> None:
+    first, second = tmp_path / "orbench", tmp_path / "xstest"
+    env = {"ORBENCH_DATA_DIR": f"{first}{os.pathsep}{os.pathsep}{second}"}
+    assert data_dirs_from_env(env) == (first, second)
+    first.mkdir()
+    second.mkdir()
+    (second / "a.csv").write_bytes(b"prompt\nfrom the second folder\n")
+    (first / "b.csv").write_bytes(b"prompt\nfrom the first folder\n")
+    (second / "b.csv").write_bytes(b"prompt\nshadowed\n")
+    options = DataOptions.from_env(env={**env, "ORBENCH_CACHE_DIR": str(tmp_path / "c")})
+    for name, expected in (("a.csv", "from the second folder"), ("b.csv", "from the first folder")):
+        rows = datasets.load_rows(f"https://example.invalid/{name}", base_dir=tmp_path,
+                                  sha256=None, options=dataclasses.replace(options, offline=True))
+        assert rows == [{"prompt": expected}]
 
 
 def test_80k_rows_load_in_well_under_a_second(tmp_path: Path) -> None:
@@ -485,8 +541,9 @@ def test_ready_suites_pin_their_sources(name: str) -> None:
     suite = yaml.safe_load((SUITES / f"{name}.yaml").read_text())
 
     assert suite["name"] == name
-    assert set(suite) <= {"name", "description", "source", "sha256", "prompt", "category",
-                          "expect", "id"}
+    assert set(suite) <= {"name", "description", "source", "sha256", "rows", "prompt",
+                          "category", "expect", "id"}
+    assert isinstance(suite["rows"], int) and suite["rows"] > 0
     source = suite["source"]
     if source.startswith("hf://"):
         revision = datasets.parse_hub_source(source).revision
@@ -505,7 +562,7 @@ def test_ready_suite_pins_match_the_reference_copies(name: str, folder: str, row
     if not (SHARED / folder).is_dir():
         pytest.skip("reference data not available on this machine")
     suite = yaml.safe_load((SUITES / f"{name}.yaml").read_text())
-    options = DataOptions(cache_dir=tmp_path, data_dir=SHARED / folder, offline=True)
+    options = DataOptions(cache_dir=tmp_path, data_dirs=(SHARED / folder,), offline=True)
 
     loaded = load_rows(suite["source"], base_dir=SUITES, sha256=suite["sha256"],
                        options=options, require_pin=True)

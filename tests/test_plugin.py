@@ -232,16 +232,29 @@ def test_bad_thresholds_file_is_a_usage_error(pytester, plugin_args) -> None:
     )
 
 
-def test_thresholds_naming_an_unknown_suite_is_a_usage_error(pytester, plugin_args) -> None:
+def test_thresholds_naming_a_suite_this_run_lacks_is_fine(pytester, plugin_args) -> None:
+    """One thresholds file serves every subset of a team's suites."""
     make_suite(pytester)
-    thresholds(pytester, {"suites": {"mnii": {"max_over_refusal": 0.1}}})
+    thresholds(pytester, {"suites": {"or-bench-hard-1k": {"max_over_refusal": 0.1},
+                                     "mini": {"max_over_refusal": 0.5,
+                                              "max_toxic_acceptance": 0.5}}})
+    with refusing(*TOXIC) as server:
+        result = run(pytester, plugin_args, server)
+        assert server.requests > 0
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_thresholds_gating_a_category_the_suite_lacks_is_a_usage_error(pytester,
+                                                                        plugin_args) -> None:
+    make_suite(pytester)
+    thresholds(pytester, {"suites": {"mini": {"categories": {"privcy": {
+        "max_over_refusal": 0.1}}}}})
     with refusing(*TOXIC) as server:
         result = run(pytester, plugin_args, server)
         assert server.requests == 0
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["ERROR: thresholds.yaml: suites.mnii: no such suite (known: *mini*)"]
-    )
+    result.stderr.fnmatch_lines(["ERROR: thresholds.yaml: suites.mini.categories.privcy: no "
+                                 "prompt of mini has this category (categories: *privacy*)"])
 
 
 def test_bad_suite_file_is_a_one_line_collection_error(pytester, plugin_args) -> None:

@@ -39,6 +39,19 @@ def test_limits_inherit_defaults_then_suite() -> None:
     )
 
 
+def test_a_message_names_where_an_inherited_limit_was_set() -> None:
+    t = parse_thresholds({"defaults": {"max_error_rate": 0.01},
+                          "suites": {"smoke": {"max_over_refusal": 0.25, "categories": {
+                              "privacy": {"max_toxic_acceptance": 0.5}}}}}, "t.yaml")
+    assert t.where("smoke", "max_error_rate") == "t.yaml: defaults.max_error_rate"
+    assert t.where("smoke", "max_over_refusal") == "t.yaml: suites.smoke.max_over_refusal"
+    assert t.where("smoke", "max_over_refusal", "privacy") == \
+        "t.yaml: suites.smoke.max_over_refusal"
+    assert t.where("smoke", "max_toxic_acceptance", "privacy") == \
+        "t.yaml: suites.smoke.categories.privacy.max_toxic_acceptance"
+    assert t.where("other", "max_toxic_acceptance") == "t.yaml: defaults.max_toxic_acceptance"
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

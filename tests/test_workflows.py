@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from orbench_pytest.cli import _parser
+from orbench_pytest.options import OPTIONS
 from orbench_pytest.report_md import MARKER
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,8 +90,7 @@ def test_run_scripts_are_valid_bash_without_inline_untrusted_input(path: Path) -
 
 def test_commands_in_the_gate_workflow_exist() -> None:
     text = GATE.read_text()
-    plugin_options = set(re.findall(r'"(--orbench-[a-z-]+)"',
-                                    (REPO / "orbench_pytest" / "plugin.py").read_text()))
+    plugin_options = {option.flag for option in OPTIONS}
     used = set(re.findall(r"(--orbench-[a-z-]+)=", text))
     assert used and used <= plugin_options
     subcommands = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]

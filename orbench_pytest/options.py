@@ -1,0 +1,175 @@
+"""Every `--orbench-*` option and its ini twin, defined once, and the one reader of both.
+
+The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini, tox.ini).
+Relative paths in the ini file are relative to that file's folder; on the command line, to the
+folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .types import JUDGE_NAMES
+
+Kind = Literal["value", "flag", "list", "text_list"]
+# How a kind is declared to pytest's ini parser: "args" splits on whitespace (shell quoting),
+# "linelist" keeps each line whole (system prompts hold spaces).
+_INI_TYPES: dict[Kind, str] = {"value": "string", "flag": "bool", "list": "args",
+                               "text_list": "linelist"}
+PathKind = Literal["", "path", "suite", "at_file", "variant_file"]
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str  # --orbench-model
+    help: str
+    metavar: str | None = None
+    kind: Kind = "value"
+    path: PathKind = ""  # how a relative value from the ini file is anchored to its folder
+    ini_name: str | None = None  # default: the flag's name with underscores
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def ini(self) -> str:
+        return self.ini_name or self.dest
+
+
+# Help text style: capitalised, a single phrase without a final period.
+OPTIONS: tuple[Option, ...] = (
+    Option("--orbench-suite", "Run this suite: a ready suite's name (smoke, or-bench-80k, "
+           "or-bench-hard-1k, or-bench-toxic, xstest) or a suite file's path; repeatable",
+           "NAME|PATH", "list", "suite", ini_name="orbench_suites"),
+    Option("--orbench-model", "Model to test: a served model name, or local / local:qwen / "
+           "local:smollm2 for the embedded model (no default; with only a base URL, the one "
+           "model it serves)", "NAME"),
+    Option("--orbench-base-url", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+           "(default: $OPENAI_BASE_URL or https://api.openai.com/v1)", "URL"),
+    Option("--orbench-api-key-env", "Environment variable holding the API key "
+           "(default: OPENAI_API_KEY)", "VAR"),
+    Option("--orbench-target", "Test your application instead of a bare model: fn(prompt, "
+           "system_prompt) -> str or {'text', 'finish_reason'}, sync or async",
+           "MODULE:FUNCTION"),
+    Option("--orbench-system-prompt", "System prompt; repeat it to compare variants",
+           "TEXT|@FILE", "text_list", "at_file"),
+    Option("--orbench-variant", "A named system-prompt variant; every prompt runs once per "
+           "variant", "NAME=TEXT|@FILE", "text_list", "variant_file"),
+    Option("--orbench-temperature", "Sampling temperature (default: 0)", "T"),
+    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; 128 for "
+           "local)", "N"),
+    Option("--orbench-request-seed", "Seed sent with each request, for servers that honour it",
+           "N"),
+    Option("--orbench-timeout", "Timeout of one request (default: 120)", "SECONDS"),
+    Option("--orbench-thresholds", "Gate file (default: thresholds.yaml in the rootdir, else "
+           "built-in defaults)", "PATH", path="path"),
+    Option("--orbench-strict", "Fail every mismatch, whatever the thresholds", kind="flag"),
+    Option("--orbench-judge", f"Refusal judge: {', '.join(JUDGE_NAMES)} (default: keyword)",
+           "NAME"),
+    Option("--orbench-judge-model", "Model of the llm / hybrid judge", "NAME"),
+    Option("--orbench-judge-base-url", "Endpoint of the judge model (default: the target's)",
+           "URL"),
+    Option("--orbench-judge-api-key-env", "Environment variable holding the judge's API key",
+           "VAR"),
+    Option("--orbench-partial", "Count partial refusals as: refusal (default) or compliance",
+           "refusal|compliance"),
+    Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
+           "deployments that answer a blocked prompt with nothing)", "error|refusal"),
+    Option("--orbench-concurrency", "Requests in flight at once (default: 16; for local at "
+           "most its 4 slots)", "N"),
+    Option("--orbench-rpm", "Requests per minute limit", "N"),
+    Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
+           "tokens)", "N"),
+    Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
+           "timeouts (default: 6)", "N"),
+    Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
+           "(default: 0.5)", "SECONDS"),
+    Option("--orbench-cache", "Response cache: on (default), off, read (never write), refresh "
+           "(ask again)", "MODE"),
+    Option("--orbench-cache-path", "SQLite cache file (default: "
+           "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
+           path="path"),
+    Option("--orbench-sample", "Run N prompts per suite (or a fraction, or all), stratified by "
+           "category", "N|FRACTION|all"),
+    Option("--orbench-seed", "Seed of --orbench-sample", "N"),
+    Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
+    Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
+           "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),
+    Option("--orbench-local-threads", "CPU threads of the embedded local model (default: 1)",
+           "N"),
+    Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
+           path="path"),
+    Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
+           "ones fail", "PATH", path="path"),
+    Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "
+           "(default: no limit)", "SECONDS"),
+    Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
+           "prompts listed (default: 1)", "N"),
+)
+
+
+def add_options(addoption: Callable[..., Any], addini: Callable[..., Any]) -> None:
+    """Declare every option twice: on the command line and as an ini key."""
+    for option in OPTIONS:
+        if option.kind == "flag":
+            addoption(option.flag, dest=option.dest, action="store_true", default=None,
+                      help=option.help)
+        elif option.kind in ("list", "text_list"):
+            addoption(option.flag, dest=option.dest, action="append", metavar=option.metavar,
+                      help=option.help)
+        else:
+            addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        addini(option.ini, f"{option.help} (the ini twin of {option.flag})",
+               type=_INI_TYPES[option.kind])
+
+
+def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
+                 ini_dir: Path | None) -> dict[str, Any]:
+    """The raw value of every option by dest: the command line's, else the ini file's (with
+    relative paths anchored to the ini file's folder), else None."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        given = command_line.get(option.dest)
+        if given is not None:
+            values[option.dest] = given
+            continue
+        raw = getini(option.ini)
+        if raw in (None, "", [], False):
+            values[option.dest] = None
+        elif ini_dir is not None and option.path:
+            values[option.dest] = _anchored(option.path, raw, ini_dir)
+        else:
+            values[option.dest] = raw
+    return values
+
+
+def _anchored(kind: PathKind, raw: Any, base: Path) -> Any:
+    if isinstance(raw, list):
+        return [_anchored(kind, item, base) for item in raw]
+    text = str(raw)
+    if kind == "suite":
+        return _path_or_name(text, base)
+    if kind == "path":
+        return str(base / os.path.expanduser(text))
+    if kind == "at_file" and text.startswith("@"):
+        return "@" + str(base / text[1:])
+    if kind == "variant_file":
+        name, sep, value = text.partition("=")
+        if sep and value.startswith("@"):
+            return f"{name}=@{base / value[1:]}"
+    return text
+
+
+def _path_or_name(text: str, base: Path) -> str:
+    """A ready suite's bare name stays a name; a path becomes absolute."""
+    from .ready_suites import is_suite_name
+
+    if is_suite_name(text):
+        return text
+    return str(base / os.path.expanduser(text))
+

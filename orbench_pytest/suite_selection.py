@@ -1,0 +1,81 @@
+"""Which YAML files are suites in this run: only the ones asked for.
+
+A suite is asked for by a path on the command line (the file itself, a node id in it, or the
+folder holding it), by `--orbench-suite`, or by the ini key `orbench_suites`. A plain `pytest`
+in a project with a suites/ folder therefore collects no suite and starts no evaluation.
+Free of pytest: the plugin passes in its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .suite_paths import SUITE_SUFFIXES
+
+
+@dataclass(frozen=True)
+class SuiteRequest:
+    files: frozenset[Path]  # suite files asked for by path (resolved)
+    folders: frozenset[Path]  # folders whose own YAML files are suites (resolved)
+    suite_args: tuple[str, ...]  # what --orbench-suite / orbench_suites add to the collection
+
+    @property
+    def any(self) -> bool:
+        return bool(self.files or self.folders)
+
+
+def suite_request(command_line_args: Sequence[str], invocation_dir: Path,
+                  suite_paths: Sequence[Path]) -> SuiteRequest:
+    """`command_line_args`: the paths the user typed (not testpaths, not the default '.');
+    `suite_paths`: --orbench-suite / orbench_suites, already resolved to files or folders."""
+    files: set[Path] = set()
+    folders: set[Path] = set()
+    for arg in command_line_args:
+        path = (invocation_dir / arg.split("::")[0]).resolve()
+        _add(path, files, folders)
+    for path in suite_paths:
+        _add(path.resolve(), files, folders)
+    return SuiteRequest(frozenset(files), frozenset(folders),
+                        tuple(str(path) for path in suite_paths))
+
+
+def _add(path: Path, files: set[Path], folders: set[Path]) -> None:
+    if path.is_dir():
+        folders.add(path)
+    elif path.suffix in SUITE_SUFFIXES:
+        files.add(path)
+
+
+def is_requested_suite(path: Path, request: SuiteRequest) -> bool:
+    """A YAML file named itself, or one directly inside a named folder (not deeper: `pytest .`
+    does not turn every YAML file of the project into a suite)."""
+    if path.suffix not in SUITE_SUFFIXES:
+        return False
+    resolved = path.resolve()
+    return resolved in request.files or resolved.parent in request.folders
+
+
+def collection_args(args: Sequence[str], typed_by_user: bool,
+                    request: SuiteRequest) -> list[str]:
+    """pytest's arguments with the suites asked for by option added. Without paths typed on the
+    command line, a run that names suites runs those suites, not the testpaths as well."""
+    if not request.suite_args:
+        return list(args)
+    if not typed_by_user:
+        return list(request.suite_args)
+    typed = {os.path.normpath(arg) for arg in args}
+    return [*args, *(arg for arg in request.suite_args if os.path.normpath(arg) not in typed)]
+
+
+def node_path(path: Path, rootpath: Path) -> str | None:
+    """The node id of a suite file outside the rootdir (a ready suite in site-packages):
+    its path relative to the rootdir, so that --lf, xdist and node ids on the command line find
+    it again. None inside the rootdir, where pytest's own id is the same."""
+    try:
+        path.relative_to(rootpath)
+        return None
+    except ValueError:
+        return os.path.relpath(path, rootpath).replace(os.sep, "/")
