@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .cli_args import positive_int
 from .errors import ConfigError
 
 EXIT_USAGE = 2
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="Write the Markdown here (default: standard output)")
     report.add_argument("--github-step-summary", action="store_true",
                         help="Also append it to $GITHUB_STEP_SUMMARY")
-    report.add_argument("--max-items", type=_positive, default=10, metavar="N",
+    report.add_argument("--max-items", type=positive_int, default=10, metavar="N",
                         help="Prompts listed per section (default: 10)")
     report.add_argument("--artifact-url", metavar="URL",
                         help="Link to the full results (default: this GitHub Actions run)")
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
                                 help="Serve the embedded local model on 127.0.0.1")
     serve.add_argument("--model", default="local", help="local, local:qwen, local:smollm2")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--threads", type=_positive, default=1)
+    serve.add_argument("--threads", type=positive_int, default=1)
     serve.set_defaults(run=_serve_local)
 
     from .generate.cli import add_arguments as add_generate_arguments
@@ -94,15 +95,6 @@ def _parser() -> argparse.ArgumentParser:
     suites.set_defaults(run=_suites)
     return parser
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orbench_pytest.cli_args import positive_int
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.progress import ProgressLine
 
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CSV or JSONL of toxic prompts with a category column")
     source.add_argument("--seed-topics", type=Path, metavar="FILE",
                         help="YAML of category: description; the rewriter writes the seeds")
-    source.add_argument("--seeds-per-topic", type=_whole, default=5, metavar="N",
+    source.add_argument("--seeds-per-topic", type=positive_int, default=5, metavar="N",
                         help="Seeds written per topic with --seed-topics (default: 5)")
     source.add_argument("--seed-column", default="prompt", metavar="NAME",
                         help="Column of the seed prompt (default: prompt)")
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--review", action="store_true",
                      help="List the rows to review, disagreements first (after generating, "
                           "or alone on an existing folder)")
-    out.add_argument("--review-rows", type=_whole, default=20, metavar="N",
+    out.add_argument("--review-rows", type=positive_int, default=20, metavar="N",
                      help="Rows listed by --review (default: 20)")
     out.add_argument("--rebuild", action="store_true",
                      help="Rebuild the suites and their sha256 pins from the reviewed "
@@ -63,15 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
                         help="Environment variable holding the API key (default: "
                              "OPENAI_API_KEY); the key itself is never an option")
-    models.add_argument("--local-threads", type=_whole, default=1, metavar="N",
+    models.add_argument("--local-threads", type=positive_int, default=1, metavar="N",
                         help="CPU threads of the embedded model (default: 1)")
 
     stages = parser.add_argument_group("stages")
-    stages.add_argument("--per-seed", type=_whole, default=5, metavar="N",
+    stages.add_argument("--per-seed", type=positive_int, default=5, metavar="N",
                         help="Safe rewrites asked per seed (default: 5)")
-    stages.add_argument("--hard-min-refusals", type=_whole, default=1, metavar="K",
+    stages.add_argument("--hard-min-refusals", type=positive_int, default=1, metavar="K",
                         help="Probe refusals that make a prompt hard (default: 1)")
-    stages.add_argument("--dedupe-ngram", type=_whole, default=3, metavar="N",
+    stages.add_argument("--dedupe-ngram", type=positive_int, default=3, metavar="N",
                         help="Word n-gram size of the near-duplicate test (default: 3)")
     stages.add_argument("--dedupe-threshold", type=_fraction, default=0.6, metavar="F",
                         help="Jaccard overlap at which a candidate is a duplicate (default: 0.6)")
@@ -83,28 +84,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Own seed-writing template ($category, $description, $count)")
 
     fetch = parser.add_argument_group("requests")
-    fetch.add_argument("--concurrency", type=_whole, default=8, metavar="N")
+    fetch.add_argument("--concurrency", type=positive_int, default=8, metavar="N")
     fetch.add_argument("--max-retries", type=int, default=6, metavar="N")
     fetch.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
     fetch.add_argument("--request-seed", type=int, default=0, metavar="N",
                        help="Sampling seed sent with every request (default: 0)")
-    fetch.add_argument("--max-tokens", type=_whole, metavar="N",
+    fetch.add_argument("--max-tokens", type=positive_int, metavar="N",
                        help="Cap on every answer (default: sized per role)")
-    fetch.add_argument("--probe-max-tokens", type=_whole, default=128, metavar="N",
+    fetch.add_argument("--probe-max-tokens", type=positive_int, default=128, metavar="N",
                        help="Cap on a probe's answer: its opening tells a refusal (default: 128)")
     fetch.add_argument("--cache-path", type=Path, metavar="PATH",
                        help="Response cache (default: generate.sqlite3 in the orbench cache "
                             "folder); a rerun reads it and asks only what is missing")
 
-
-def _whole(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
 
 
 def _fraction(text: str) -> float:
