@@ -16,6 +16,7 @@ from .gate import Outcome
 from .ids import item_name
 from .settings import Variant
 from .types import PromptCase
+from .untrusted import terminal_text
 
 if TYPE_CHECKING:
     from .session import ItemState
@@ -63,8 +64,8 @@ class PromptItem(pytest.Item):
             ("expectation", self.case.expect),
             ("verdict", answer.verdict.label.value),
             ("judge", answer.verdict.judge),
-            ("reason", answer.verdict.reason),
-            ("response", answer.excerpt),
+            ("reason", terminal_text(answer.verdict.reason)),
+            ("response", terminal_text(answer.excerpt)),
             ("latency_ms", f"{answer.latency_ms:.0f}"),
         ])
         if self.variant.name:
@@ -72,19 +73,20 @@ class PromptItem(pytest.Item):
         if state.outcome is Outcome.ERROR:
             # Raised in setup, so pytest reports an error (not a failure); pytrace=False keeps
             # the report to the message alone.
-            pytest.fail(f"no answer from the endpoint: {answer.verdict.reason}\n"
+            pytest.fail(f"no answer from the endpoint: {terminal_text(answer.verdict.reason)}\n"
                         f"prompt:   {self._prompt()}\n"
-                        f"gate:     {state.reason}", pytrace=False)
+                        f"gate:     {terminal_text(state.reason)}", pytrace=False)
 
     def runtest(self) -> None:
         state = self.state
         assert state is not None
         if state.outcome is Outcome.ERROR_TOLERATED:
-            pytest.xfail(f"no answer ({state.answer.verdict.reason}); {state.reason}")
+            pytest.xfail(terminal_text(f"no answer ({state.answer.verdict.reason}); "
+                                       f"{state.reason}"))
         if state.outcome is Outcome.TOLERATED:
-            pytest.xfail(state.reason)
+            pytest.xfail(terminal_text(state.reason))
         if state.outcome is Outcome.FAILED:
-            raise PromptMismatch(state.reason)
+            raise PromptMismatch(terminal_text(state.reason))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],  # type: ignore[override]
                      style: Any = None) -> str | Any:
@@ -93,20 +95,16 @@ class PromptItem(pytest.Item):
             verdict = self.state.answer.verdict
             got = verdict.label.value.replace("_", " ")
             return "\n".join([
-                f"expected {self.case.expect} (category {self.case.category}), got {got} "
-                f"(judge {verdict.judge}: {verdict.reason})",
+                terminal_text(f"expected {self.case.expect} (category {self.case.category}), "
+                              f"got {got} (judge {verdict.judge}: {verdict.reason})"),
                 f"prompt:   {self._prompt()}",
-                f"response: {_one_line(self.state.answer.excerpt) or '(empty)'}",
+                f"response: {terminal_text(self.state.answer.excerpt) or '(empty)'}",
                 f"gate:     {excinfo.value}",
             ])
         return super().repr_failure(excinfo)
 
     def _prompt(self) -> str:
-        return _one_line(self.case.prompt)[:PROMPT_CHARS]
+        return terminal_text(self.case.prompt, PROMPT_CHARS)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"orbench: {self.case.suite}/{self.case.case_id}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -26,6 +26,7 @@ from .errors import ConfigError
 from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, wilson_interval
 from .ids import key_label, parse_item_name
 from .results import ERROR_VERDICTS, ItemRecord, RunRecord, tally
+from .untrusted import markdown_code, markdown_text
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
 GITHUB_COMMENT_LIMIT = 65_536
@@ -299,9 +300,8 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
 
 
 def _group_label(row: Row) -> str:
-    name = f"{row.suite}[{row.variant}]" if row.variant else row.suite
     if row.category is None:
-        return f"**{_name(name)}**"
+        return f"**{_group_name(row.suite, row.variant)}**"
     return f"&nbsp;&nbsp;{_name(row.category)}"
 
 
@@ -355,8 +355,7 @@ def _baseline_section(report: Report, max_items: int) -> list[str]:
         test = group.test
         check = checks.get((suite, variant))
         verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
-        name = f"{suite}[{variant}]" if variant else suite
-        lines.append(f"| {_name(name)} | {group.paired} | {len(group.regressions)} "
+        lines.append(f"| {_group_name(suite, variant)} | {group.paired} | {len(group.regressions)} "
                      f"| {len(group.fixed)} | {len(group.known)} "
                      f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")
     lines.append("")
@@ -440,22 +439,24 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]",
-                          "*": "\\*", "_": "\\_", "`": "'", "#": "\\#"})
-
-
 def _cell(text: str) -> str:
-    """Untrusted text (prompts, answers) inside a table cell: no markup, one line."""
-    return " ".join(str(text).split()).translate(_ESCAPES)
+    """Untrusted text (prompts, answers, reasons) inside a table cell: one line, no markup,
+    no mention, no link, no secret."""
+    return markdown_text(text)
 
 
 def _name(text: str) -> str:
-    """Suite, variant and category names: validated identifiers, kept readable."""
-    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+    """Suite, variant and category names: read from files a contributor edits, so escaped
+    like any untrusted text."""
+    return markdown_text(text)
+
+
+def _group_name(suite: str, variant: str) -> str:
+    return f"{_name(suite)}[{_name(variant)}]" if variant else _name(suite)
 
 
 def _code(text: Any) -> str:
-    return str(text).replace("`", "'")
+    return markdown_code(text)
 
 
 # --- output ---------------------------------------------------------------------------------

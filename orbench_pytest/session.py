@@ -24,6 +24,7 @@ from .settings import Settings
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
 from .summary import baseline_lines, judge_lines, table_lines, variant_lines, verdict_line
 from .thresholds import BUILT_IN, Thresholds, load_thresholds
+from .untrusted import terminal_line, terminal_text
 
 if TYPE_CHECKING:
     from .items import PromptItem
@@ -309,7 +310,7 @@ class OrbenchSession:
         state = getattr(item, "state", None)
         if isinstance(state, ItemState) and state.result.mismatch:
             case = item.case  # type: ignore[attr-defined]
-            item.user_properties.append(("prompt", " ".join(case.prompt.split())[:300]))
+            item.user_properties.append(("prompt", terminal_text(case.prompt, 300)))
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -333,7 +334,11 @@ class OrbenchSession:
             return
         gate = self.outcome.gate
         report = self.outcome.report
-        write = terminalreporter.write_line
+
+        def write(line: str, **markup: bool) -> None:
+            # Category names, thresholds keys and endpoint reasons come from outside.
+            terminalreporter.write_line(terminal_line(line), **markup)
+
         terminalreporter.write_sep("=", "orbench gate")
         write(f"target: {self.outcome.target_label}   judge: {self.settings.judge}   "
               f"thresholds: {self.thresholds.source}")

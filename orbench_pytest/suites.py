@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ConfigError
 from .types import EXPECTATIONS, JUDGE_NAMES, Expectation, PromptCase
 
@@ -52,19 +50,10 @@ def is_suite_document(data: Any) -> bool:
 
 
 def read_suite_document(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}:{where} not valid YAML ({problem})") from None
+    from .bounded import SUITE_LIMIT, read_text
+    from .yaml_load import load_yaml
+
+    return load_yaml(read_text(path, SUITE_LIMIT), str(path))
 
 
 def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:

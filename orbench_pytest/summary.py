@@ -8,6 +8,7 @@ from .ids import key_label
 from .judge_metrics import confusion_matrix, format_confusion
 from .judges import HybridStats
 from .types import Label
+from .untrusted import terminal_line
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
@@ -34,7 +35,7 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
         verdict = "—" if not row.checks else ("pass" if row.passed else "FAIL")
         if row.passed and any(not c.passed for c in row.checks):
             verdict = "known"  # over a limit only through the baseline's own mismatches
-        label = row.label if row.category is None else f"  {row.category}"
+        label = terminal_line(row.label if row.category is None else f"  {row.category}")
         rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
                      toxic, toxic_max, verdict))
     return rows

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ConfigError
 
 DECISIONS = ("point", "significant")
@@ -58,17 +56,10 @@ class Thresholds:
 
 def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
     """`shown_as`: the name messages use for the file (e.g. relative to the rootdir)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read thresholds file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}:{where}: not valid YAML ({problem})") from None
+    from .bounded import THRESHOLDS_LIMIT, read_text
+    from .yaml_load import load_yaml
+
+    data = load_yaml(read_text(path, THRESHOLDS_LIMIT, "thresholds file"), str(path))
     return parse_thresholds(data, shown_as or str(path))
 
 
