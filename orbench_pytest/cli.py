@@ -108,8 +108,9 @@ def _report(args: argparse.Namespace) -> int:
     text = render_markdown(report, max_items=args.max_items,
                            artifact_url=args.artifact_url or default_artifact_url())
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
+        from .artefacts import write_atomically
+
+        write_atomically(args.output, lambda out: out.write(text), "--output")
     else:
         sys.stdout.write(text)
     if args.github_step_summary:

@@ -22,12 +22,11 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from . import __version__
@@ -367,8 +366,9 @@ def comparison_dict(comparison: Comparison) -> dict[str, Any]:
 
 def check_writable(path: Path, option: str = "--orbench-results") -> None:
     """Before any request: a results path that cannot be written fails the run at once."""
-    if path.is_dir():
-        raise ConfigError(f"{option}: {path} is a folder; give a file name")
+    from .artefacts import resolved_target
+
+    path = resolved_target(path, option)  # no folder, device or FIFO; through symlinks
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -380,21 +380,19 @@ def check_writable(path: Path, option: str = "--orbench-results") -> None:
 
 def write_results(path: Path, data: Mapping[str, Any]) -> None:
     """Atomically: a reader never sees half a file, and a crash leaves the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=".orbench-results-", dir=path.parent)
+    from .artefacts import write_atomically
+
     head = {key: value for key, value in data.items() if key != "items"}
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            # Compact, one item per line: small at 80K items, still greppable and diffable.
-            opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
-            out.write(opening + '\n "items": [\n')
-            out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-                                 for item in data.get("items", [])))
-            out.write("\n ]\n}\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(out: TextIO) -> None:
+        # Compact, one item per line: small at 80K items, still greppable and diffable.
+        opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+        out.write(opening + '\n "items": [\n')
+        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                             for item in data.get("items", [])))
+        out.write("\n ]\n}\n")
+
+    write_atomically(path, write, "--orbench-results")
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -157,6 +157,7 @@ def attach_judge(settings: Settings, engine: FetchEngine) -> Judge:
     if settings.judge == "keyword":
         judge: Judge = KeywordJudge()
     else:
+        check_judge_settings(settings)  # a suite's `judge:` may have asked for it
         assert settings.judge_model is not None
         key = (secret_from_env(settings.judge_api_key_env)
                if os.environ.get(settings.judge_api_key_env) else None)

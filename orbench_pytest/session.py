@@ -162,6 +162,8 @@ class OrbenchSession:
     def _run(self, selected: list[Selected], publish_errors: bool = False) -> None:
         try:
             self._check_selection(selected)
+            # The suite's `judge:` first: `judge: llm` without a judge model is a usage error.
+            self.settings = self._with_suite_judge(selected)
             check_target_settings(self.settings)
             if self.settings.results is not None:
                 from .results import check_writable
@@ -173,7 +175,6 @@ class OrbenchSession:
             if reporter is not None:
                 reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
             maxfail = self.config.option.maxfail if self.settings.strict else 0
-            self.settings = self._with_suite_judge(selected)
             self.outcome = run_selected(selected, self.settings, self.thresholds, cache=cache,
                                         progress=progress, max_mismatches=maxfail or None,
                                         baseline=self._load_baseline())
@@ -383,6 +384,8 @@ class OrbenchSession:
             except OSError as exc:
                 raise pytest.UsageError(f"--orbench-results: cannot write "
                                         f"{self.settings.results} ({exc.strerror})") from None
+            except ConfigError as exc:  # the path became a device or folder meanwhile
+                raise pytest.UsageError(str(exc)) from None
         for plugin in self.config.pluginmanager.get_plugins():
             # junitxml's LogXML (registered without a name): duck-typed, no private import.
             if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property"):

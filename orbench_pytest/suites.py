@@ -82,7 +82,9 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         rows = _source_rows(path, data, options)
         mapping = {key: data.get(key) for key in ("prompt", "category", "id", "expect")}
         mapping["prompt"] = mapping["prompt"] or "prompt"
-    cases = _cases(path, name, rows, mapping)
+    explicit = frozenset() if has_prompts else frozenset(
+        key for key in ("category", "id") if data.get(key) is not None)
+    cases = _cases(path, name, rows, mapping, explicit)
     suite = Suite(name=name, path=path, judge=judge, total_rows=len(cases))
     suite.categories = sorted({case.category for case in cases})
     cases = _filter_categories(path, cases, options.categories)
@@ -111,6 +113,10 @@ def _inline_rows(path: Path, prompts: Any) -> list[dict[str, str]]:
             if key not in INLINE_KEYS:
                 raise ConfigError(f"{path}: prompts[{index}].{key}: unknown key "
                                   f"(allowed: {', '.join(INLINE_KEYS)})")
+        for key, value in entry.items():
+            if isinstance(value, (list, dict)):
+                raise ConfigError(f"{path}: prompts[{index}].{key}: expected text, got a "
+                                  f"{'list' if isinstance(value, list) else 'mapping'}")
         rows.append({k: "" if v is None else str(v) for k, v in entry.items()})
     return rows
 
@@ -149,7 +155,7 @@ def _in_named_data_dir(base: Path, source: str, data_dir: Path | None) -> bool:
 
 
 def _cases(path: Path, suite: str, rows: list[dict[str, str]],
-           mapping: dict[str, Any]) -> list[PromptCase]:
+           mapping: dict[str, Any], explicit: frozenset[str] = frozenset()) -> list[PromptCase]:
     if not rows:
         raise ConfigError(f"{path}: the suite has no prompts")
     columns = set(rows[0])
@@ -160,7 +166,9 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         if key == "prompt" and column not in columns:
             raise ConfigError(f"{path}: prompt: missing column {column!r} "
                               f"(columns: {', '.join(sorted(columns))})")
-        if key != "prompt" and column and column not in columns and column != key:
+        # A column the suite names must exist; the default names (inline rows) may be absent.
+        if key != "prompt" and column and column not in columns and (
+                column != key or key in explicit):
             raise ConfigError(f"{path}: {key}: missing column {column!r} "
                               f"(columns: {', '.join(sorted(columns))})")
     expect_of = _expectation_rule(path, mapping.get("expect"), columns)

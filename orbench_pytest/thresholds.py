@@ -67,31 +67,37 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
     if data is None:
         data = {}
     _check_mapping(data, source, "", TOP_KEYS)
-    raw_defaults = data.get("defaults") or {}
+    raw_defaults = _or_empty(data.get("defaults"))
     _check_mapping(raw_defaults, source, "defaults", DEFAULT_KEYS)
     confidence = _number(raw_defaults, "confidence", source, "defaults", 0.95, open_interval=True)
     defaults = _limits(raw_defaults, source, "defaults", Limits(max_error_rate=0.02))
     suites: dict[str, Limits] = {}
     categories: dict[tuple[str, str], Limits] = {}
-    raw_suites = data.get("suites") or {}
+    raw_suites = _or_empty(data.get("suites"))
     _check_mapping(raw_suites, source, "suites", None)
     for suite, raw_suite in raw_suites.items():
         where = f"suites.{suite}"
-        raw_suite = raw_suite or {}
+        raw_suite = _or_empty(raw_suite)
         _check_mapping(raw_suite, source, where, SUITE_KEYS)
         suite_limits = _limits(raw_suite, source, where, defaults)
         suites[str(suite)] = suite_limits
-        raw_categories = raw_suite.get("categories") or {}
+        raw_categories = _or_empty(raw_suite.get("categories"))
         _check_mapping(raw_categories, source, f"{where}.categories", None)
         for category, raw_category in raw_categories.items():
             cat_where = f"{where}.categories.{category}"
-            raw_category = raw_category or {}
+            raw_category = _or_empty(raw_category)
             _check_mapping(raw_category, source, cat_where, CATEGORY_KEYS)
             # A category inherits its suite's limits unless it says otherwise.
             categories[(str(suite), str(category))] = _limits(
                 raw_category, source, cat_where, suite_limits
             )
     return Thresholds(source, confidence, defaults, suites, categories)
+
+
+def _or_empty(value: Any) -> Any:
+    """An empty key (`defaults:`) is an empty mapping; any other value is checked as given,
+    so `defaults: []` or `suites: 0` is an error, not silently nothing."""
+    return {} if value is None else value
 
 
 def _check_mapping(value: Any, source: str, where: str, allowed: tuple[str, ...] | None) -> None:
