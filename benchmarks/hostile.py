@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from tests import hostile_server as hs  # noqa: E402
 
+CODE = REPO  # the code under test (--code)
 KEY = f"sk-hostile-{secrets.token_hex(16)}"
 HEX_KEY = secrets.token_hex(16)  # an Azure-style key
 JUDGE_KEY = f"sk-judge-{secrets.token_hex(16)}"
@@ -73,11 +74,13 @@ ALL_OUTPUTS = ["--junitxml=junit.xml", "--orbench-results=results.json",
 # --- checks ------------------------------------------------------------------------------------
 def leaked(folder: Path, output: str, keys: tuple[str, ...] = (KEY, HEX_KEY, JUDGE_KEY)
            ) -> str | None:
+    """A key in the output or in any file the run wrote (the case's own inputs excepted)."""
+    inputs = {folder / name for name in INPUTS.get(folder, ())}
     for key in keys:
         if key in output:
             return "key in the captured output"
         for path in folder.rglob("*"):
-            if path.is_file() and key.encode() in path.read_bytes():
+            if path.is_file() and path not in inputs and key.encode() in path.read_bytes():
                 return f"key in {path.relative_to(folder)}"
     return None
 
@@ -280,8 +283,8 @@ def cases() -> list[Case]:
              [*server_args(), "--orbench-results=fifo"], {}, lambda p: hs.answer("hi"),
              expect="error", prepare=fifo, check=fifo_kept))
     add(Case("files", "--orbench-results is a device", {"suites/s.yaml": suite("hi")},
-             [*server_args(), "--orbench-results=/dev/null"], {}, lambda p: hs.answer("hi"),
-             expect="error", check=device_kept))
+             [*server_args(), "--orbench-results=null-device"], {}, lambda p: hs.answer("hi"),
+             expect="error", prepare=device, check=device_kept))
     add(Case("files", "results readable like other artefacts", {"suites/s.yaml": suite("hi")},
              [*server_args(), "--orbench-results=r.json"], {}, lambda p: hs.answer("hi"),
              expect="run", check=world_readable))
@@ -291,7 +294,7 @@ def cases() -> list[Case]:
     for port in ("99999", "abc", "0"):
         add(Case("files", f"base URL port :{port}", {"suites/s.yaml": suite("hi")},
                  [*server_args(url=f"http://127.0.0.1:{port}/v1")], expect="error",
-                 check=fast(5.0)))
+                 check=fast(15.0)))
     add(Case("files", "OPENAI_BASE_URL with a trailing /", {"suites/s.yaml": suite("hi")},
              ["--orbench-model=m", "--orbench-cache-path=c.sqlite3"], {"OPENAI_BASE_URL":
                                                                       "{url}/"},
@@ -393,10 +396,21 @@ def fifo_kept(folder: Path, output: str) -> str | None:
     return None if stat.S_ISFIFO(os.stat(folder / "fifo").st_mode) else "the FIFO was replaced"
 
 
+def device(folder: Path, url: str) -> None:
+    """A null device of the case's own (as root); a FIFO where mknod is not allowed."""
+    import stat
+
+    try:
+        os.mknod(folder / "null-device", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        os.mkfifo(folder / "null-device")
+
+
 def device_kept(folder: Path, output: str) -> str | None:
     import stat
 
-    return None if stat.S_ISCHR(os.stat("/dev/null").st_mode) else "/dev/null was replaced!"
+    mode = os.stat(folder / "null-device").st_mode
+    return None if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) else "the device was replaced"
 
 
 def world_readable(folder: Path, output: str) -> str | None:
@@ -422,6 +436,7 @@ time.sleep(60)
 
 
 HOLDERS: list[subprocess.Popen[str]] = []
+INPUTS: dict[Path, list[str]] = {}  # the files each case wrote itself
 
 
 def served_from_cache(folder: Path, output: str) -> str | None:
@@ -488,6 +503,7 @@ def one_line_error(ret: int, out: str, err: str, command: str) -> str | None:
 def run_case(case: Case, root: Path) -> Outcome:
     folder = root / re.sub(r"\W+", "-", f"{case.cls}-{case.name}")[:60]
     folder.mkdir()
+    INPUTS[folder] = list(case.files)
     for name, content in case.files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -506,7 +522,7 @@ def run_case(case: Case, root: Path) -> Outcome:
             case.prepare(folder, url)
         args = [fill(a) for a in case.args]
         env = {**os.environ, "ORBENCH_CACHE_DIR": str(folder / ".orbench-cache"),
-               "PYTHONPATH": str(REPO), **{k: fill(v) for k, v in case.env.items()}}
+               "PYTHONPATH": str(CODE), **{k: fill(v) for k, v in case.env.items()}}
         for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"):
             if name not in case.env:
                 env.pop(name, None)
@@ -625,7 +641,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run one class")
     parser.add_argument("--show", action="store_true", help="print every case")
+    parser.add_argument("--code", type=Path, default=REPO,
+                        help="the orbench_pytest checkout under test (e.g. an export of main)")
     args = parser.parse_args()
+    global CODE
+    CODE = args.code.resolve()
     selected = [c for c in cases() if args.only in (None, c.cls)]
     results: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="orbench-hostile-") as tmp:

@@ -30,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"orbench {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:  # e.g. -o in a folder that cannot be written
+        shown = ConfigError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        print(f"orbench {args.command}: error: {shown}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -71,3 +71,14 @@ def secret_from_env(name: str) -> str | None:
     value = os.environ.get(name) or None
     register_secret(value)
     return value
+
+
+def without_userinfo(url: str) -> str:
+    """A URL as shown in messages: `user:password@` becomes `***@`, whatever its length."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return redact(url)
+    authority, _, _ = rest.partition("/")
+    if "@" not in authority:
+        return redact(url)
+    return redact(f"{scheme}://***@{rest[len(authority.rpartition('@')[0]) + 1:]}")

@@ -80,11 +80,14 @@ def read_junit(path: Path) -> RunRecord:
 def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
     try:
         data = json.loads(value or "")
-        if not isinstance(data["gate"]["rows"], list):
+        if not isinstance(data["gate"]["rows"], list) or not isinstance(data, dict):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise ConfigError(f"{path}: testsuite property orbench_gate is not a gate "
                           "written by orbench-pytest") from None
+    from .results_schema import check_document
+
+    check_document(data, f"{path}: orbench_gate")
     return data
 
 

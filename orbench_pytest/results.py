@@ -403,6 +403,9 @@ def read_results(path: Path) -> RunRecord:
         raise ConfigError(f"{path}: cannot read results file ({exc.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ConfigError(f"{path}: not usable JSON ({reason})") from None
     return parse_results(data, str(path))
 
 
@@ -412,25 +415,25 @@ def parse_results(data: Any, source: str) -> RunRecord:
     if data["schema"] != SCHEMA:
         raise ConfigError(f"{source}: results schema {data['schema']!r} is not supported "
                           f"(this orbench-pytest reads schema {SCHEMA})")
+    from .results_schema import check_document
+
     raw_items = data.get("items")
     if not isinstance(raw_items, list):
         raise ConfigError(f"{source}: items: expected a list")
+    if not raw_items:
+        raise ConfigError(f"{source}: items: the run has no items")
+    check_document(data, source)
     items = [_item_from_dict(raw, source, index) for index, raw in enumerate(raw_items)]
     gate = data.get("gate") or {}
     run = data.get("run") or {}
     return RunRecord(source, items, gate.get("rows"), gate.get("passed"), dict(run))
 
 
-_REQUIRED = ("suite", "case_id", "variant", "category", "expect", "verdict", "outcome",
-             "mismatch", "error")
-
 
 def _item_from_dict(raw: Any, source: str, index: int) -> ItemRecord:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: items[{index}]: expected an object")
-    missing = [key for key in _REQUIRED if key not in raw]
-    if missing:
-        raise ConfigError(f"{source}: items[{index}]: missing {', '.join(missing)}")
+    from .results_schema import check_item
+
+    check_item(raw, source, index)
     return ItemRecord(
         suite=str(raw["suite"]), case_id=str(raw["case_id"]), variant=str(raw["variant"]),
         category=str(raw["category"]), expect=str(raw["expect"]), verdict=str(raw["verdict"]),

@@ -23,7 +23,13 @@ from urllib.parse import urlparse
 
 from .bounded import BodyTooLarge, clip_answer, clip_raw, read_body
 from .errors import ConfigError
-from .redact import redact, redact_known, register_secret, url_password
+from .redact import (
+    redact,
+    redact_known,
+    register_secret,
+    url_password,
+    without_userinfo,
+)
 from .types import Response
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
@@ -75,7 +81,7 @@ def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
     password = url_password(url)
     if password:  # https://user:KEY@host/v1: the key must never be printed
         register_secret(password)
-    shown = redact(url)[:100]
+    shown = without_userinfo(url)[:100]
     try:
         parsed = urlparse(url)
         port = parsed.port  # raises on :99999 or :abc
@@ -100,8 +106,8 @@ class OpenAICompatibleTarget:
         self.base_url = validate_base_url(base_url)
         if api_key and urlparse(self.base_url).username is not None:
             # aiohttp cannot send both; say so rather than fail inside the first request.
-            raise ConfigError(f"{redact(self.base_url)[:100]!r} carries user:password@ and an "
-                              "API key is set too: give the credentials one way")
+            raise ConfigError(f"base URL {without_userinfo(self.base_url)[:100]!r} carries "
+                              "user:password@ and an API key is set too: give one of them")
         self.model = model
         self.params = params
         self._api_key = api_key
