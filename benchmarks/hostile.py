@@ -266,7 +266,8 @@ def cases() -> list[Case]:
     add(Case("internalerror", "xdist worker killed during the fetch phase",
              {"suites/s.yaml": suite(*[f"p{i}" for i in range(4)]),
               "conftest.py": KILL_WORKER_CONFTEST},
-             [*server_args(), "-n", "2"], {}, slow_answer, expect="run"))
+             [*server_args(), "-n", "2"], {}, kill_worker_then_answer, expect="any",
+             prepare=arm_kill, check=worker_was_killed))
     for label, body in HAND_EDITED_RESULTS.items():
         add(Case("internalerror", f"orbench compare: {label}", {"r.json": body},
                  ["compare", "r.json", "r.json", "r.json"], command="orbench", expect="error"))
@@ -328,20 +329,35 @@ def http_400_prompt(message: str) -> bytes:
 GZIP_BOMB = hs.gzip_bomb(50)
 
 
-def slow_answer(prompt: str) -> bytes:
-    time.sleep(0.5)
+KILL_WORKER_CONFTEST = '''
+import os
+
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker == "gw1":  # the server kills this worker at the first request: mid-fetch
+        with open("gw1.pid", "w") as out:
+            out.write(str(os.getpid()))
+'''
+ARMED: list[Path] = []  # the pid file of the worker to kill, for the current case
+
+
+def arm_kill(folder: Path, url: str) -> None:
+    ARMED[:] = [folder / "gw1.pid"]
+
+
+def kill_worker_then_answer(prompt: str) -> bytes:
+    import signal
+
+    if ARMED and ARMED[0].is_file():
+        pid = int(ARMED[0].read_text())
+        ARMED[0].rename(ARMED[0].with_suffix(".killed"))
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)  # the fetch phase is still running when the worker is gone
     return hs.answer("hi")
 
 
-KILL_WORKER_CONFTEST = '''
-import os, signal, threading, time
-
-def pytest_configure(config):
-    if getattr(config, "workerinput", {}).get("workerid") == "gw1":
-        # This worker dies while the controller is still fetching.
-        threading.Thread(target=lambda: (time.sleep(0.3), os.kill(os.getpid(), 9)),
-                         daemon=True).start()
-'''
+def worker_was_killed(folder: Path, output: str) -> str | None:
+    return None if (folder / "gw1.killed").is_file() else "the worker was not killed mid-fetch"
 
 
 def cache_below(limit: int) -> Callable[[Path, str], str | None]:
@@ -492,6 +508,9 @@ def one_line_error(ret: int, out: str, err: str, command: str) -> str | None:
     if ret == 4:
         lines = [x for x in err.splitlines() if x.strip()]
         return lines[0] if len(lines) == 1 and lines[0].startswith("ERROR: ") else None
+    exits = [x for x in out.splitlines() if "_pytest.outcomes.Exit: ERROR: " in x]
+    if ret in (2, 4) and len(exits) == 1:  # pytest.exit() from a hook: one line
+        return exits[0].strip("! ").partition("Exit: ")[2]
     if ret == 2 and "ERROR collecting" in out:
         body = out.split("ERROR collecting", 1)[1].splitlines()[1:]
         body = [x for x in body if x.strip() and not x.startswith(("=", "_", "-"))]

@@ -64,6 +64,7 @@ class OrbenchSession:
         self._selected: list[Selected] = []
         self._started = datetime.now(timezone.utc)
         self._baseline: Baseline | None = None
+        self._nodes: list[Any] = []  # xdist workers (controller only)
 
     # --- collection -------------------------------------------------------------------
     @staticmethod
@@ -123,6 +124,7 @@ class OrbenchSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller → workers: the run id and the cache file they read verdicts from."""
+        self._nodes.append(node)
         node.workerinput["orbench_run"] = self.run_id
         node.workerinput["orbench_cache_path"] = str(self._cache_path())
 
@@ -138,6 +140,18 @@ class OrbenchSession:
             self._run(selected, publish_errors=True)
         except pytest.UsageError as exc:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        self._check_workers_alive()
+
+    def _check_workers_alive(self) -> None:
+        """A worker that died while this hook fetched would next be sent tests, and xdist
+        ends in INTERNALERROR writing to it: stop with one line instead (every answer is
+        cached, so the next run resumes)."""
+        dead = [str(node.gateway.id) for node in self._nodes if not _alive(node)]
+        if dead:
+            self.outcome = None  # not a finished run: no gate printed, no results written
+            pytest.exit(f"ERROR: orbench: xdist worker {', '.join(dead)} died during the fetch "
+                        "phase; the answers are cached: run pytest again",
+                        returncode=pytest.ExitCode.INTERRUPTED)
 
     def _selected_from_ids(self, ids: list[str]) -> list[Selected]:
         from .ids import item_name
@@ -399,3 +413,12 @@ class OrbenchSession:
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None
+
+
+def _alive(node: Any) -> bool:
+    """An xdist worker whose process still talks to us (execnet's receiver stops at EOF)."""
+    gateway = getattr(node, "gateway", None)
+    channel = getattr(node, "channel", None)
+    if gateway is None or channel is None:
+        return True  # not set up yet: xdist itself reports a failed start
+    return bool(gateway.hasreceiver()) and not channel.isclosed()
