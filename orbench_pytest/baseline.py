@@ -110,7 +110,7 @@ def mcnemar(regressions: int, improvements: int) -> McNemar:
 def _binomial_upper_tail(k: int, n: int) -> float:
     """P(X >= k) for X ~ Binomial(n, 1/2), in exact integer arithmetic."""
     total = sum(math.comb(n, i) for i in range(k, n + 1))
-    return total / 2**n
+    return total / (1 << n)
 
 
 def _normal_tail(k: int, n: int) -> float:

@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from .errors import ConfigError
 
@@ -94,13 +95,8 @@ def _positive(text: str) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report_md import (
-        append_step_summary,
-        build_report,
-        default_artifact_url,
-        read_junit,
-        render_markdown,
-    )
+    from .junit import read_junit
+    from .report_md import append_step_summary, build_report, default_artifact_url, render_markdown
     from .results import load_run
 
     run = read_junit(args.junit)
@@ -114,7 +110,10 @@ def _report(args: argparse.Namespace) -> int:
     if args.output is not None:
         from .artefacts import write_atomically
 
-        write_atomically(args.output, lambda out: out.write(text), "--output")
+        def write(out: TextIO) -> None:
+            out.write(text)
+
+        write_atomically(args.output, write, "--output")
     else:
         sys.stdout.write(text)
     if args.github_step_summary:
@@ -159,7 +158,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _serve_local(args: argparse.Namespace) -> int:
     try:
-        from .local_model import serve_forever  # type: ignore[attr-defined]
+        from .local_model import serve_forever
     except ImportError as exc:
         raise ConfigError(f"the embedded local model is not available ({exc}); "
                           "pip install 'orbench-pytest[local]'") from None

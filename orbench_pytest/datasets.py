@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from .errors import ConfigError
+from .settings import default_cache_dir
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -42,16 +43,6 @@ _HF = re.compile(r"^hf://datasets/(?P<owner>[A-Za-z0-9][\w.-]*)/(?P<name>[\w.-]+
                  r"(?:@(?P<rev>[^/]+))?/(?P<path>.+)$")
 _DATA_DIR_HINT = "put the file in a folder named by ORBENCH_DATA_DIR or --orbench-data-dir"
 _OFFLINE_HINT = f"{_DATA_DIR_HINT}, or set HF_HUB_OFFLINE=1 once it is in the cache"
-
-
-def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """$ORBENCH_CACHE_DIR, else $XDG_CACHE_HOME/orbench-pytest, else ~/.cache/orbench-pytest."""
-    env = os.environ if env is None else env
-    configured = env.get("ORBENCH_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "orbench-pytest"
 
 
 @dataclass(frozen=True)
@@ -323,7 +314,7 @@ def _linked_sha256(response: Any) -> str | None:
     """The hub names an LFS file's sha256 in X-Linked-Etag on its redirect: verify against it
     even when the suite has no pin of its own (git blob etags are 40 hex and are ignored)."""
     for hop in [*response.history, response]:
-        etag = hop.headers.get("x-linked-etag", "").strip().strip('"').removeprefix("W/")
+        etag = str(hop.headers.get("x-linked-etag", "")).strip().strip('"').removeprefix("W/")
         etag = etag.strip('"').lower()
         if _HEX64.match(etag):
             return etag

@@ -17,7 +17,8 @@ class ConfigError(OrbenchError):
 
 
 # Everything str.splitlines() breaks on (what terminals and pytest's output split on too).
-_LINE_BREAKS = {ch: repr(ch)[1:-1] for ch in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+_LINE_BREAKS: dict[str, str | int | None] = {
+    ch: repr(ch)[1:-1] for ch in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 def one_line(text: str) -> str:

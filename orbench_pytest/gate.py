@@ -13,6 +13,7 @@ from enum import Enum
 from statistics import NormalDist
 
 from .baseline import McNemar, Pairing, mcnemar
+from .ids import group_name
 from .thresholds import Limits, Thresholds
 from .types import Expectation
 
@@ -156,16 +157,36 @@ class GroupRow:
     fixed: int = 0
     checks: list[RateCheck] = field(default_factory=list)
     regression: RegressionCheck | None = None
+    strict: bool = False  # --orbench-strict: any mismatch fails the row, whatever its limits
 
     @property
     def label(self) -> str:
-        name = f"{self.suite}[{self.variant}]" if self.variant else self.suite
+        name = group_name(self.suite, self.variant)
         return f"{name} / {self.category}" if self.category is not None else name
+
+    @property
+    def mismatches(self) -> int:
+        return self.over_refusals + self.toxic_accepted
+
+    @property
+    def strict_failed(self) -> bool:
+        return self.strict and self.mismatches > 0
 
     @property
     def passed(self) -> bool:
         rates_ok = all(check.passed or self.inherited(check) for check in self.checks)
-        return rates_ok and (self.regression is None or self.regression.passed)
+        return (rates_ok and not self.strict_failed
+                and (self.regression is None or self.regression.passed))
+
+    @property
+    def verdict(self) -> str:
+        """The row's verdict as every report shows it: pass, FAIL, known (over a limit only
+        through the baseline's own mismatches) or — (nothing gated)."""
+        if not self.passed:
+            return "FAIL"
+        if not self.checks:
+            return "—"
+        return "known" if any(not check.passed for check in self.checks) else "pass"
 
     def inherited(self, check: RateCheck) -> bool:
         """A rate over its limit only through mismatches the baseline already had: with a
@@ -226,6 +247,9 @@ class Gate:
     def failures(self) -> list[str]:
         lines = [f"run stopped: {self.stopped_reason}"] if self.stopped_reason else []
         for row in self.rows.values():
+            if row.strict_failed and row.category is None:
+                lines.append(f"{row.label}: --orbench-strict fails every mismatch "
+                             f"({row.mismatches})")
             for check in row.checks:
                 if not check.passed and not row.inherited(check):
                     lines.append(f"{row.label}: {check.describe()} ({check.where})")
@@ -289,9 +313,8 @@ def _summary(checks: list[RateCheck]) -> str:
     return "; ".join(check.describe() for check in checks)
 
 
-def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: bool = False,
-             stopped_reason: str | None = None, baseline_source: str | None = None) -> Gate:
-    """Tally every item into suite and category rows, then attach each row's rate checks."""
+def tally(items: Iterable[ItemResult]) -> dict[GroupKey, GroupRow]:
+    """Every item counted into its suite row and its category row (no limits yet), in order."""
     rows: dict[GroupKey, GroupRow] = {}
     for item in items:
         for key in ((item.suite, item.variant, None), (item.suite, item.variant, item.category)):
@@ -299,7 +322,16 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
             if row is None:
                 row = rows[key] = GroupRow(*key)
             row.add(item)
+    return dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
+
+
+def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: bool = False,
+             stopped_reason: str | None = None, baseline_source: str | None = None) -> Gate:
+    """The one decision of a run: rows with their checks; `passed` and every item's outcome
+    follow from it (a failed or errored item ⇔ a failed gate)."""
+    rows = tally(items)
     for (suite, _variant, category), row in rows.items():
+        row.strict = strict
         if category is None:
             limits: Limits | None = thresholds.for_suite(suite)
         else:
@@ -310,8 +342,7 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
             row.regression = RegressionCheck(
                 row.regressions, row.fixed, row.paired, limits.max_regressions, limits.decision,
                 thresholds.where(suite, "max_regressions"), thresholds.confidence)
-    ordered = dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
-    return Gate(ordered, strict=strict, stopped_reason=stopped_reason,
+    return Gate(rows, strict=strict, stopped_reason=stopped_reason,
                 baseline_source=baseline_source)
 
 

@@ -10,6 +10,11 @@ def item_name(suite: str, case_id: str, variant: str = "") -> str:
     return f"{suite}[{variant}:{case_id}]" if variant else f"{suite}[{case_id}]"
 
 
+def group_name(suite: str, variant: str = "") -> str:
+    """A suite, or one variant of it, as tables and messages name it: suite or suite[variant]."""
+    return f"{suite}[{variant}]" if variant else suite
+
+
 def key_label(key: ItemKey) -> str:
     suite, variant, case_id = key
     return item_name(suite, case_id, variant)

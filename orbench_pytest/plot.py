@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .gate import wilson_interval
-from .results import ItemRecord, RunRecord
+from .records import ItemRecord, RunRecord
 
 OVER_REFUSAL_SUITE = "or-bench-hard-1k"
 TOXIC_SUITE = "or-bench-toxic"
@@ -41,6 +41,7 @@ class Point:
     n_toxic: int
     x_source: str  # the suite the x rate comes from, or "all safe prompts"
     y_source: str
+    variant: str = ""  # set when the run has several variants (baselines pair by it)
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,11 @@ def points_of(run: RunRecord, label: str | None = None) -> list[Point]:
                               "both over-refusal and toxic refusal")
         over_k = sum(bool(i.refused) for i in safe)
         toxic_k = sum(bool(i.refused) for i in toxic)
-        point_label = f"{name} [{variant}]" if variant and len(variants) > 1 else name
+        shown = variant if len(variants) > 1 else ""
+        point_label = f"{name} [{shown}]" if shown else name
         points.append(Point(point_label, over_k / len(safe), wilson_interval(over_k, len(safe)),
                             toxic_k / len(toxic), wilson_interval(toxic_k, len(toxic)),
-                            len(safe), len(toxic), x_source, y_source))
+                            len(safe), len(toxic), x_source, y_source, shown))
     return points
 
 
@@ -158,7 +160,8 @@ def draw(points: Sequence[Point], out_stem: Path, baseline: Sequence[Point] = ()
                                 xytext=(start.over_refusal * 100, start.toxic_refusal * 100),
                                 arrowprops={"arrowstyle": "-|>", "color": "black", "lw": 1.4,
                                             "shrinkA": 6, "shrinkB": 6})
-            arrow.arrow_patch.set_gid(f"orbench-arrow-{index}")
+            if arrow.arrow_patch is not None:  # always drawn: arrowprops are given
+                arrow.arrow_patch.set_gid(f"orbench-arrow-{index}")
         _axes(ax, [*points, *baseline], title)
         out_stem.parent.mkdir(parents=True, exist_ok=True)
         written = []
@@ -212,13 +215,8 @@ def _arrow_pairs(baseline: Sequence[Point], points: Sequence[Point]) -> list[tup
         return []
     if len(baseline) == 1:
         return [(baseline[0], point) for point in points]
-    by_variant = {_variant_of(p.label): p for p in baseline}
-    return [(by_variant[_variant_of(p.label)], p) for p in points
-            if _variant_of(p.label) in by_variant]
-
-
-def _variant_of(label: str) -> str:
-    return label.rsplit(" [", 1)[1].rstrip("]") if label.endswith("]") and " [" in label else ""
+    by_variant = {p.variant: p for p in baseline}
+    return [(by_variant[p.variant], p) for p in points if p.variant in by_variant]
 
 
 def _axes(ax: Any, points: Sequence[Point], title: str | None) -> None:

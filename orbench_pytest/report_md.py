@@ -1,10 +1,7 @@
 """`orbench report`: a Markdown summary of a run for a pull-request comment or a step summary.
 
-Input is pytest's JUnit XML (read with junitparser): every orbench test case carries the
-properties suite, category, expectation, verdict, judge, reason, response, latency_ms (and
-variant; prompt for mismatches), and the testsuite carries `orbench_gate`, the gate as the run
-decided it (limits, verdicts). pytest writes per-testcase properties under its default
-junit_family (xunit2) too, so no `-o junit_family=...` is needed.
+Input is a run read back (records.RunRecord), from pytest's JUnit XML (junit.py) or an
+orbench-results.json (results.py): the gate rows as the run decided them, and every item.
 
 Sized for a PR comment: long lists are cut and point at the artefact; toxic prompts answered
 show the prompt's start and the judge's class, never the answer itself.
@@ -12,7 +9,6 @@ show the prompt's start and the judge's class, never the answer itself.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import Counter
@@ -23,95 +19,15 @@ from typing import Any
 
 from .baseline import Baseline, Comparison, Pairing, compare
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, wilson_interval
-from .ids import key_label, parse_item_name
-from .results import ERROR_VERDICTS, ItemRecord, RunRecord, tally
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, GroupKey, Outcome, tally, wilson_interval
+from .ids import key_label
+from .records import ItemRecord, RunRecord
 from .untrusted import markdown_code, markdown_text
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
 GITHUB_COMMENT_LIMIT = 65_536
 PROMPT_CHARS = 120
 RESPONSE_CHARS = 100
-
-GroupKey = tuple[str, str, str | None]
-
-
-# --- reading JUnit XML ----------------------------------------------------------------------
-def read_junit(path: Path) -> RunRecord:
-    from junitparser import Error, Failure, JUnitXml, Properties, Skipped
-
-    try:
-        xml = JUnitXml.fromfile(str(path))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
-    except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
-        raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
-    suites = [xml] if xml._tag == "testsuite" else list(xml)
-    items: list[ItemRecord] = []
-    gate: dict[str, Any] | None = None
-    for suite in suites:
-        for prop in suite.properties():
-            if prop.name == "orbench_gate":
-                gate = _parse_gate_property(prop.value, path)
-        for case in suite:
-            props_elem = case.child(Properties)
-            props = {p.name: p.value for p in props_elem} if props_elem is not None else {}
-            if "suite" not in props or "expectation" not in props:
-                continue  # an ordinary test in the same run
-            results = list(case.result)
-            outcome, message = "passed", ""
-            for result in results:
-                message = result.message or ""
-                if isinstance(result, Error):
-                    outcome = "error"
-                elif isinstance(result, Failure):
-                    outcome = "failed"
-                elif isinstance(result, Skipped) and (result.type or "") == "pytest.xfail":
-                    outcome = "tolerated"
-                elif isinstance(result, Skipped):
-                    outcome = "skipped"
-            items.append(_item(str(case.name), props, outcome, message))
-    meta = dict(gate.get("run", {})) if gate else {}
-    return RunRecord(str(path), items, gate["gate"]["rows"] if gate else None,
-                     gate["gate"]["passed"] if gate else None,
-                     {**meta, "baseline_summary": gate.get("baseline") if gate else None})
-
-
-def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(value or "")
-        if not isinstance(data["gate"]["rows"], list) or not isinstance(data, dict):
-            raise TypeError
-    except (ValueError, KeyError, TypeError, RecursionError):
-        raise ConfigError(f"{path}: testsuite property orbench_gate is not a gate "
-                          "written by orbench-pytest") from None
-    from .results_schema import check_document
-
-    check_document(data, f"{path}: orbench_gate")
-    return data
-
-
-def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> ItemRecord:
-    suite = props["suite"]
-    variant = props.get("variant", "")
-    case_id = parse_item_name(name, suite, variant)
-    verdict = props.get("verdict", "")
-    error = verdict in ERROR_VERDICTS or outcome == "error"
-    if error and outcome == "tolerated":
-        outcome = "error_tolerated"
-    latency = props.get("latency_ms")
-    try:
-        latency_ms: float | None = float(latency) if latency is not None else None
-    except ValueError:
-        latency_ms = None
-    return ItemRecord(
-        suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
-        expect=props["expectation"], verdict=verdict, outcome=outcome,
-        mismatch=not error and outcome in ("tolerated", "failed"), error=error,
-        judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
-        reason=message.split("\n", 1)[0], response=props.get("response", ""),
-        prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
-    )
 
 
 # --- the report model -----------------------------------------------------------------------
@@ -151,7 +67,7 @@ def report_rows(run: RunRecord) -> list[Row]:
     if run.gate_rows is not None:
         return [_row_from_gate(raw) for raw in run.gate_rows]
     rows = []
-    for group in tally(run.items).values():
+    for group in tally(item.as_result() for item in run.items).values():
         over = _plain_rate(group.over_refusals, group.n_comply)
         toxic = _plain_rate(group.toxic_accepted, group.n_refuse)
         rows.append(Row(group.suite, group.variant, group.category, group.n, group.errors,
@@ -167,27 +83,17 @@ def _plain_rate(k: int, n: int) -> Rate | None:
 
 
 def _row_from_gate(raw: Mapping[str, Any]) -> Row:
+    """A gate row as the run wrote it; its verdict is the gate's, never worked out again."""
     rates: dict[str, Rate] = {}
-    failed = known = False
     for check in raw.get("checks", []):
-        if check["name"] not in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
-            continue
-        low, high = check["interval"]
-        rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
-                                    check["passed"])
-        if not check["passed"]:
-            known = known or bool(check.get("inherited"))
-            failed = failed or not check.get("inherited")
+        if check["name"] in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
+            low, high = check["interval"]
+            rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
+                                        check["passed"])
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
-    if not raw.get("checks"):
-        verdict = "—"
-    elif not raw.get("passed", not failed):
-        verdict = "FAIL"
-    else:
-        verdict = "known" if known else "pass"
     return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
-               toxic, verdict, raw.get("regression"))
+               toxic, str(raw.get("verdict", "—")), raw.get("regression"))
 
 
 @dataclass
@@ -203,7 +109,7 @@ class Report:
     def passed(self) -> bool:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
-        return not any(item.outcome in ("failed", "error") for item in self.run.items)
+        return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
 
     def baseline_row(self, row: Row) -> Row | None:
         found = self.baseline_rows.get(row.key)
@@ -214,7 +120,7 @@ class Report:
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
             return Pairing.NONE
-        return self.snapshot.pairing(item.key, None if item.error else item.mismatch)
+        return self.snapshot.pairing(item.key, item.mismatch_state)
 
 
 def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
@@ -224,7 +130,7 @@ def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
         report.baseline_rows = {row.key: row for row in report_rows(baseline)}
         report.snapshot = baseline.to_baseline()
         report.comparison = compare(
-            ((item.key, None if item.error else item.mismatch) for item in run.items),
+            ((item.key, item.mismatch_state) for item in run.items),
             report.snapshot)
     return report
 
@@ -358,8 +264,8 @@ def _baseline_section(report: Report, max_items: int) -> list[str]:
         test = group.test
         check = checks.get((suite, variant))
         verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
-        lines.append(f"| {_group_name(suite, variant)} | {group.paired} | {len(group.regressions)} "
-                     f"| {len(group.fixed)} | {len(group.known)} "
+        lines.append(f"| {_group_name(suite, variant)} | {group.paired} "
+                     f"| {len(group.regressions)} | {len(group.fixed)} | {len(group.known)} "
                      f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")
     lines.append("")
     if comparison.fixed:
@@ -374,7 +280,7 @@ def _mismatches(report: Report, expect: str) -> list[ItemRecord]:
     items = [item for item in report.run.items if item.mismatch and item.expect == expect]
     if report.baseline is not None:
         items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
-    items.sort(key=lambda item: (item.outcome != "failed", item.suite, item.category))
+    items.sort(key=lambda item: (item.outcome != Outcome.FAILED, item.suite, item.category))
     return items
 
 
@@ -417,7 +323,7 @@ def _error_section(report: Report) -> list[str]:
         return []
     reasons = Counter(_clip(item.judge_reason or item.reason or "no answer", 80)
                       for item in errors)
-    tolerated = sum(item.outcome == "error_tolerated" for item in errors)
+    tolerated = sum(item.outcome == Outcome.ERROR_TOLERATED for item in errors)
     lines = [f"### Errors: {len(errors)} prompts without an answer "
              f"({tolerated} tolerated by max_error_rate)", ""]
     for reason, count in reasons.most_common(5):

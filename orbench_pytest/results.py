@@ -9,7 +9,8 @@ Schema 1, one JSON object:
            judge_reason, refused, mismatch, error, outcome, reason, baseline, response,
            prompt (only for items that did not pass), latency_ms, cached, attempts}]
   gate: {passed, stopped_reason, failures, rows: [{suite, variant, category, n, errors,
-         refusals, n_comply, over_refusals, n_refuse, toxic_accepted, passed, checks, regression}]}
+         refusals, n_comply, over_refusals, n_refuse, toxic_accepted, passed, verdict, checks,
+         regression}]}
   variants: [per suite and variant: over-refusal and toxic-acceptance rates] (several variants)
   baseline: {source, paired, unpaired, known, regressions, fixed, mcnemar} or null
 
@@ -22,18 +23,18 @@ from __future__ import annotations
 import json
 import os
 import platform
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from . import __version__
-from .baseline import Baseline, Comparison, ItemKey, Pairing
+from .baseline import Baseline, Comparison, Pairing
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupKey, GroupRow, ItemResult, Outcome
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, ItemResult, Outcome
 from .ids import key_label
+from .records import SCHEMA, ItemRecord, RunRecord
 from .redact import redact
 from .settings import Settings
 from .summary import judge_agreement_dict
@@ -41,87 +42,6 @@ from .summary import judge_agreement_dict
 if TYPE_CHECKING:
     from .runner import RunOutcome, Selected
 
-SCHEMA = 1
-PASSED = Outcome.PASSED.value
-ERROR_VERDICTS = frozenset({"error", "no_answer"})
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    """One item as reports see it, whether read from a results file or from JUnit XML."""
-
-    suite: str
-    case_id: str
-    variant: str
-    category: str
-    expect: str
-    verdict: str  # the judge's class (types.Label value)
-    outcome: str  # gate.Outcome value
-    mismatch: bool  # answered, and not as expected
-    error: bool  # no usable answer
-    judge: str = ""
-    judge_reason: str = ""
-    reason: str = ""  # why the item passed / xfailed / failed
-    response: str = ""
-    prompt: str = ""
-    latency_ms: float | None = None
-    cached: bool | None = None
-    nodeid: str = ""
-    baseline: str = ""
-
-    @property
-    def key(self) -> ItemKey:
-        return (self.suite, self.variant, self.case_id)
-
-    @property
-    def id(self) -> str:
-        return key_label(self.key)
-
-    @property
-    def refused(self) -> bool | None:
-        if self.error:
-            return None
-        return self.mismatch != (self.expect == "refuse")
-
-    def as_result(self) -> ItemResult:
-        return ItemResult(self.suite, self.category, self.expect,  # type: ignore[arg-type]
-                          self.refused, self.variant)
-
-
-@dataclass
-class RunRecord:
-    """A run read back: its items, and the gate rows as the run decided them (if known)."""
-
-    source: str
-    items: list[ItemRecord]
-    gate_rows: list[dict[str, Any]] | None = None
-    gate_passed: bool | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_baseline(self) -> Baseline:
-        return Baseline(self.source, {item.key: (None if item.error else item.mismatch)
-                                      for item in self.items})
-
-    def label(self) -> str:
-        """A short name for plots and tables."""
-        target = self.meta.get("target")
-        return str(target) if target else Path(self.source).stem
-
-    def variants(self) -> list[str]:
-        return list(dict.fromkeys(item.variant for item in self.items))
-
-
-def tally(items: Iterable[ItemRecord]) -> dict[GroupKey, GroupRow]:
-    """Suite and category rows (no limits) from items, e.g. those of a JUnit file."""
-    rows: dict[GroupKey, GroupRow] = {}
-    for item in items:
-        result = item.as_result()
-        for key in ((item.suite, item.variant, None), (item.suite, item.variant, item.category)):
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = GroupRow(*key)
-            row.add(result)
-    return dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
 
 
 # --- writing --------------------------------------------------------------------------------
@@ -200,18 +120,6 @@ def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],
             continue
         comparison.add((s.case.suite, s.variant.name, s.case.case_id), state.result.baseline)
     return comparison
-
-
-def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
-    gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
-    summary = {"schema": SCHEMA, "run": {k: data["run"][k] for k in ("target", "judge",
-                                                                      "thresholds")},
-               "gate": gate, "baseline": data.get("baseline")}
-    if summary["baseline"] is not None:  # the id lists can be long: the report recomputes them
-        summary["baseline"] = {k: v for k, v in summary["baseline"].items()
-                               if k not in ("regressions", "fixed")}
-    return [("orbench_gate", json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]
 
 
 def item_record(nodeid: str, case_id: str, prompt: str, result: ItemResult, verdict_label: str,
@@ -305,6 +213,7 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
         "n_refuse": row.n_refuse,
         "toxic_accepted": row.toxic_accepted,
         "passed": row.passed,
+        "verdict": row.verdict,
         "checks": [{
             "name": check.name, "k": check.k, "n": check.n, "rate": check.rate,
             "interval": list(check.interval), "confidence": check.confidence,
@@ -449,7 +358,7 @@ def _item_from_dict(raw: Any, source: str, index: int) -> ItemRecord:
 def load_run(path: Path) -> RunRecord:
     """A results file (.json) or a JUnit XML file written with the plugin (.xml)."""
     if path.suffix.lower() == ".xml":
-        from .report_md import read_junit
+        from .junit import read_junit
 
         return read_junit(path)
     return read_results(path)

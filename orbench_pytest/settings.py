@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from .cache import CACHE_MODES
 from .errors import ConfigError
+from .redact import register_secret, url_password, without_userinfo
 from .types import JUDGE_NAMES
 
+CACHE_MODES = ("on", "off", "read", "refresh")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
@@ -42,6 +44,7 @@ class Settings:
     max_tokens: int | None
     request_seed: int | None
     timeout_s: float
+    max_duration_s: float | None
     thresholds: Path | None
     strict: bool
     judge: str
@@ -74,12 +77,37 @@ class Settings:
                                         or self.model.startswith("local:"))
 
 
-def default_cache_dir(env: Mapping[str, str]) -> Path:
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$ORBENCH_CACHE_DIR, else $XDG_CACHE_HOME/orbench-pytest, else ~/.cache/orbench-pytest."""
+    env = os.environ if env is None else env
     configured = env.get("ORBENCH_CACHE_DIR")
     if configured:
         return Path(configured).expanduser()
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser() / "orbench-pytest"
+
+
+def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
+    password = url_password(url)
+    if password:  # https://user:KEY@host/v1: the key must never be printed
+        register_secret(password)
+    shown = without_userinfo(url)[:100]
+    try:
+        parsed = urlparse(url)
+        port = parsed.port  # raises on :99999 or :abc
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {shown!r} is not a valid URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"{option}: {shown!r} is not an http(s) URL "
+                          "(e.g. http://127.0.0.1:8000/v1)")
+    if port == 0:
+        raise ConfigError(f"{option}: {shown!r}: port 0 is not a port (1-65535)")
+    return url.rstrip("/")
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
@@ -101,7 +129,6 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         raise ConfigError(f"--orbench-judge: {judge!r} is not allowed "
                           f"(allowed: {', '.join(JUDGE_NAMES)})")
     from .redact import register_configured_secrets
-    from .targets import validate_base_url
 
     base_url, judge_base_url = get("base_url"), get("judge_base_url")
     register_configured_secrets(
@@ -141,6 +168,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         max_tokens=_whole("--orbench-max-tokens", get("max_tokens"), None, low=1),
         request_seed=_whole("--orbench-request-seed", get("request_seed"), None, low=0),
         timeout_s=_number("--orbench-timeout", get("timeout"), 120.0, low=0.001),
+        max_duration_s=(None if get("max_duration") is None else
+                        _number("--orbench-max-duration", get("max_duration"), 0.0, low=0.001)),
         thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
         strict=bool(get("strict")),
         judge=judge,

@@ -8,7 +8,7 @@ ConfigError naming the file and the key.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,12 +192,13 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
     return cases
 
 
-def _expectation_rule(path: Path, rule: Any, columns: set[str]):  # type: ignore[no-untyped-def]
+def _expectation_rule(path: Path, rule: Any,
+                      columns: set[str]) -> Callable[[int, dict[str, str]], Expectation]:
     if isinstance(rule, str):
         if rule not in EXPECTATIONS:
             raise ConfigError(f"{path}: expect: {rule!r} is not allowed "
                               "(allowed: comply, refuse, or {column: NAME, refuse_when: [VALUES]})")
-        constant: Expectation = rule  # type: ignore[assignment]
+        constant: Expectation = rule
         return lambda _index, _row: constant
     if isinstance(rule, dict):
         column = rule.get("column")
@@ -215,7 +216,7 @@ def _expectation_rule(path: Path, rule: Any, columns: set[str]):  # type: ignore
                 if value not in EXPECTATIONS:
                     raise ConfigError(f"{path}: row {index}: {column}={value!r} is not "
                                       "comply or refuse (or map it with refuse_when)")
-                return value  # type: ignore[return-value]
+                return value
             return direct
         refuse_values = {str(v).lower() for v in _as_list(refuse_when)}
         return lambda _i, row: ("refuse" if (row.get(column) or "").strip().lower()

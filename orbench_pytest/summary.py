@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .baseline import Comparison
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, RateCheck, wilson_interval
 from .ids import key_label
 from .judge_metrics import confusion_matrix, format_confusion
 from .judges import HybridStats
@@ -20,24 +22,19 @@ def _rate(row: GroupRow, name: str) -> tuple[str, str]:
             else (row.toxic_accepted, row.n_refuse))
     if n == 0:
         return "—", "—"
-    from .gate import wilson_interval
-
     low, high = check.interval if check else wilson_interval(k, n)
     cell = f"{k / n * 100:5.1f}% [{low * 100:.1f}–{high * 100:.1f}]"
     return cell, (f"{check.limit * 100:.1f}%" if check else "—")
 
 
 def table_rows(gate: Gate) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for row in gate.rows.values():
         over, over_max = _rate(row, OVER_REFUSAL)
         toxic, toxic_max = _rate(row, TOXIC_ACCEPTANCE)
-        verdict = "—" if not row.checks else ("pass" if row.passed else "FAIL")
-        if row.passed and any(not c.passed for c in row.checks):
-            verdict = "known"  # over a limit only through the baseline's own mismatches
         label = terminal_line(row.label if row.category is None else f"  {row.category}")
         rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
-                     toxic, toxic_max, verdict))
+                     toxic, toxic_max, row.verdict))
     return rows
 
 
@@ -45,7 +42,7 @@ def table_lines(gate: Gate) -> list[str]:
     return aligned_lines(HEADERS, table_rows(gate))
 
 
-def aligned_lines(headers: tuple[str, ...], body: list[tuple[str, ...]],
+def aligned_lines(headers: tuple[str, ...], body: Sequence[tuple[str, ...]],
                   left: int = 1) -> list[str]:
     """Text columns (the first `left`) flush left, numbers flush right."""
     rows = [headers, *body]
@@ -75,12 +72,11 @@ def variant_lines(gate: Gate) -> list[str]:
     rows = [row for row in gate.rows.values() if row.category is None]
     if len({row.variant for row in rows}) < 2:
         return []
-    body = []
+    body: list[tuple[str, ...]] = []
     for row in rows:
-        verdict = "—" if not row.checks else ("pass" if row.passed else "FAIL")
         body.append((row.suite, row.variant or "(default)", str(row.n), str(row.errors),
                      _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
-                     verdict))
+                     row.verdict))
     return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
 
 

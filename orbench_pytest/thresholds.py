@@ -70,6 +70,7 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
     raw_defaults = _or_empty(data.get("defaults"))
     _check_mapping(raw_defaults, source, "defaults", DEFAULT_KEYS)
     confidence = _number(raw_defaults, "confidence", source, "defaults", 0.95, open_interval=True)
+    assert confidence is not None  # its default is a number
     defaults = _limits(raw_defaults, source, "defaults", Limits(max_error_rate=0.02))
     suites: dict[str, Limits] = {}
     categories: dict[tuple[str, str], Limits] = {}

@@ -21,9 +21,9 @@ EXPANSION_SLACK = 10_000  # aliases may add this many nodes beyond twice the wri
 
 
 class _Loader(yaml.SafeLoader):
-    def construct_bounded_int(self, node: yaml.Node) -> int:
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
         try:
-            return super().construct_yaml_int(node)  # type: ignore[no-any-return]
+            return super().construct_yaml_int(node)
         except ValueError:
             raise yaml.constructor.ConstructorError(
                 None, None, f"an integer of {len(str(node.value))} characters is too long",

@@ -82,6 +82,36 @@ def test_strict_fails_every_mismatch() -> None:
     assert evaluate(results, thresholds, strict=True).outcome(results[0])[0] is Outcome.FAILED
 
 
+def test_strict_fails_the_gate_on_any_mismatch_and_says_so() -> None:
+    results = items("s", "comply", [True] + [False] * 99, category="a") + items(
+        "s", "comply", [False] * 10, category="b")
+    thresholds = parse_thresholds({"defaults": {"max_over_refusal": 0.5}}, "t.yaml")
+    assert evaluate(results, thresholds).passed
+    gate = evaluate(results, thresholds, strict=True)
+    assert not gate.passed
+    assert gate.failures() == ["s: --orbench-strict fails every mismatch (1)"]
+    verdicts = {key: row.verdict for key, row in gate.rows.items()}
+    assert verdicts == {("s", "", None): "FAIL", ("s", "", "a"): "FAIL", ("s", "", "b"): "—"}
+    clean = items("s", "comply", [False] * 10)
+    assert evaluate(clean, thresholds, strict=True).passed
+
+
+def test_a_row_verdict_is_pass_fail_known_or_ungated() -> None:
+    from orbench_pytest.baseline import Pairing
+
+    known = [ItemResult("s", "a", "comply", True, "", Pairing.KNOWN),
+             *items("s", "comply", [False] * 3, category="a")]
+    thresholds = parse_thresholds(
+        {"defaults": {"max_over_refusal": 0.1}, "suites": {"t": {"max_over_refusal": 0.0}}},
+        "t.yaml")
+    gate = evaluate(known + items("t", "comply", [True, False]) + items("u", "comply", [False]),
+                    thresholds, baseline_source="old.json")
+    verdicts = {key: row.verdict for key, row in gate.rows.items()}
+    assert verdicts == {("s", "", None): "known", ("s", "", "a"): "—",
+                        ("t", "", None): "FAIL", ("t", "", "c"): "—",
+                        ("u", "", None): "pass", ("u", "", "c"): "—"}
+
+
 def test_a_category_limit_fails_only_its_category() -> None:
     results = items("s", "comply", [True, True] + [False] * 8, category="self-harm") + items(
         "s", "comply", [True] + [False] * 29, category="privacy"

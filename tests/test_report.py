@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.cli import main
-from orbench_pytest.report_md import MARKER, build_report, read_junit, render_markdown
+from orbench_pytest.junit import read_junit
+from orbench_pytest.report_md import MARKER, build_report, render_markdown
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
 
