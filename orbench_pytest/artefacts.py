@@ -24,7 +24,7 @@ def resolved_target(path: Path, option: str) -> Path:
     target = Path(os.path.realpath(path))
     try:
         mode = os.stat(target).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the parent check names the cause
         return target
     except OSError as exc:
         raise ConfigError(f"{option}: cannot write {path} ({exc.strerror or exc})") from None
