@@ -66,6 +66,7 @@ class PromptItem(pytest.Item):
             ("reason", answer.verdict.reason),
             ("response", answer.excerpt),
             ("latency_ms", f"{answer.latency_ms:.0f}"),
+            ("cached", "true" if answer.cached else "false"),
         ])
         if self.variant.name:
             self.user_properties.append(("variant", self.variant.name))

@@ -28,6 +28,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--orbench-target", dest="orbench_target", metavar="MODULE:FUNCTION",
         help="Test your application instead of a bare model: fn(prompt, system_prompt) -> "
              "str or {'text', 'finish_reason'}, sync or async")
+    add("--orbench-target-version", dest="orbench_target_version", metavar="VERSION",
+        help="Version of the candidate (image digest, deployment id, commit SHA): cached "
+             "answers of another version are not reused (ini: orbench_target_version)")
+    parser.addini("orbench_target_version", "Version of the candidate, as "
+                  "--orbench-target-version (the command line wins)", default=None)
     add("--orbench-system-prompt", dest="orbench_system_prompt", action="append",
         metavar="TEXT|@FILE", help="System prompt; repeat it to compare variants")
     add("--orbench-variant", dest="orbench_variant", action="append", metavar="NAME=TEXT|@FILE",
@@ -68,6 +73,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="First retry delay, doubled each retry, with jitter (default: 0.5)")
     add("--orbench-cache", dest="orbench_cache", metavar="MODE",
         help="Response cache: on (default), off, read (never write), refresh (ask again)")
+    add("--orbench-cache-max-age", dest="orbench_cache_max_age", metavar="AGE",
+        help="Ask again answers cached longer ago than this: e.g. 7d, 12h; 0 = never reuse, "
+             "none = no limit (default: 30d)")
     add("--orbench-cache-path", dest="orbench_cache_path", metavar="PATH",
         help="SQLite cache file (default: $ORBENCH_CACHE_DIR/responses.sqlite3, "
              "~/.cache/orbench-pytest)")
@@ -88,7 +96,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     try:
-        settings = build_settings(vars(config.option), invocation_dir=config.invocation_params.dir)
+        values = dict(vars(config.option))
+        if values.get("orbench_target_version") is None:
+            values["orbench_target_version"] = config.getini("orbench_target_version")
+        settings = build_settings(values, invocation_dir=config.invocation_params.dir)
         thresholds = load_configured_thresholds(settings, config.rootpath)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None

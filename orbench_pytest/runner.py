@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
 from .errors import ConfigError
 from .fetcher import Answer, FetchEngine, FetchReport, FetchSettings, Job, Progress, run_phase
+from .fingerprint import target_fingerprint
+from .freshness import probe_key, within_age
 from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
@@ -54,6 +57,7 @@ class RunOutcome:
     report: FetchReport
     target_label: str
     judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
+    fingerprint: dict[str, Any] | None = None  # the candidate's code / version (fingerprint.py)
 
 
 def check_target_settings(settings: Settings) -> None:
@@ -115,17 +119,24 @@ def generation_params(settings: Settings) -> GenerationParams:
                             seed=settings.request_seed, timeout_s=settings.timeout_s)
 
 
-def target_identity(settings: Settings, params: GenerationParams) -> dict[str, Any]:
-    """What the cache key knows of the target; computable without starting anything."""
+def target_identity(settings: Settings, params: GenerationParams,
+                    fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the cache key knows of the target, so an answer belongs to the candidate that gave
+    it: name, parameters, and its fingerprint (code of a callable, the version the user gave).
+    Computable without starting anything."""
+    if fingerprint is None:
+        fingerprint = target_fingerprint(settings.target, settings.target_version)
+    # Only what identifies the candidate (not the list of files, shown in reports).
+    candidate = {name: fingerprint[name] for name in ("code", "version") if name in fingerprint}
     body = {"temperature": params.temperature, "max_tokens": params.max_tokens,
             "seed": params.seed}
     if settings.target is not None:
-        return {"kind": "callable", "spec": settings.target}
+        return {"kind": "callable", "spec": settings.target, **candidate}
     if settings.is_local:
         # The local model is pinned by sha256 in local_model: its name identifies it.
-        return {"kind": "local", "model": settings.model or "local", **body}
+        return {"kind": "local", "model": settings.model or "local", **body, **candidate}
     url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
-    return {"kind": "openai", "base_url": url, "model": settings.model, **body}
+    return {"kind": "openai", "base_url": url, "model": settings.model, **body, **candidate}
 
 
 def judge_url(settings: Settings) -> str:
@@ -184,7 +195,8 @@ def run_selected(
 ) -> RunOutcome:
     """Fetch (or, with replay_run, only read) every selected prompt and decide the gate."""
     params = generation_params(settings)
-    identity = target_identity(settings, params)
+    fingerprint = target_fingerprint(settings.target, settings.target_version)
+    identity = target_identity(settings, params, fingerprint)
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
     jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
             for key, s in zip(keys, selected, strict=True)]
@@ -195,16 +207,22 @@ def run_selected(
         backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read") or replay_run is not None,
         replay_only=replay_run is not None,
+        # A replay reads what the controller used, whatever its age.
+        cache_max_age_s=settings.cache_max_age_s if replay_run is None else None,
+        # The local model is pinned by sha256: no backend to watch.
+        revalidate=replay_run is None and settings.target is None and not settings.is_local,
     )
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
-    cached = _cached(cache, keys, fetch_settings.read_cache)  # read once, used twice
-    asks = replay_run is None and len(cached) < len(set(keys))
+    cached, expired = _cached(cache, keys, fetch_settings)  # read once, used twice
+    asks = replay_run is None and (len(cached) < len(set(keys)) or (
+        fetch_settings.revalidate and probe_key(cached) is not None))
     with _answering(settings, params, asks, replay_run is not None) as (target, label):
         engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
                              should_stop if asks else None)
         judge = attach_judge(settings, engine)
         report = run_phase(engine, jobs, cached)
+    report.expired = expired
     if replay_run is not None:
         _apply_run_errors(report, cache, replay_run)
     if report.config_error:
@@ -226,14 +244,17 @@ def run_selected(
     for key, s, result in zip(keys, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
         states[s.nodeid] = ItemState(report.answers[key], outcome, reason, result)
-    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None))
+    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), fingerprint)
 
 
-def _cached(cache: ResponseCache | None, keys: list[str], read_cache: bool
-            ) -> dict[str, Response]:
-    if cache is None or not read_cache:
-        return {}
-    return cache.get_many(keys)
+def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
+            ) -> tuple[dict[str, Response], int]:
+    """The cached answers young enough to reuse, and how many were too old."""
+    if cache is None or not fetch.read_cache:
+        return {}, 0
+    found = cache.get_many(keys)
+    young = within_age(found, fetch.cache_max_age_s, time.time())
+    return young, len(found) - len(young)
 
 
 def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,

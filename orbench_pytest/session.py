@@ -22,7 +22,14 @@ from .progress import ProgressLine
 from .runner import ItemState, RunOutcome, Selected, check_target_settings, run_selected
 from .settings import Settings
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
-from .summary import baseline_lines, judge_lines, table_lines, variant_lines, verdict_line
+from .summary import (
+    baseline_lines,
+    cache_line,
+    judge_lines,
+    table_lines,
+    variant_lines,
+    verdict_line,
+)
 from .thresholds import BUILT_IN, Thresholds, load_thresholds
 
 if TYPE_CHECKING:
@@ -342,6 +349,8 @@ class OrbenchSession:
         write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
               f"requests: {report.requests}, retries: {report.retries}, "
               f"fetch time: {report.wall_s:.1f}s")
+        if (line := cache_line(report, self.settings.cache_max_age_s)) is not None:
+            write(line)
         if report.retry_reasons:  # what the endpoint did wrong, for the CI log
             write("failed attempts: " + ", ".join(
                 f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))

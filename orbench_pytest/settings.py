@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .errors import ConfigError
+from .fingerprint import check_version
+from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import redact, register_secret
 from .types import JUDGE_NAMES
 
@@ -67,6 +69,8 @@ class Settings:
     local_threads: int
     results: Path | None
     baseline: Path | None
+    target_version: str | None = None  # the candidate's version (image digest, commit SHA)
+    cache_max_age_s: float | None = DEFAULT_MAX_AGE_S  # None: no limit; 0: never reuse
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -174,6 +178,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
+        target_version=check_version(get("target_version")),
+        cache_max_age_s=parse_max_age(get("cache_max_age")),
     )
 
 

@@ -171,9 +171,11 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
     refusal = message.get("refusal") or None
     usage = {k: v for k, v in (payload.get("usage") or {}).items() if isinstance(v, int)}
     reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+    backend = payload.get("system_fingerprint")
+    backend = redact(backend[:200]) if isinstance(backend, str) and backend else None
     if finish == "content_filter":
         return Response(text=content or None, finish_reason=finish, latency_ms=latency_ms,
-                        content_filter=True, usage=usage, raw=text)
+                        content_filter=True, usage=usage, raw=text, system_fingerprint=backend)
     if content is None and refusal is None and message.get("tool_calls"):
         return Response(text=None, finish_reason=finish, latency_ms=latency_ms,
                         error="malformed answer: tool calls instead of text", usage=usage,
@@ -184,7 +186,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         raise TransientFault("malformed body: content is not text")
     return Response(text=content, finish_reason=finish, latency_ms=latency_ms, refusal=refusal,
                     reasoning=reasoning if isinstance(reasoning, str) else None,
-                    usage=usage, raw=text)
+                    usage=usage, raw=text, system_fingerprint=backend)
 
 
 def _error_code_and_message(error: Any) -> tuple[str | None, str | None]:
