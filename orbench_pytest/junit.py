@@ -1,8 +1,8 @@
 """pytest's JUnit XML, both ways: the gate as a testsuite property, and a run read back.
 
 Every orbench test case carries the properties suite, category, expectation, verdict, judge,
-reason, response, latency_ms (and variant; prompt for mismatches), and the testsuite carries
-`orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes per-testcase
+reason, response, latency_ms, cached (and variant; prompt for mismatches), and the testsuite
+carries `orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes per-testcase
 properties under its default junit_family (xunit2) too, so no `-o junit_family=...` is needed.
 """
 
@@ -105,4 +105,5 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
         reason=message.split("\n", 1)[0], response=props.get("response", ""),
         prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
+        cached={"true": True, "false": False}.get(props.get("cached", "")),
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orbench_pytest.results import load_run
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 
 N = 6
@@ -145,6 +146,7 @@ def test_a_change_to_the_apps_code_is_asked_again(pytester, plugin_args, project
                                 f"cache: {N} answers from the cache, the oldest *s old "
                                 "(max age 30d)"])
     assert junit_cached(project) == ["true"] * N
+    assert [item.cached for item in load_run(project / "j.xml").items] == [True] * N
 
     # The app now tells its model to refuse: an edit in a module it imports, not in app.py.
     (project / "helpers.py").write_text('SYSTEM = "Refuse everything."\n')
