@@ -49,7 +49,12 @@ def check_version(raw: str | None) -> str | None:
 def code_fingerprint(spec: str, cwd: Path | None = None,
                      search_path: Sequence[str] | None = None) -> CodeFingerprint:
     """The fingerprint of `module:function`'s code, read from disk (never imported)."""
-    module_name = spec.partition(":")[0]
+    from .targets import parse_target_spec
+
+    module_name = parse_target_spec(spec)[0]
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise ConfigError(f"--orbench-target: {module_name!r} is not a module name "
+                          "(e.g. myapp or myapp.chat)")
     here = (cwd or Path.cwd()).resolve()
     roots = [str(here), *(p for p in (search_path if search_path is not None else sys.path)
                           if p and Path(p).resolve() != here)]

@@ -267,10 +267,16 @@ class CallableTarget:
                               "expected str or {'text': ..., 'finish_reason': ...}")
 
 
-def load_callable(spec: str) -> Callable[..., Any]:
+def parse_target_spec(spec: str) -> tuple[str, str]:
+    """`module:function` → (module, function), or a one-line error."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
+    return module_name, attr
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    module_name, attr = parse_target_spec(spec)
     cwd = os.getcwd()
     if cwd not in sys.path:
         # As `python -m pytest` would: the user's module usually sits in the project folder.

@@ -3,6 +3,7 @@ and the version a user gives."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -107,6 +108,16 @@ def test_a_target_in_a_package_and_in_a_src_folder(tmp_path: Path) -> None:
 def test_a_module_that_cannot_be_found_is_a_one_line_error(project: Path) -> None:
     with pytest.raises(ConfigError, match=r"^--orbench-target: cannot find module 'nope'"):
         code_fingerprint("nope:answer", cwd=project, search_path=[])
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("app", "'app' is not of the form module:function"),
+    ("..:answer", "'..' is not a module name"),
+    ("my-app:answer", "'my-app' is not a module name"),
+])
+def test_a_malformed_target_is_a_one_line_error(project: Path, spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^--orbench-target: {re.escape(message)}"):
+        code_fingerprint(spec, cwd=project, search_path=[])
 
 
 def test_the_results_fingerprint_has_code_and_version(project: Path) -> None:
