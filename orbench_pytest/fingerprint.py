@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-
-MAX_VERSION_CHARS = 200
+from .settings import parse_target_spec
 
 
 @dataclass(frozen=True)
@@ -34,23 +33,9 @@ class CodeFingerprint:
     files: tuple[str, ...]  # covered files, relative to the project folder where possible
 
 
-def check_version(raw: str | None) -> str | None:
-    """--orbench-target-version: one printable line, e.g. an image digest or a commit SHA."""
-    if raw is None:
-        return None
-    value = str(raw).strip()
-    if not value or len(value) > MAX_VERSION_CHARS or not value.isprintable():
-        raise ConfigError(f"--orbench-target-version: expects one printable line of 1 to "
-                          f"{MAX_VERSION_CHARS} characters (an image digest, a deployment id, "
-                          "a commit SHA)")
-    return value
-
-
 def code_fingerprint(spec: str, cwd: Path | None = None,
                      search_path: Sequence[str] | None = None) -> CodeFingerprint:
     """The fingerprint of `module:function`'s code, read from disk (never imported)."""
-    from .targets import parse_target_spec
-
     module_name = parse_target_spec(spec)[0]
     if not all(part.isidentifier() for part in module_name.split(".")):
         raise ConfigError(f"--orbench-target: {module_name!r} is not a module name "

@@ -2,8 +2,9 @@
 
 Every orbench test case carries the properties suite, category, expectation, verdict, judge,
 reason, response, latency_ms, cached (and variant; prompt for mismatches), and the testsuite
-carries `orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes per-testcase
-properties under its default junit_family (xunit2) too, so no `-o junit_family=...` is needed.
+carries `orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes
+per-testcase properties under its default junit_family (xunit2) too, so no
+`-o junit_family=...` is needed.
 """
 
 from __future__ import annotations

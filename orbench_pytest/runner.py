@@ -127,7 +127,8 @@ def target_identity(settings: Settings, params: GenerationParams,
     if fingerprint is None:
         fingerprint = target_fingerprint(settings.target, settings.target_version)
     # Only what identifies the candidate (not the list of files, shown in reports).
-    candidate = {name: fingerprint[name] for name in ("code", "version") if name in fingerprint}
+    candidate: dict[str, Any] = {name: fingerprint[name] for name in ("code", "version")
+                                 if name in fingerprint}
     body = {"temperature": params.temperature, "max_tokens": params.max_tokens,
             "seed": params.seed}
     if settings.target is not None:

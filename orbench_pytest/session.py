@@ -349,8 +349,9 @@ class OrbenchSession:
         write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
               f"requests: {report.requests}, retries: {report.retries}, "
               f"fetch time: {report.wall_s:.1f}s")
-        if (line := cache_line(report, self.settings.cache_max_age_s)) is not None:
-            write(line)
+        cache_summary = cache_line(report, self.settings.cache_max_age_s)
+        if cache_summary is not None:
+            write(cache_summary)
         if report.retry_reasons:  # what the endpoint did wrong, for the CI log
             write("failed attempts: " + ", ".join(
                 f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))

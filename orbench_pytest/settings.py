@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .errors import ConfigError
-from .fingerprint import check_version
 from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import redact, register_secret
 from .types import JUDGE_NAMES
@@ -25,6 +24,7 @@ CACHE_MODES = ("on", "off", "read", "refresh")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+MAX_VERSION_CHARS = 200
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -178,9 +178,30 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
-        target_version=check_version(get("target_version")),
+        target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),
     )
+
+
+def parse_target_spec(spec: str) -> tuple[str, str]:
+    """`module:function` → (module, function), or a one-line error."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
+    return module_name, attr
+
+
+def check_target_version(raw: Any) -> str | None:
+    """--orbench-target-version: one printable line, e.g. an image digest or a commit SHA
+    (the value is not echoed: it may be anything pasted)."""
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    if not value or len(value) > MAX_VERSION_CHARS or not value.isprintable():
+        raise ConfigError(f"--orbench-target-version: expects one printable line of 1 to "
+                          f"{MAX_VERSION_CHARS} characters (an image digest, a deployment id, "
+                          "a commit SHA)")
+    return value
 
 
 def _variants(system_prompts: list[str], named: list[str], here: Path) -> tuple[Variant, ...]:

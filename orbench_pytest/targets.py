@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from .errors import ConfigError
 from .redact import redact, redact_known
-from .settings import validate_base_url
+from .settings import parse_target_spec, validate_base_url
 from .types import Response
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
@@ -265,14 +265,6 @@ class CallableTarget:
         return Response(text=None, latency_ms=latency_ms,
                         error=f"{self.spec} returned {type(result).__name__}, "
                               "expected str or {'text': ..., 'finish_reason': ...}")
-
-
-def parse_target_spec(spec: str) -> tuple[str, str]:
-    """`module:function` → (module, function), or a one-line error."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
-    return module_name, attr
 
 
 def load_callable(spec: str) -> Callable[..., Any]:

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.errors import ConfigError
-from orbench_pytest.fingerprint import check_version, code_fingerprint, target_fingerprint
+from orbench_pytest.fingerprint import code_fingerprint, target_fingerprint
+from orbench_pytest.settings import check_target_version
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -131,11 +132,11 @@ def test_the_results_fingerprint_has_code_and_version(project: Path) -> None:
 @pytest.mark.parametrize("raw", ["", "   ", "a\nb", "x" * 201, "tab\there"])
 def test_a_bad_version_is_a_one_line_error(raw: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        check_version(raw)
+        check_target_version(raw)
     message = str(caught.value)
     assert message.startswith("--orbench-target-version:") and "\n" not in message
 
 
 @given(st.text(min_size=1, max_size=200).filter(lambda t: t.strip() and t.strip().isprintable()))
 def test_any_printable_version_is_kept_stripped(raw: str) -> None:
-    assert check_version(raw) == raw.strip()
+    assert check_target_version(raw) == raw.strip()
