@@ -56,7 +56,12 @@ def code_fingerprint(spec: str, cwd: Path | None = None,
     shown = []
     for path in sorted(walker.files):
         name = _relative(path, project_roots)
-        digest.update(name.encode("utf-8") + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--orbench-target: cannot read {path} ({exc.strerror}), "
+                              "a module the target imports") from None
+        digest.update(name.encode("utf-8") + b"\0" + hashlib.sha256(content).digest())
         shown.append(name)
     return CodeFingerprint(digest.hexdigest(), tuple(shown))
 
@@ -106,7 +111,7 @@ class _Walker:
             return
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
-        except (SyntaxError, ValueError):
+        except (OSError, SyntaxError, ValueError):
             return  # hashed all the same; importing it will report the error
         package = name if is_package else parent
         for imported in _imports(tree, package):

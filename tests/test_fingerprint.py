@@ -140,3 +140,4 @@ def test_a_bad_version_is_a_one_line_error(raw: str) -> None:
 @given(st.text(min_size=1, max_size=200).filter(lambda t: t.strip() and t.strip().isprintable()))
 def test_any_printable_version_is_kept_stripped(raw: str) -> None:
     assert check_target_version(raw) == raw.strip()
+
