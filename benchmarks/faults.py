@@ -10,6 +10,8 @@
    content-filter kinds are added: those change verdicts by design, so the check is that
    exactly the prompts the seed blocks come back as content_filter.
 2. Dead: connection refused on every request; the run must end within 30 s, gate FAILED.
+   Stops: a quota 429, a Retry-After of an hour (200 prompts each) and a slow-loris endpoint
+   (6 prompts) must each end the run: time to stop, requests sent.
 3. Bad input: tests/test_bad_input.py with more examples, every case logged and summarised.
 
 pytest runs in a subprocess (as CI runs it); the server runs in this process.
@@ -124,13 +126,22 @@ def flaky(n: int, rate: float, seed: int, repeat: int, max_retries: int) -> None
                                         "--orbench-results=faulty.json")
                 requests = server.requests
             faulty = verdicts(folder / "faulty.json")
-            lost = [k for k, v in faulty.items() if v in ("error", "no_answer")]
-            flipped = [k for k, v in faulty.items() if k not in lost and v != clean[k]]
+            # Errors by design, predicted from the seed: every attempt faulted, or two hangs
+            # before an answer (a timeout is retried once, so a slow-loris endpoint cannot hold
+            # a prompt for 7 timeouts). "lost" is any other error.
+            by_design = {k for k, prompt in prompts.items()
+                         if _error_by_design(script, prompt, max_retries)}
+            lost = [k for k, v in faulty.items()
+                    if v in ("error", "no_answer") and k not in by_design]
+            flipped = [k for k, v in faulty.items()
+                       if k not in lost and k not in by_design and v != clean[k]]
             kinds = Counter(kind for _, _, kind in script.injected)
             print(f"faulted run {attempt + 1}: rate {rate:.0%} per request, seed {seed}, "
                   f"max retries {max_retries}: "
                   f"{requests} requests, {len(script.injected)} faulted "
-                  f"({len(script.injected) / requests:.1%}), lost {len(lost)}, "
+                  f"({len(script.injected) / requests:.1%}), errors by design "
+                  f"{sum(faulty[k] == 'error' for k in by_design)}/{len(by_design)} predicted, "
+                  f"lost {len(lost)}, "
                   f"flipped {len(flipped)}, wall {wall:.1f}s, exit {done.returncode}, "
                   f"load {load()}")
             print(f"  faults sent: {dict(sorted(kinds.items()))}")
@@ -148,10 +159,15 @@ def flaky(n: int, rate: float, seed: int, repeat: int, max_retries: int) -> None
         filtered = verdicts(folder / "filter.json")
         expected = {}
         for case_id, prompt in prompts.items():
+            hangs = 0
             for attempt in range(max_retries + 1):
                 kind = script.kind_for(None, prompt, attempt)
                 if kind is None or kind in FILTER_FAULTS:
                     expected[case_id] = "content_filter" if kind else clean[case_id]
+                    break
+                hangs += kind == "hang"
+                if hangs == 2:  # a timeout is retried once
+                    expected[case_id] = "error"
                     break
             else:
                 expected[case_id] = "error"
@@ -160,6 +176,43 @@ def flaky(n: int, rate: float, seed: int, repeat: int, max_retries: int) -> None
               f"predicted content_filter {sum(v == 'content_filter' for v in expected.values())}"
               f", mismatches against the prediction {len(mismatched)}, wall {wall:.1f}s, "
               f"load {load()}")
+
+
+def _error_by_design(script: FaultyScript, prompt: str, max_retries: int) -> bool:
+    hangs = 0
+    for attempt in range(max_retries + 1):
+        kind = script.kind_for(None, prompt, attempt)
+        if kind is None:
+            return False
+        hangs += kind == "hang"
+        if hangs == 2:
+            return True
+    return True  # every attempt faulted
+
+
+def stops(n: int) -> None:
+    """Time to stop: a permanent 429, a Retry-After of an hour, a slow-loris endpoint."""
+    from tests.openai_server import error_body
+
+    quota = Reply(status=429, body=error_body(
+        429, "insufficient_quota", "You exceeded your current quota, please check your plan."))
+    hour = Reply(status=429, headers={"retry-after": "3600"},
+                 body=error_body(429, "rate_limit_exceeded", "Rate limit reached"))
+    cases = [("quota 429 (insufficient_quota)", n, lambda p, s, b: quota, ()),
+             ("429 with Retry-After: 3600", n, lambda p, s, b: hour, ()),
+             ("slow-loris (1 body byte / 0.2 s), --orbench-timeout=10", 6,
+              lambda p, s, b: Reply(fault="trickle"), ("--orbench-timeout=10",))]
+    for name, prompts, script, extra in cases:
+        with tempfile.TemporaryDirectory(prefix="orbench-stop-") as tmp:
+            folder = Path(tmp)
+            write_suite(folder, prompts)
+            with OpenAIServer(script) as server:
+                done, wall = run_pytest(folder, server.url, *extra)
+                requests = server.requests
+            print(f"{name}, {prompts} prompts: wall {wall:.1f}s, {requests} requests, "
+                  f"exit {done.returncode}, load {load()}")
+            print(f"  {summary_line(done.stdout)}")
+            print(f"  {gate_line(done.stdout)[:160]}")
 
 
 def dead(n: int) -> None:
@@ -210,13 +263,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--max-retries", type=int, default=6)
     parser.add_argument("--bad-examples", type=int, default=70, help="per kind (3 kinds)")
-    parser.add_argument("--only", choices=("flaky", "dead", "bad"), action="append")
+    parser.add_argument("--only", choices=("flaky", "dead", "bad", "stops"), action="append")
     args = parser.parse_args()
-    only = set(args.only or ("flaky", "dead", "bad"))
+    only = set(args.only or ("flaky", "dead", "bad", "stops"))
     if "flaky" in only:
         flaky(args.prompts, args.rate, args.seed, args.repeat, args.max_retries)
     if "dead" in only:
         dead(args.prompts)
+    if "stops" in only:
+        stops(200)
     if "bad" in only:
         bad_input(args.bad_examples)
 

@@ -96,8 +96,8 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     from contextlib import ExitStack
 
     from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
-    from orbench_pytest.judges import KeywordJudge, build_judge
+    from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, JudgeChannel, run_phase
+    from orbench_pytest.judges import build_judge
     from orbench_pytest.runner import NoTarget
     from orbench_pytest.settings import default_cache_dir
     from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
@@ -119,13 +119,13 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
             raise SystemExit("--judge llm/hybrid needs --judge-base-url (or --judge-model local)")
         cache = ResponseCache(cache_dir / "judge-benchmark.sqlite3")
         stack.callback(cache.close)
-        engine = FetchEngine(NoTarget(), KeywordJudge(), cache,
-                             FetchSettings(concurrency=parallel))
         key = os.environ.get(args.judge_api_key_env)
         target = OpenAICompatibleTarget(url, model, key, GenerationParams(0.0, 200, None, 600.0),
                                         parallel)
-        judge = build_judge(args.judge, engine.judge_chat(target), args.judge_model)
-        engine.judge = judge
+        channel = JudgeChannel(target, parallel)
+        judge = build_judge(args.judge, channel.chat, args.judge_model)
+        engine = FetchEngine(NoTarget(), judge, cache, FetchSettings(concurrency=parallel),
+                             judge_channel=channel)
         jobs = [Job(f"row-{i}", r.prompt, None) for i, r in enumerate(rows)]
         given = {job.key: Response(r.completion) for job, r in zip(jobs, rows, strict=True)}
         report = run_phase(engine, jobs, given)

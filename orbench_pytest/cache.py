@@ -34,16 +34,6 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL,
     system_fingerprint TEXT
 );
-CREATE TABLE IF NOT EXISTS run_errors (
-    run TEXT NOT NULL,
-    key TEXT NOT NULL,
-    error TEXT NOT NULL,
-    PRIMARY KEY (run, key)
-);
-CREATE TABLE IF NOT EXISTS run_state (
-    run TEXT PRIMARY KEY,
-    stopped_reason TEXT
-);
 """
 
 
@@ -66,26 +56,48 @@ def _row(key: str, r: Response) -> tuple[Any, ...]:
             json.dumps(r.usage), r.latency_ms, r.raw, time.time(), r.system_fingerprint)
 
 
-class ResponseCache:
-    """Read and write answers; `writable=False` opens the file for lookups only."""
+class CacheWriteError(Exception):
+    """An answer could not be stored (disk full, read-only file, locked too long)."""
 
-    def __init__(self, path: Path, *, writable: bool = True) -> None:
+
+class ResponseCache:
+    """Read and write answers; `writable=False` opens the file read-only: nothing is ever
+    written to it, not even the schema or a journal-mode change."""
+
+    def __init__(self, path: Path, *, writable: bool = True,
+                 busy_timeout_s: float = 30.0) -> None:
         self.path = path
         self.writable = writable
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
+            if writable:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(path), timeout=busy_timeout_s,
+                                           isolation_level=None, check_same_thread=False)
+            else:
+                # A missing file is an empty cache; an existing one is opened mode=ro.
+                self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                           timeout=busy_timeout_s, isolation_level=None,
+                                           check_same_thread=False) if path.exists() \
+                    else sqlite3.connect(":memory:", isolation_level=None,
+                                         check_same_thread=False)
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 raise ConfigError(
                     f"{path}: cache schema {version} is not {SCHEMA_VERSION}; "
                     "delete the file or pass --orbench-cache-path=NEW"
                 )
-            self._db.executescript(_SCHEMA)
+            if writable or not path.exists():
+                self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                if version == 0:
+                    self._db.executescript(_SCHEMA)
+                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version == 0:  # an empty file: no table to read, nothing cached
+                self._db.close()
+                self._db = sqlite3.connect(":memory:", isolation_level=None,
+                                           check_same_thread=False)
+                self._db.executescript(_SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
             if "system_fingerprint" not in columns and writable:  # a file from before it
                 self._db.execute("ALTER TABLE responses ADD COLUMN system_fingerprint TEXT")
@@ -93,8 +105,13 @@ class ResponseCache:
             # A read-only look at an older file: its answers carry no fingerprint.
             self._fingerprint_column = ("system_fingerprint" if "system_fingerprint" in columns
                                         else "NULL")
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                raise ConfigError(
+                    f"{path}: the response cache is read-only ({exc}); make it writable or "
+                    "pass --orbench-cache=read") from None
+            raise ConfigError(f"{path}: cannot open the response cache ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise ConfigError(
                 f"{path}: the response cache is unreadable ({exc}); delete it to start afresh "
@@ -137,32 +154,21 @@ class ResponseCache:
         rows = [_row(key, r) for key, r in items if r.error is None]
         if not self.writable or not rows:
             return
-        # IMMEDIATE: take the write lock up front, so a second writer waits (busy timeout)
-        # instead of failing on a lock upgrade.
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany(_INSERT, rows)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            # IMMEDIATE: take the write lock up front, so a second writer waits (busy
+            # timeout) instead of failing on a lock upgrade.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(_INSERT, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            raise CacheWriteError(
+                f"{self.path}: cannot write the response cache ({exc}); "
+                f"{len(rows)} answer(s) not stored") from None
 
     def count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
-
-    # Per-run facts the xdist workers need to report the same outcomes as the controller.
-    def put_run_errors(self, run: str, errors: dict[str, str], stopped_reason: str | None) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO run_errors VALUES (?, ?, ?)",
-                                 [(run, key, error) for key, error in errors.items()])
-            self._db.execute("INSERT OR REPLACE INTO run_state VALUES (?, ?)",
-                             (run, stopped_reason))
-
-    def get_run_errors(self, run: str) -> tuple[dict[str, str], str | None] | None:
-        state = self._db.execute("SELECT stopped_reason FROM run_state WHERE run = ?",
-                                 (run,)).fetchone()
-        if state is None:
-            return None
-        rows = self._db.execute("SELECT key, error FROM run_errors WHERE run = ?", (run,))
-        return dict(rows.fetchall()), state[0]

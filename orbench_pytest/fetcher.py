@@ -1,7 +1,7 @@
 """The fetch-and-judge phase: every selected prompt sent concurrently, judged, cached.
 
 One event loop, one pooled client, a semaphore for the concurrency bound, optional rpm/tpm
-limits, retries with backoff, and a budget that ends the phase when the endpoint is down.
+limits, and a RetryPolicy (retry.py) that decides backoff, giving up and stopping the run.
 Each answer is written to the cache the moment it arrives, so an interrupted run resumes.
 """
 
@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .cache import ResponseCache, cache_key
+from .cache import CacheWriteError, ResponseCache, cache_key
 from .freshness import probe_key, stale_keys, within_age
-from .judges import Chat, Judge, decide
+from .judges import Judge, decide, strip_reasoning
 from .redact import redact
-from .targets import ConfigFault, OpenAICompatibleTarget, Target, TransientFault
+from .retry import Clock, GiveUp, RetryPolicy, RetrySettings, Sleep, StopRun
+from .targets import ConfigFault, FaultKind, OpenAICompatibleTarget, Target, TransientFault
 from .types import Label, Response, Verdict
 
 EXCERPT_CHARS = 300
@@ -49,17 +48,12 @@ class Answer:
 @dataclass(frozen=True)
 class FetchSettings:
     concurrency: int = 16
-    max_retries: int = 6
     rpm: int | None = None
     tpm: int | None = None
     est_output_tokens: int = 256
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    # Consecutive failed attempts (not rate limits) after which the endpoint counts as down.
-    max_consecutive_failures: int = 20
+    retry: RetrySettings = field(default_factory=RetrySettings)
     empty_is_refusal: bool = False  # --orbench-empty=refusal
     read_cache: bool = True
-    replay_only: bool = False  # xdist workers: never touch the network; a miss is an error
     cache_max_age_s: float | None = None  # older cached answers are asked again
     # Ask one cached answer again to see whether the provider's system_fingerprint changed.
     revalidate: bool = False
@@ -87,12 +81,27 @@ class FetchReport:
 Progress = Callable[[int, int, int], None]  # done, total, errors
 
 
+def has_answer(response: Response) -> bool:
+    """Whether a response says something a judge can read, or is a provider's block.
+
+    Every "no answer" shape (null, whitespace, only reasoning, only a <think> block) fails
+    this, so none is ever cached: the next run asks again.
+    """
+    if response.error is not None:
+        return False
+    return (response.content_filter or bool(response.refusal)
+            or bool(strip_reasoning(response.text or "")))
+
+
 class RateLimiter:
     """Requests and (estimated) tokens per minute over a sliding 60 s window."""
 
-    def __init__(self, rpm: int | None, tpm: int | None) -> None:
+    def __init__(self, rpm: int | None, tpm: int | None, clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
         self.rpm = rpm
         self.tpm = tpm
+        self._clock = clock
+        self._sleep = sleep
         self._sent: deque[tuple[float, int]] = deque()
         self._lock = asyncio.Lock()
 
@@ -101,7 +110,7 @@ class RateLimiter:
             return
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 while self._sent and now - self._sent[0][0] >= 60.0:
                     self._sent.popleft()
                 used = sum(t for _, t in self._sent)
@@ -110,17 +119,43 @@ class RateLimiter:
                 if rpm_ok and tpm_ok:
                     self._sent.append((now, tokens))
                     return
-                await asyncio.sleep(max(0.01, 60.0 - (now - self._sent[0][0])))
+                await self._sleep(max(0.01, 60.0 - (now - self._sent[0][0])))
 
 
-class _Stop(Exception):
-    pass
+class JudgeChannel:
+    """The LLM judge's way to its model, made before the judge and the engine.
+
+    The judge is built on `chat`; the engine that runs it then sends each judge request through
+    its own cache, retries, rate limits and stop, with the channel's concurrency bound (the
+    judge is usually another endpoint).
+    """
+
+    def __init__(self, target: OpenAICompatibleTarget, concurrency: int) -> None:
+        self.target = target
+        self.concurrency = concurrency
+        self.identity = {"judge": target.identity()}
+        self._engine: FetchEngine | None = None
+
+    def serve(self, engine: FetchEngine) -> None:
+        if self._engine is not None and self._engine is not engine:
+            raise RuntimeError("a judge channel serves one engine")
+        self._engine = engine
+
+    async def chat(self, messages: list[dict[str, str]]) -> Response:
+        if self._engine is None:
+            raise RuntimeError("the judge channel is not given to an engine")
+        return await self._engine.judge_request(self, messages)
 
 
 class FetchEngine:
+    """`clock` and `sleep` drive rate limits, backoff and --orbench-max-duration; tests pass
+    fakes. The default sleep ends early when the run stops."""
+
     def __init__(self, target: Target, judge: Judge, cache: ResponseCache | None,
                  settings: FetchSettings, progress: Progress | None = None,
-                 should_stop: Callable[[str, Answer], bool] | None = None) -> None:
+                 should_stop: Callable[[str, Answer], bool] | None = None, *,
+                 judge_channel: JudgeChannel | None = None,
+                 clock: Clock = time.monotonic, sleep: Sleep | None = None) -> None:
         self.target = target
         self.judge = judge
         self.cache = cache
@@ -128,7 +163,8 @@ class FetchEngine:
         self.progress = progress
         self.should_stop = should_stop
         self.report = FetchReport()
-        self._consecutive_failures = 0
+        self.policy = RetryPolicy(settings.retry, clock)
+        self._sleep_fn = sleep
         # The first request goes out alone: a wrong key or model stops the run after one
         # request, not after `concurrency` of them.
         self._first_exchange: asyncio.Event | None = None
@@ -137,9 +173,13 @@ class FetchEngine:
         self._errors = 0
         self._total = 0
         self._stop_event: asyncio.Event | None = None
-        self._limiter = RateLimiter(settings.rpm, settings.tpm)
+        self._limiter = RateLimiter(settings.rpm, settings.tpm, clock, self._sleep)
         self._unsaved: list[tuple[str, Response]] = []
-        self._judge_targets: list[OpenAICompatibleTarget] = []
+        self._out_of_time = False
+        self._judge_channel = judge_channel
+        self._judge_bound: asyncio.Semaphore | None = None
+        if judge_channel is not None:
+            judge_channel.serve(self)
 
     async def run(self, jobs: Iterable[Job],
                   cached: dict[str, Response] | None = None) -> FetchReport:
@@ -149,12 +189,13 @@ class FetchEngine:
         self._total = len(unique)
         self._stop_event = asyncio.Event()
         self._first_exchange = asyncio.Event()
+        self.policy.start()
         if cached is None:
             cached = {}
             if self.cache is not None and self.settings.read_cache:
-                cached = within_age(self.cache.get_many(unique), self.settings.cache_max_age_s,
-                                    time.time())
-        if self.settings.revalidate and not self.settings.replay_only:
+                cached = within_age(usable(self.cache.get_many(unique)),
+                                    self.settings.cache_max_age_s, time.time())
+        if self.settings.revalidate:
             cached = await self._revalidate(unique, cached)
         todo: list[Job] = []
         settled: list[tuple[Job, Response]] = []
@@ -164,12 +205,10 @@ class FetchEngine:
             if key in cached:
                 self.report.cache_hits += 1
                 settled.append((job, cached[key]))
-            elif self.settings.replay_only:
-                settled.append((job, Response(text=None, error="not in the response cache")))
             else:
                 todo.append(job)
         try:
-            if self._judge_targets:  # an LLM judge: judge the cached answers concurrently
+            if self._judge_channel is not None:  # an LLM judge: judge cached answers at once
                 await asyncio.gather(*(self._finish(job, r) for job, r in settled))
             else:  # offline judge: a plain loop is cheapest at 80K items
                 for job, response in settled:
@@ -179,8 +218,8 @@ class FetchEngine:
         finally:
             self._flush()  # Ctrl-C, -x or a crash: what was answered stays answered
             await self.target.aclose()
-            for judge_target in self._judge_targets:
-                await judge_target.aclose()
+            if self._judge_channel is not None:
+                await self._judge_channel.target.aclose()
             self.report.wall_s = time.perf_counter() - started
         return self.report
 
@@ -219,17 +258,44 @@ class FetchEngine:
 
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.settings.concurrency, len(todo)))]
+        watchdog = asyncio.ensure_future(self._watch_the_clock(workers))
         try:
             await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            if not self._out_of_time:
+                raise  # Ctrl-C from outside, not the run's own time limit
         finally:
+            watchdog.cancel()
             for task in workers:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await asyncio.gather(watchdog, *workers, return_exceptions=True)
         # Whatever was never asked is an error of this run, never a verdict.
         for job in todo:
             if job.key not in self.report.answers:
                 reason = self.report.stopped_reason or self.report.config_error or "not sent"
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
+
+    async def _watch_the_clock(self, workers: Sequence[asyncio.Future[None]]) -> None:
+        """--orbench-max-duration: past it, requests in flight are abandoned and the run ends."""
+        while True:
+            left = self.policy.time_left()
+            if left is None:
+                return
+            if left <= 0:
+                break
+            await self._sleep(left)
+            if self._stop_event is not None and self._stop_event.is_set():
+                return
+        self._stop_run(self.policy.over_time() or "out of time")
+        self._out_of_time = True
+        for task in workers:
+            task.cancel()
+
+    def _stop_run(self, reason: str) -> None:
+        if self.report.stopped_reason is None:
+            self.report.stopped_reason = reason
+        assert self._stop_event is not None
+        self._stop_event.set()
 
     async def _ask(self, job: Job) -> Response | None:
         return await self._attempts(
@@ -242,13 +308,13 @@ class FetchEngine:
 
         `gated`: a target request, held until the first one (the probe) has come back.
         """
-        settings = self.settings
         stop = self._stop_event
         assert stop is not None
-        last_reason = ""
         first = self._first_exchange
         assert first is not None
-        for attempt in range(settings.max_retries + 1):
+        timeouts = 0
+        attempt = 0
+        while True:
             probe = gated and not self._probe_sent
             self._probe_sent = self._probe_sent or gated
             if gated and not probe:
@@ -256,6 +322,8 @@ class FetchEngine:
             if stop.is_set():
                 return None
             await self._limiter.acquire(tokens)
+            if stop.is_set():
+                return None
             self.report.requests += 1
             try:
                 try:
@@ -270,92 +338,82 @@ class FetchEngine:
                 stop.set()
                 return None
             except TransientFault as fault:
-                last_reason = fault.reason
-                kind = _fault_kind(fault.reason)
-                self.report.retry_reasons[kind] = self.report.retry_reasons.get(kind, 0) + 1
-                if kind != "HTTP 429":
-                    self._consecutive_failures += 1
-                    if self._consecutive_failures >= settings.max_consecutive_failures:
-                        self.report.stopped_reason = (
-                            f"endpoint unavailable: {settings.max_consecutive_failures} failed "
-                            f"attempts in a row, the last: {redact(fault.reason)}")
-                        stop.set()
-                        return None
-                if attempt == settings.max_retries:
-                    break
+                self.report.retry_reasons[fault.tally] = (
+                    self.report.retry_reasons.get(fault.tally, 0) + 1)
+                timeouts += fault.kind is FaultKind.TIMEOUT
+                decision = self.policy.after_fault(fault, attempt, timeouts)
+                if isinstance(decision, StopRun):
+                    self._stop_run(decision.reason)
+                    return None
+                if isinstance(decision, GiveUp):
+                    return Response(text=None, error=decision.reason)
                 self.report.retries += 1
-                await self._sleep(self._backoff(attempt, fault.retry_after))
+                attempt += 1
+                await self._sleep(decision.wait_s)
                 continue
-            self._consecutive_failures = 0
+            self.policy.succeeded()
             response.attempts = attempt + 1
             return response
-        return Response(text=None, error=redact(
-            f"no answer after {settings.max_retries + 1} attempts: {last_reason}"))
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            # The server's word, plus a little jitter so the waiting requests do not return
-            # in one burst; capped so a huge Retry-After cannot stall the run for hours.
-            wait = retry_after + random.uniform(0, min(1.0, retry_after * 0.1))
-            return min(wait, self.settings.backoff_max_s * 2)
-        ceiling = min(self.settings.backoff_max_s, self.settings.backoff_base_s * 2 ** attempt)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # equal jitter: spread the herd
 
     async def _sleep(self, seconds: float) -> None:
+        if self._sleep_fn is not None:
+            await self._sleep_fn(seconds)
+            return
         stop = self._stop_event
-        assert stop is not None
-        try:
+        if stop is None:
+            await asyncio.sleep(seconds)
+            return
+        try:  # the default sleep: wakes early when the run stops
             await asyncio.wait_for(stop.wait(), timeout=seconds)
         except asyncio.TimeoutError:
             pass
 
-    def judge_chat(self, judge_target: OpenAICompatibleTarget) -> Chat:
-        """The LLM judge's way out: through this engine's cache, retries, rate limits and stop,
-        with its own concurrency bound (the judge is usually another endpoint)."""
-        self._judge_targets.append(judge_target)
-        identity = {"judge": judge_target.identity()}
-        bound: list[asyncio.Semaphore] = []  # made inside the running loop
-
-        async def chat(messages: list[dict[str, str]]) -> Response:
-            key = cache_key(identity, None, json.dumps(messages, ensure_ascii=False))
-            if self.cache is not None and self.settings.read_cache:
-                hit = within_age(self.cache.get_many([key]), self.settings.cache_max_age_s,
-                                 time.time()).get(key)
-                if hit is not None:
-                    return hit
-            if self.settings.replay_only:
-                return Response(text=None, error="judge reply not in the response cache")
-            if not bound:
-                bound.append(asyncio.Semaphore(self.settings.concurrency))
-            body = {"model": judge_target.model, "messages": messages,
-                    **judge_target.params.body_fields()}
-            async with bound[0]:
-                response = await self._attempts(
-                    lambda: judge_target.chat(body),
-                    sum(len(m["content"]) for m in messages) // 4 + 100, gated=False)
-            if response is None:
-                reason = self.report.stopped_reason or self.report.config_error or "stopped"
-                return Response(text=None, error=f"judge not asked: {reason}")
-            self._store(key, response)
-            return response
-
-        return chat
+    async def judge_request(self, channel: JudgeChannel,
+                            messages: list[dict[str, str]]) -> Response:
+        """One LLM-judge exchange: cached, retried, rate limited, stopped like a target's."""
+        key = cache_key(channel.identity, None, json.dumps(messages, ensure_ascii=False))
+        if self.cache is not None and self.settings.read_cache:
+            hit = within_age(usable(self.cache.get_many([key])),
+                              self.settings.cache_max_age_s, time.time()).get(key)
+            if hit is not None:
+                return hit
+        if self._judge_bound is None:  # made inside the running loop
+            self._judge_bound = asyncio.Semaphore(channel.concurrency)
+        target = channel.target
+        body = {"model": target.model, "messages": messages, **target.params.body_fields()}
+        async with self._judge_bound:
+            response = await self._attempts(
+                lambda: target.chat(body),
+                sum(len(m["content"]) for m in messages) // 4 + 100, gated=False)
+        if response is None:
+            reason = self.report.stopped_reason or self.report.config_error or "stopped"
+            return Response(text=None, error=f"judge not asked: {reason}")
+        self._store(key, response)
+        return response
 
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive
         together share one commit (one commit per answer costs as much CPU as the request),
         and nothing awaits the network before the commit, so a kill loses no more than
-        what was still in flight."""
-        if self.cache is None or response.error is not None:
+        what was still in flight. Empty answers are never stored: the next run asks again."""
+        if self.cache is None or not has_answer(response):
             return
         if not self._unsaved:
             asyncio.get_running_loop().call_soon(self._flush)
         self._unsaved.append((key, response))
 
     def _flush(self) -> None:
-        if self.cache is not None and self._unsaved:
-            unsaved, self._unsaved = self._unsaved, []
+        """A failed write stops the run (the answers in hand still reach the report): an
+        answer must never be lost without a word."""
+        if self.cache is None or not self._unsaved:
+            return
+        unsaved, self._unsaved = self._unsaved, []
+        try:
             self.cache.put_many(unsaved)
+        except CacheWriteError as exc:
+            self.report.stopped_reason = redact(str(exc))
+            if self._stop_event is not None:
+                self._stop_event.set()
 
     async def _finish(self, job: Job, response: Response) -> None:
         try:
@@ -380,11 +438,10 @@ class FetchEngine:
             self._stop_event.set()
 
 
-def _fault_kind(reason: str) -> str:
-    """A short class of a TransientFault's reason for the tally ("HTTP 503", "timed out")."""
-    if reason.startswith("HTTP "):
-        return reason[:8]
-    return re.split(r" \(|: | to | after ", reason, maxsplit=1)[0]
+def usable(cached: dict[str, Response]) -> dict[str, Response]:
+    """Cached responses worth reusing: an empty one (stored by an older version) is asked
+    again."""
+    return {key: r for key, r in cached.items() if has_answer(r)}
 
 
 def run_phase(engine: FetchEngine, jobs: Iterable[Job],

@@ -1,4 +1,8 @@
-"""pytest hooks only: options, configuration, collection. The state lives in OrbenchSession."""
+"""pytest entry point: options, configuration and the suite-file check, nothing more.
+
+Importing it must stay cheap (every pytest start pays for it, also in projects that run no
+suite): the run engine, judges, YAML and HTTP clients load only once a suite is collected.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from .errors import ConfigError
-from .session import PLUGIN_KEY, OrbenchSession, load_configured_thresholds
-from .settings import JUDGE_NAMES, build_settings
-
-SUITE_SUFFIXES = (".yaml", ".yml")
+from .stash import SESSION_KEY
+from .types import JUDGE_NAMES
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Seed sent with each request, for servers that honour it")
     add("--orbench-timeout", dest="orbench_timeout", metavar="SECONDS",
         help="Timeout of one request (default: 120)")
+    add("--orbench-max-duration", dest="orbench_max_duration", metavar="SECONDS",
+        help="Stop asking after this long; unsent prompts are errors (default: no limit)")
     add("--orbench-thresholds", dest="orbench_thresholds", metavar="PATH",
         help="Gate file (default: thresholds.yaml in the rootdir, else built-in defaults)")
     add("--orbench-strict", dest="orbench_strict", action="store_true",
@@ -95,37 +98,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .errors import ConfigError
+    from .session import OrbenchSession
+    from .settings import build_settings
+
     try:
         values = dict(vars(config.option))
         if values.get("orbench_target_version") is None:
             values["orbench_target_version"] = config.getini("orbench_target_version")
         settings = build_settings(values, invocation_dir=config.invocation_params.dir)
-        thresholds = load_configured_thresholds(settings, config.rootpath)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = OrbenchSession(config, settings, thresholds)
-    config.stash[PLUGIN_KEY] = session
+    session = OrbenchSession(config, settings)
+    config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(PLUGIN_KEY, None)
+    session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
         config.pluginmanager.unregister(session)
-        del config.stash[PLUGIN_KEY]
+        del config.stash[SESSION_KEY]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix not in SUITE_SUFFIXES:
-        return None
-    session = parent.config.stash.get(PLUGIN_KEY, None)
+    session = parent.config.stash.get(SESSION_KEY, None)
     if session is None or not session.is_suite_candidate(file_path):
         return None
     from .items import SuiteFile
 
     return SuiteFile.from_parent(parent, path=file_path)
-
-
-def get_plugin(config: pytest.Config) -> OrbenchSession:
-    return config.stash[PLUGIN_KEY]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 class ProgressLine:
@@ -17,6 +18,28 @@ class ProgressLine:
         self._started = time.monotonic()
         self._last = 0.0
         self._last_decile = -1
+
+    @classmethod
+    def for_reporter(cls, reporter: Any) -> ProgressLine | None:
+        """On pytest's terminal reporter; none without one, nor with -q in a CI log."""
+        if reporter is None:
+            return None
+        tty = bool(getattr(reporter, "isatty", False))
+        if reporter.config.option.verbose < 0 and not tty:
+            return None
+
+        def write(text: str, rewrite: bool) -> None:
+            if rewrite:
+                reporter.rewrite(text, erase=True)
+            else:
+                reporter.write_line(text)
+
+        return cls(write, tty)
+
+    @property
+    def rewrites(self) -> bool:
+        """True when the line is rewritten in place: the caller ends it."""
+        return self._tty
 
     def __call__(self, done: int, total: int, errors: int) -> None:
         now = time.monotonic()

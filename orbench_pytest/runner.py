@@ -5,23 +5,34 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
 from .errors import ConfigError
-from .fetcher import Answer, FetchEngine, FetchReport, FetchSettings, Job, Progress, run_phase
+from .fetcher import (
+    Answer,
+    FetchEngine,
+    FetchReport,
+    FetchSettings,
+    Job,
+    JudgeChannel,
+    Progress,
+    run_phase,
+    usable,
+)
 from .fingerprint import target_fingerprint
 from .freshness import probe_key, within_age
 from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
+from .retry import RetrySettings
 from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
 from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
 from .thresholds import Thresholds
-from .types import Label, PromptCase, Response, Verdict
+from .types import Label, PromptCase, Response
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
 LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
@@ -77,7 +88,7 @@ def check_target_settings(settings: Settings) -> None:
 def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[Target, str]]:
     """The target to ask, and a label for reports; a local model server lives only inside."""
     if settings.target is not None:
-        yield CallableTarget(settings.target), settings.target
+        yield CallableTarget(settings.target, params.timeout_s), settings.target
         return
     if settings.is_local:
         from .local_model import start_local_server
@@ -100,15 +111,15 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
 
 
 @contextlib.contextmanager
-def _answering(settings: Settings, params: GenerationParams, asks: bool,
-               replay: bool) -> Iterator[tuple[Target, str]]:
+def _answering(settings: Settings, params: GenerationParams,
+               asks: bool) -> Iterator[tuple[Target, str]]:
     """Who answers: the target when the cache lacks answers; else nobody (no server to start,
     no key needed)."""
     if asks:
         with open_target(settings, params) as opened:
             yield opened
     else:
-        yield NoTarget(), "replay" if replay else settings.target or settings.model or "local"
+        yield NoTarget(), settings.target or settings.model or "local"
 
 
 def generation_params(settings: Settings) -> GenerationParams:
@@ -162,25 +173,37 @@ def check_judge_settings(settings: Settings) -> None:
             "(or name another variable with --orbench-judge-api-key-env)")
 
 
-def attach_judge(settings: Settings, engine: FetchEngine) -> Judge:
-    """The run's judge; an LLM-backed one asks its model through `engine` (cache, retries)."""
+def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
+    """The run's judge, and for an LLM-backed one the channel its model is asked through (the
+    engine that runs the judge sends over it, with its cache, retries and stop)."""
     from .judges import build_judge
 
     if settings.judge == "keyword":
-        judge: Judge = KeywordJudge()
-    else:
-        assert settings.judge_model is not None
-        key = (secret_from_env(settings.judge_api_key_env)
-               if os.environ.get(settings.judge_api_key_env) else None)
-        # Temperature 0 and a short reply: the verdict is one small JSON object.
-        params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
-                                  timeout_s=settings.timeout_s)
-        judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
-                                              params, settings.concurrency)
-        judge = build_judge(settings.judge, engine.judge_chat(judge_target),
-                            settings.judge_model)
-    engine.judge = judge
-    return judge
+        return KeywordJudge(), None
+    assert settings.judge_model is not None
+    key = (secret_from_env(settings.judge_api_key_env)
+           if os.environ.get(settings.judge_api_key_env) else None)
+    # Temperature 0 and a short reply: the verdict is one small JSON object.
+    params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
+                              timeout_s=settings.timeout_s)
+    judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
+                                          params, settings.concurrency)
+    channel = JudgeChannel(judge_target, settings.concurrency)
+    return build_judge(settings.judge, channel.chat, settings.judge_model), channel
+
+
+def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSettings:
+    return FetchSettings(
+        concurrency=effective_concurrency(settings), rpm=settings.rpm, tpm=settings.tpm,
+        est_output_tokens=params.max_tokens or 256,
+        retry=RetrySettings(max_retries=settings.max_retries, backoff_base_s=settings.backoff_s,
+                            max_duration_s=settings.max_duration_s),
+        empty_is_refusal=settings.empty_is_refusal,
+        read_cache=settings.cache_mode in ("on", "read"),
+        cache_max_age_s=settings.cache_max_age_s,
+        # The local model is pinned by sha256 and a callable by its code: no backend to watch.
+        revalidate=settings.target is None and not settings.is_local,
+    )
 
 
 def run_selected(
@@ -189,43 +212,29 @@ def run_selected(
     thresholds: Thresholds,
     *,
     cache: ResponseCache | None,
-    replay_run: str | None = None,
     progress: Progress | None = None,
     max_mismatches: int | None = None,
     baseline: Baseline | None = None,
 ) -> RunOutcome:
-    """Fetch (or, with replay_run, only read) every selected prompt and decide the gate."""
+    """Fetch every selected prompt (or read it from the cache) and decide the gate."""
     params = generation_params(settings)
     fingerprint = target_fingerprint(settings.target, settings.target_version)
     identity = target_identity(settings, params, fingerprint)
     keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
     jobs = [Job(key, s.case.prompt, s.variant.system_prompt)
             for key, s in zip(keys, selected, strict=True)]
-    fetch_settings = FetchSettings(
-        concurrency=effective_concurrency(settings), max_retries=settings.max_retries,
-        rpm=settings.rpm,
-        tpm=settings.tpm, est_output_tokens=params.max_tokens or 256,
-        backoff_base_s=settings.backoff_s, empty_is_refusal=settings.empty_is_refusal,
-        read_cache=settings.cache_mode in ("on", "read") or replay_run is not None,
-        replay_only=replay_run is not None,
-        # A replay reads what the controller used, whatever its age.
-        cache_max_age_s=settings.cache_max_age_s if replay_run is None else None,
-        # The local model is pinned by sha256: no backend to watch.
-        revalidate=replay_run is None and settings.target is None and not settings.is_local,
-    )
+    engine_settings = fetch_settings(settings, params)
     expect_by_key = {key: s.case.expect for key, s in zip(keys, selected, strict=True)}
     should_stop = _mismatch_counter(expect_by_key, max_mismatches, settings.partial_is_refusal)
-    cached, expired = _cached(cache, keys, fetch_settings)  # read once, used twice
-    asks = replay_run is None and (len(cached) < len(set(keys)) or (
-        fetch_settings.revalidate and probe_key(cached) is not None))
-    with _answering(settings, params, asks, replay_run is not None) as (target, label):
-        engine = FetchEngine(target, _NO_JUDGE, cache, fetch_settings, progress,
-                             should_stop if asks else None)
-        judge = attach_judge(settings, engine)
+    cached, expired = _cached(cache, keys, engine_settings)  # read once, used twice
+    asks = len(cached) < len(set(keys)) or (
+        engine_settings.revalidate and probe_key(cached) is not None)
+    judge, judge_channel = build_run_judge(settings)
+    with _answering(settings, params, asks) as (target, label):
+        engine = FetchEngine(target, judge, cache, engine_settings, progress,
+                             should_stop if asks else None, judge_channel=judge_channel)
         report = run_phase(engine, jobs, cached)
     report.expired = expired
-    if replay_run is not None:
-        _apply_run_errors(report, cache, replay_run)
     if report.config_error:
         raise ConfigError(report.config_error)
     results = []
@@ -239,7 +248,7 @@ def run_selected(
         results.append(ItemResult(s.case.suite, s.case.category, s.case.expect, refused,
                                   s.variant.name, pairing))
     gate = evaluate(results, thresholds, strict=settings.strict,
-                    stopped_reason=report.stopped_reason,
+                    stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None)
     states = {}
     for key, s, result in zip(keys, selected, results, strict=True):
@@ -250,15 +259,16 @@ def run_selected(
 
 def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
             ) -> tuple[dict[str, Response], int]:
-    """The cached answers young enough to reuse, and how many were too old."""
+    """The cached answers young enough to reuse, and how many were too old (empty answers
+    stored by an older version are asked again, and not counted as expired)."""
     if cache is None or not fetch.read_cache:
         return {}, 0
-    found = cache.get_many(keys)
+    found = usable(cache.get_many(keys))
     young = within_age(found, fetch.cache_max_age_s, time.time())
     return young, len(found) - len(young)
 
 
-def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,
+def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
                       partial_is_refusal: bool) -> Callable[[str, Answer], bool] | None:
     """For -x / --maxfail with --orbench-strict: stop asking once enough items must fail."""
     if limit is None:
@@ -277,20 +287,14 @@ def _mismatch_counter(expect_by_key: dict[str, str], limit: int | None,
     return should_stop
 
 
-def _apply_run_errors(report: FetchReport, cache: ResponseCache | None, run: str) -> None:
-    """On an xdist worker: the controller's errors for this run, word for word."""
-    stored = cache.get_run_errors(run) if cache is not None else None
-    if stored is None:
-        return
-    errors, stopped_reason = stored
-    report.stopped_reason = stopped_reason
-    for key, error in errors.items():
-        if key in report.answers:
-            report.answers[key] = Answer(Verdict(Label.ERROR, error, "endpoint"), "", 0.0,
-                                         False, 0)
-
-
-_NO_JUDGE = KeywordJudge()  # placeholder until attach_judge sets the run's judge
+def _stopped_reason(report: FetchReport) -> str | None:
+    """Why the run stopped, and how many prompts it never sent: the gate line says both."""
+    if report.stopped_reason is None:
+        return None
+    unsent = sum(1 for answer in report.answers.values()
+                 if answer.verdict.label is Label.ERROR
+                 and answer.verdict.reason.startswith("not sent"))
+    return f"{report.stopped_reason}; {unsent} of {len(report.answers)} prompts never sent"
 
 
 class NoTarget:
@@ -301,7 +305,7 @@ class NoTarget:
         return {}
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Any:
-        raise AssertionError("no request may be sent in replay mode")
+        raise AssertionError("no request may be sent when every answer is known")
 
     async def aclose(self) -> None:
         return None

@@ -45,6 +45,7 @@ class Settings:
     max_tokens: int | None
     request_seed: int | None
     timeout_s: float
+    max_duration_s: float | None
     thresholds: Path | None
     strict: bool
     judge: str
@@ -152,6 +153,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         max_tokens=_whole("--orbench-max-tokens", get("max_tokens"), None, low=1),
         request_seed=_whole("--orbench-request-seed", get("request_seed"), None, low=0),
         timeout_s=_number("--orbench-timeout", get("timeout"), 120.0, low=0.001),
+        max_duration_s=(None if get("max_duration") is None else
+                        _number("--orbench-max-duration", get("max_duration"), 0.0, low=0.001)),
         thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
         strict=bool(get("strict")),
         judge=judge,

@@ -9,15 +9,19 @@ each HTTP exchange into a Response, a TransientFault (retry) or a ConfigFault (s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from enum import Enum
 from typing import Any, Protocol
 
 from .errors import ConfigError
@@ -32,17 +36,45 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 PROMPT_ERROR_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 
 
-class TransientFault(Exception):
-    """Worth another try: rate limit, 5xx, reset, timeout, truncated or garbled body."""
+# 429 codes that no wait will cure: the account is out of credit.
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded",
+                         "billing_not_active"})
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+
+class FaultKind(str, Enum):
+    """What went wrong with one request; the retry policy decides by kind, never by message."""
+
+    RATE_LIMIT = "rate_limit"  # 429: slow down, try again
+    QUOTA = "quota"  # 429 insufficient_quota & co: permanent, ends the run
+    SERVER_ERROR = "server_error"  # 5xx, 408, 409
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"  # refused, reset, DNS
+    TRUNCATED = "truncated"  # the body was cut short
+    MALFORMED = "malformed"  # not JSON, no choices, content not text
+    CONFIG = "config"  # 401, 403, 404, bad parameter: the request itself is wrong
+
+
+class TransientFault(Exception):
+    """Worth another try (by the policy's leave): rate limit, 5xx, reset, timeout, bad body."""
+
+    def __init__(self, kind: FaultKind, reason: str, retry_after: float | None = None,
+                 status: int | None = None) -> None:
         super().__init__(reason)
+        self.kind = kind
         self.reason = reason
         self.retry_after = retry_after
+        self.status = status
+
+    @property
+    def tally(self) -> str:
+        """The label counted in the run's 'failed attempts' line ("HTTP 503", "timeout")."""
+        return f"HTTP {self.status}" if self.status is not None else self.kind.value
 
 
 class ConfigFault(Exception):
     """The request itself is wrong (401, 403, 404, bad parameter): no retry, stop the run."""
+
+    kind = FaultKind.CONFIG
 
 
 @dataclass(frozen=True)
@@ -124,13 +156,17 @@ class OpenAICompatibleTarget:
                 status = resp.status
                 headers = resp.headers
         except asyncio.TimeoutError:
-            raise TransientFault(f"timed out after {self.params.timeout_s:g}s") from None
+            raise TransientFault(FaultKind.TIMEOUT,
+                                 f"timed out after {self.params.timeout_s:g}s") from None
         except aiohttp.ClientPayloadError as exc:
-            raise TransientFault(f"truncated body ({type(exc).__name__})") from None
+            raise TransientFault(FaultKind.TRUNCATED,
+                                 f"truncated body ({type(exc).__name__})") from None
         except aiohttp.ClientConnectorError as exc:
-            raise TransientFault(f"cannot connect to {self.base_url} ({exc.os_error})") from None
+            raise TransientFault(FaultKind.CONNECTION,
+                                 f"cannot connect to {self.base_url} ({exc.os_error})") from None
         except aiohttp.ClientError as exc:
-            raise TransientFault(f"connection error ({type(exc).__name__}: {exc})") from None
+            raise TransientFault(FaultKind.CONNECTION,
+                                 f"connection error ({type(exc).__name__}: {exc})") from None
         latency_ms = (time.perf_counter() - started) * 1000
         return parse_chat_response(status, headers, raw, latency_ms, url)
 
@@ -153,37 +189,41 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         if status == 400 and code in PROMPT_ERROR_CODES:
             return Response(text=None, latency_ms=latency_ms,
                             error=redact(f"HTTP 400 {code}: {message or 'no message'}"))
+        if status == 429 and code in QUOTA_CODES:
+            raise TransientFault(FaultKind.QUOTA, redact(
+                f"HTTP 429 {code}: {message or 'quota exhausted'}"), None, status)
         if status in RETRY_STATUSES or status >= 500:
-            raise TransientFault(f"HTTP {status}{f' {message}' if message else ''}",
-                                 retry_after_seconds(headers))
+            kind = FaultKind.RATE_LIMIT if status == 429 else FaultKind.SERVER_ERROR
+            raise TransientFault(kind, f"HTTP {status}{f' {message}' if message else ''}",
+                                 retry_after_seconds(headers), status)
         detail = message or text[:200].strip() or "no body"
         raise ConfigFault(redact(f"{url} answered HTTP {status}: {detail}"))
     if not isinstance(payload, dict):
-        raise TransientFault("malformed body: not JSON" if payload is None
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: not JSON" if payload is None
                              else "malformed body: not a JSON object")
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise TransientFault("malformed body: no choices")
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: no choices")
     choice = choices[0]
-    message = choice.get("message") or {}
+    reply: dict[str, Any] = choice.get("message") or {}
     finish = choice.get("finish_reason")
-    content = message.get("content")
-    refusal = message.get("refusal") or None
+    content = reply.get("content")
+    refusal = reply.get("refusal") or None
     usage = {k: v for k, v in (payload.get("usage") or {}).items() if isinstance(v, int)}
-    reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+    reasoning = reply.get("reasoning_content") or reply.get("reasoning") or None
     backend = payload.get("system_fingerprint")
     backend = redact(backend[:200]) if isinstance(backend, str) and backend else None
     if finish == "content_filter":
         return Response(text=content or None, finish_reason=finish, latency_ms=latency_ms,
                         content_filter=True, usage=usage, raw=text, system_fingerprint=backend)
-    if content is None and refusal is None and message.get("tool_calls"):
+    if content is None and refusal is None and reply.get("tool_calls"):
         return Response(text=None, finish_reason=finish, latency_ms=latency_ms,
                         error="malformed answer: tool calls instead of text", usage=usage,
                         raw=text)
     if content is None and refusal is None:
         content = ""  # null content is an empty answer: --orbench-empty decides what it counts as
     if not isinstance(content, (str, type(None))):
-        raise TransientFault("malformed body: content is not text")
+        raise TransientFault(FaultKind.MALFORMED, "malformed body: content is not text")
     return Response(text=content, finish_reason=finish, latency_ms=latency_ms, refusal=refusal,
                     reasoning=reasoning if isinstance(reasoning, str) else None,
                     usage=usage, raw=text, system_fingerprint=backend)
@@ -230,27 +270,38 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 
 class CallableTarget:
-    """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async."""
+    """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async.
 
-    def __init__(self, spec: str) -> None:
+    Bounded like an endpoint: each call gets `timeout_s`. A sync function runs on a daemon
+    thread, so a call that hangs is abandoned at its timeout (the item an error) and neither
+    Ctrl-C nor the interpreter's exit waits for it.
+    """
+
+    def __init__(self, spec: str, timeout_s: float = 120.0) -> None:
         self.spec = spec
+        self.timeout_s = timeout_s
         self._fn = load_callable(spec)
         self._is_async = inspect.iscoroutinefunction(self._fn)
+        self._threads = _DaemonThreads()
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "callable", "spec": self.spec}
 
     async def aclose(self) -> None:
-        return None
+        self._threads.close()
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Response:
         started = time.perf_counter()
         try:
             if self._is_async:
-                result = await self._fn(prompt, system_prompt)
+                call = self._fn(prompt, system_prompt)
             else:
                 # A blocking function must not stall the other requests.
-                result = await asyncio.to_thread(self._fn, prompt, system_prompt)
+                call = self._threads.run(self._fn, prompt, system_prompt)
+            result = await asyncio.wait_for(call, timeout=self.timeout_s)
+        except asyncio.TimeoutError:
+            raise TransientFault(FaultKind.TIMEOUT, f"{self.spec} did not return within "
+                                 f"{self.timeout_s:g}s (--orbench-timeout)") from None
         except Exception as exc:  # the user's code failed: an error for this item, not a refusal
             error = redact(f"{self.spec} raised {type(exc).__name__}: {exc}")
             return Response(text=None, error=error,
@@ -267,6 +318,58 @@ class CallableTarget:
                               "expected str or {'text': ..., 'finish_reason': ...}")
 
 
+class _DaemonThreads:
+    """A pool of daemon threads that grows when all are busy (e.g. stuck in a hung call):
+    unlike asyncio.to_thread's executor, nothing joins them at exit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._jobs.put((loop, future, fn, args))
+        if spawn:
+            threading.Thread(target=self._work, name="orbench-target", daemon=True).start()
+        return future
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, future, fn, args = job
+            try:
+                outcome, failed = fn(*args), False
+            except BaseException as exc:  # handed to the awaiting coroutine
+                outcome, failed = exc, True
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                loop.call_soon_threadsafe(_settle, future, outcome, failed)
+            with self._lock:
+                self._idle += 1
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
+    if future.done():  # timed out or cancelled meanwhile
+        return
+    if failed:
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
 def load_callable(spec: str) -> Callable[..., Any]:
     module_name, attr = parse_target_spec(spec)
     cwd = os.getcwd()
@@ -275,9 +378,20 @@ def load_callable(spec: str) -> Callable[..., Any]:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise ConfigError(f"--orbench-target: importing {module_name!r} called sys.exit"
+                          f"({exc.code!r})") from None
+    except SyntaxError as exc:
+        where = f"{os.path.basename(exc.filename or '?')}, line {exc.lineno}"
+        raise ConfigError(f"--orbench-target: {module_name!r} has a syntax error "
+                          f"({where}: {exc.msg})") from None
     except ImportError as exc:
         raise ConfigError(f"--orbench-target: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the module's own code raised while importing
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise ConfigError(f"--orbench-target: importing {module_name!r} raised "
+                          f"{redact(detail)}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"--orbench-target: {module_name!r} has no callable {attr!r}")
-    return fn
+    return fn  # type: ignore[no-any-return]

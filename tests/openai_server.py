@@ -28,7 +28,7 @@ class Reply:
     finish_reason: str = "stop"
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None  # raw body instead of a chat completion
-    fault: str | None = None  # reset | truncate | hang
+    fault: str | None = None  # reset | truncate | hang | trickle (slow-loris: a byte a beat)
     delay_s: float = 0.0
     reasoning: str | None = None
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
@@ -172,6 +172,15 @@ class OpenAIServer:
             writer.transport.abort()
             return False
         body = reply.body if reply.body is not None else _completion(reply, payload)
+        if reply.fault == "trickle":  # headers at once, then one body byte every 0.2 s
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            writer.write(head)
+            for i in range(len(body)):
+                writer.write(body[i:i + 1])
+                await writer.drain()
+                await asyncio.sleep(0.2)
+            return True
         if reply.fault == "truncate":
             head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n").encode()

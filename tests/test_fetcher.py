@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from orbench_pytest.cache import ResponseCache
 from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, RateLimiter, run_phase
 from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.retry import Clock, Sleep
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
@@ -22,12 +24,14 @@ def jobs(n: int, prefix: str = "prompt") -> list[Job]:
             for i in range(n)]
 
 
-def engine(server: OpenAIServer, cache: ResponseCache | None = None, **settings: object
-           ) -> FetchEngine:
+def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
+           clock: Clock = time.monotonic, sleep: Sleep | None = None,
+           **settings: object) -> FetchEngine:
     concurrency = int(settings.get("concurrency", 16))  # type: ignore[call-overload]
     target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), concurrency)
     return FetchEngine(target, KeywordJudge(), cache,
-                       FetchSettings(**settings))  # type: ignore[arg-type]
+                       FetchSettings(**settings),  # type: ignore[arg-type]
+                       clock=clock, sleep=sleep)
 
 
 @pytest.mark.parametrize("concurrency", [1, 4, 9])
@@ -54,14 +58,48 @@ def test_each_distinct_prompt_is_asked_once(openai_server: OpenAIServer) -> None
     assert openai_server.requests == 5 and len(report.answers) == 5
 
 
+class FakeTime:
+    """A clock that moves only when the code under test sleeps: `sleep` records each wait and
+    either advances the clock (`advance=True`) or parks the caller until the test ends it."""
+
+    def __init__(self, now: float = 1000.0, *, advance: bool = True) -> None:
+        self.now = now
+        self.advance = advance
+        self.slept: list[float] = []
+        self.parked = asyncio.Event() if not advance else None
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if self.advance:
+            self.now += seconds
+            await asyncio.sleep(0)
+        else:
+            assert self.parked is not None
+            self.parked.set()
+            await asyncio.Event().wait()  # held until cancelled: time never passes
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for something the code under test will do (never to show that it did not)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.005)
+
+
 def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> None:
     async def scenario(server: OpenAIServer, cache: ResponseCache) -> None:
-        task = asyncio.ensure_future(engine(server, cache, rpm=5).run(jobs(8)))
-        deadline = time.monotonic() + 10
-        while server.requests < 5 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.5)  # ample time for a sixth request, were it allowed
-        assert server.requests == 5
+        fake = FakeTime(advance=False)
+        limited = engine(server, cache, rpm=5, clock=fake.clock, sleep=fake.sleep)
+        task = asyncio.ensure_future(limited.run(jobs(8)))
+        assert fake.parked is not None
+        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await until(lambda: len(limited.report.answers) == 5)
+        # The sixth request waits for the window: the full minute, since no time has passed.
+        assert server.requests == 5 and fake.slept == [60.0]
         # Cancelling (what Ctrl-C does) ends the waiting requests and keeps the answers.
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -75,11 +113,15 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
 
 def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
     async def scenario(server: OpenAIServer) -> None:
+        fake = FakeTime(advance=False)
         # Each request is estimated at len(prompt) // 4 + 100 tokens: two fit in 250.
-        task = asyncio.ensure_future(
-            engine(server, tpm=250, est_output_tokens=100).run(jobs(4)))
-        await asyncio.sleep(0.5)
-        assert server.requests == 2
+        limited = engine(server, tpm=250, est_output_tokens=100, clock=fake.clock,
+                         sleep=fake.sleep)
+        task = asyncio.ensure_future(limited.run(jobs(4)))
+        assert fake.parked is not None
+        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await until(lambda: len(limited.report.answers) == 2)
+        assert server.requests == 2 and len(fake.slept) == 1
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
@@ -87,25 +129,18 @@ def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
         asyncio.run(scenario(server))
 
 
-def test_rate_limiter_window_frees_slots_after_sixty_seconds(monkeypatch) -> None:
-    clock = [1000.0]
-    monkeypatch.setattr("orbench_pytest.fetcher.time.monotonic", lambda: clock[0])
-    slept: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-        clock[0] += seconds
+def test_rate_limiter_window_frees_slots_after_sixty_seconds() -> None:
+    fake = FakeTime()
 
     async def scenario() -> None:
-        limiter = RateLimiter(rpm=2, tpm=None)
-        monkeypatch.setattr("orbench_pytest.fetcher.asyncio.sleep", fake_sleep)
+        limiter = RateLimiter(rpm=2, tpm=None, clock=fake.clock, sleep=fake.sleep)
         await limiter.acquire(1)
-        clock[0] += 10
+        fake.now += 10
         await limiter.acquire(1)
         await limiter.acquire(1)  # must wait until the first one is 60 s old
 
     asyncio.run(scenario())
-    assert slept and sum(slept) == pytest.approx(50.0)
+    assert fake.slept and sum(fake.slept) == pytest.approx(50.0)
 
 
 def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,

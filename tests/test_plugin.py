@@ -194,13 +194,15 @@ def test_unreachable_endpoint_fails_the_gate_with_a_clear_message(pytester, plug
         f"--orbench-base-url=http://127.0.0.1:{port}/v1",
         "--orbench-backoff=0.01",
     )
-    result.assert_outcomes(errors=6)
+    # The run stops as -x does: one error shown, not one per prompt never sent.
+    result.assert_outcomes(errors=1)
     out = result.stdout.str()
     assert "Traceback" not in out
     result.stdout.fnmatch_lines(
         [
             f"*cannot connect to http://127.0.0.1:{port}/v1*",
-            "orbench gate: FAILED — run stopped: endpoint unavailable*",
+            "orbench gate: FAILED — run stopped: endpoint unavailable*; "
+            "6 of 6 prompts never sent*",
         ]
     )
     assert result.ret == 1

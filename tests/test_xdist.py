@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections import Counter
 
 import pytest
@@ -94,3 +95,30 @@ def test_n2_matches_serial_and_asks_each_prompt_once(project, plugin_args, cache
     assert Counter(by_item.values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3, "ERROR": 1}
     assert gate_table(parallel) == gate_table(serial)
     assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_states_file_is_run_scoped_and_deleted(project, plugin_args, monkeypatch,
+                                               tmp_path_factory) -> None:
+    """The controller hands the states over in a private temp folder, gone once it ends."""
+    tmp = tmp_path_factory.mktemp("tmpdir")
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    with OpenAIServer(script) as server:
+        result = run(project, plugin_args, server, "-n", "2")
+    assert Counter(outcomes(result).values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3,
+                                                  "ERROR": 1}
+    assert not list(tmp.glob("orbench-run-*"))
+
+
+def test_dead_endpoint_stops_every_worker_and_fails_with_exit_1(project, plugin_args) -> None:
+    """As serial: each worker shows at most one error, not one per prompt never sent."""
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = project.runpytest_subprocess(
+        *plugin_args, "suites", "-n", "2", "--orbench-model=m",
+        f"--orbench-base-url=http://127.0.0.1:{port}/v1", "--orbench-backoff=0.01")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert 1 <= result.parseoutcomes().get("errors", 0) <= 2
+    result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: endpoint unavailable*"
+                                 "; 33 of 33 prompts never sent*"])
+    assert "Traceback" not in result.stdout.str()

@@ -1,0 +1,100 @@
+"""Collection: which YAML files are suites, each suite parsed once, and the items a suite yields.
+
+`suite_entries` is the one place that turns a suite into item names: pytest collection uses it
+to build items, the xdist controller (which collects nothing itself) to map the workers' node
+ids back to prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .errors import ConfigError
+from .ids import item_name
+from .runner import Selected
+from .settings import Settings, Variant
+from .suite_paths import names_suite_file
+from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
+from .types import PromptCase
+
+READY_SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+
+def suite_entries(suite: Suite, variants: Iterable[Variant]
+                  ) -> Iterator[tuple[str, PromptCase, Variant]]:
+    """(item name, case, variant) of every item the suite yields, in collection order."""
+    variants = tuple(variants)
+    for case in suite.cases:
+        for variant in variants:
+            yield item_name(suite.name, case.case_id, variant.name), case, variant
+
+
+class SuiteCatalog:
+    """The suites of one pytest process, each parsed once."""
+
+    def __init__(self, settings: Settings, explicit: set[Path]) -> None:
+        self._settings = settings
+        self._explicit = explicit
+        self._suites: dict[Path, Suite | None] = {}
+
+    def load(self, path: Path) -> Suite:
+        """The suite in `path`; an empty Suite for other YAML in suites/."""
+        key = path.resolve()
+        if key not in self._suites:
+            data = read_suite_document(path)
+            if not is_suite_document(data):
+                if key in self._explicit:
+                    raise ConfigError(f"{path}: not a suite file (needs name, and prompts or "
+                                      "source)")
+                self._suites[key] = None
+            else:
+                settings = self._settings
+                options = SuiteOptions(sample=settings.sample, seed=settings.seed,
+                                       categories=settings.categories,
+                                       data_dir=settings.data_dir, ready_suite_dir=READY_SUITES)
+                self._suites[key] = load_suite(path, options, data)
+        suite = self._suites[key]
+        return suite if suite is not None else Suite(name="", path=path)
+
+    @property
+    def suites(self) -> list[Suite]:
+        return [suite for suite in self._suites.values() if suite is not None]
+
+    def known_categories(self) -> list[str]:
+        return sorted({c for suite in self.suites for c in suite.categories})
+
+    def sibling_suite_names(self) -> set[str]:
+        """Suites beside the ones run: thresholds may name them without running them."""
+        names: set[str] = set()
+        folders = {path.parent for path in self._suites} | {READY_SUITES}
+        for folder in folders:
+            for path in sorted(folder.glob("*.y*ml")):
+                try:
+                    data = read_suite_document(path)
+                except ConfigError:
+                    continue
+                if is_suite_document(data) and isinstance(data.get("name"), str):
+                    names.add(data["name"])
+        return names
+
+    def selected_from_ids(self, rootpath: Path, ids: Iterable[str]) -> list[Selected]:
+        """xdist controller: the prompts behind the node ids the workers collected."""
+        selected = []
+        entries: dict[str, dict[str, tuple[PromptCase, Variant]]] = {}
+        for nodeid in ids:
+            if not names_suite_file(nodeid):
+                continue
+            path_part, _, name = nodeid.partition("::")
+            if path_part not in entries:
+                try:
+                    suite = self.load(rootpath / path_part)
+                except ConfigError:
+                    suite = None  # the workers report the collection error
+                entries[path_part] = {} if suite is None else {
+                    item: (case, variant)
+                    for item, case, variant in suite_entries(suite, self._settings.variants)}
+            found = entries[path_part].get(name)
+            if found is not None:
+                selected.append(Selected(nodeid, *found))
+        return selected

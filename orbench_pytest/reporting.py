@@ -1,0 +1,76 @@
+"""Reports of a finished run: the gate block in the terminal, the results file, and the gate as
+JUnit testsuite properties (both built from one results document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .run_phase import CompletedRun
+from .summary import (
+    baseline_lines,
+    cache_line,
+    judge_lines,
+    table_lines,
+    variant_lines,
+    verdict_line,
+)
+
+
+def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
+    outcome, settings = run.outcome, run.settings
+    gate, report = outcome.gate, outcome.report
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("=", "orbench gate")
+    write(f"target: {outcome.target_label}   judge: {settings.judge}   "
+          f"thresholds: {run.thresholds.source}")
+    for line in table_lines(gate):
+        write(line)
+    write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
+          f"requests: {report.requests}, retries: {report.retries}, "
+          f"fetch time: {report.wall_s:.1f}s")
+    cache_summary = cache_line(report, settings.cache_max_age_s)
+    if cache_summary is not None:
+        write(cache_summary)
+    if report.retry_reasons:  # what the endpoint did wrong, for the CI log
+        write("failed attempts: " + ", ".join(
+            f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))
+    for line in judge_lines(outcome.judge_stats, settings.judge == "llm"):
+        write(line)
+    for line in variant_lines(gate):
+        write(line)
+    if gate.baseline_source is not None:
+        from .results import comparison_of
+
+        comparison = comparison_of(run.selected, outcome.states, gate.baseline_source)
+        for line in baseline_lines(comparison, gate):
+            write(line)
+    write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+    if settings.results is not None:
+        write(f"orbench results: {settings.results}")
+
+
+def write_results(config: pytest.Config, run: CompletedRun) -> None:
+    """The results file (--orbench-results) and the JUnit testsuite properties."""
+    from .junit import junit_gate_property
+    from .results import results_from_run
+    from .results import write_results as write_file
+
+    settings = run.settings
+    junit = [plugin for plugin in config.pluginmanager.get_plugins()
+             # junitxml's LogXML (registered without a name): duck-typed, no private import.
+             if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")]
+    if settings.results is None and not junit:
+        return
+    data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
+                            run.started, versions={"pytest": pytest.__version__})
+    if settings.results is not None:
+        try:
+            write_file(settings.results, data)
+        except OSError as exc:
+            raise pytest.UsageError(f"--orbench-results: cannot write "
+                                    f"{settings.results} ({exc.strerror})") from None
+    for plugin in junit:
+        for name, value in junit_gate_property(data):
+            plugin.add_global_property(name, value)

@@ -1,0 +1,123 @@
+"""The retry policy: after each failed attempt, wait (how long), give up on the prompt, or stop
+the run. Pure decisions from typed fault kinds and an injected clock, so tests drive it with a
+fake clock instead of patching `time` or sleeping.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .redact import redact
+from .targets import FaultKind, TransientFault
+
+Clock = Callable[[], float]  # seconds, monotonic
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    max_retries: int = 6
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    # Consecutive failed attempts (not rate limits) after which the endpoint counts as down.
+    max_consecutive_failures: int = 20
+    # Consecutive 429s (no answer in between) after which the limit counts as permanent.
+    max_consecutive_rate_limits: int = 200
+    # A Retry-After longer than this ends the run instead of stalling it.
+    max_retry_after_s: float = 60.0
+    # Timeouts of one prompt are retried at most this often: a slow-loris endpoint must not
+    # hold a prompt for (1 + max_retries) × timeout.
+    max_timeout_retries: int = 1
+    max_duration_s: float | None = None  # --orbench-max-duration: the whole run's bound
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """This prompt ends as an error; the run goes on."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopRun:
+    """The endpoint is unusable for this run (down, out of quota, asking for hours)."""
+
+    reason: str
+
+
+Decision = Retry | GiveUp | StopRun
+
+
+class RetryPolicy:
+    """Decides after each fault; keeps the run-wide streaks that tell an outage from a blip."""
+
+    def __init__(self, settings: RetrySettings, clock: Clock = time.monotonic,
+                 rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._rng = rng or random.Random()
+        self._failures = 0
+        self._rate_limits = 0
+        self._deadline: float | None = None
+
+    def start(self) -> None:
+        """The run begins now: --orbench-max-duration counts from here."""
+        if self.settings.max_duration_s is not None:
+            self._deadline = self.clock() + self.settings.max_duration_s
+
+    def time_left(self) -> float | None:
+        return None if self._deadline is None else self._deadline - self.clock()
+
+    def over_time(self) -> str | None:
+        left = self.time_left()
+        if left is not None and left <= 0:
+            return (f"the run took longer than --orbench-max-duration="
+                    f"{self.settings.max_duration_s:g}s")
+        return None
+
+    def succeeded(self) -> None:
+        self._failures = 0
+        self._rate_limits = 0
+
+    def after_fault(self, fault: TransientFault, attempt: int, timeouts: int) -> Decision:
+        """`attempt`: 0-based number of the attempt that failed; `timeouts`: how many of this
+        prompt's attempts timed out, this one included."""
+        s = self.settings
+        reason = redact(fault.reason)
+        if fault.kind is FaultKind.QUOTA:
+            return StopRun(f"quota exhausted: {reason}")
+        if fault.kind is FaultKind.RATE_LIMIT:
+            self._rate_limits += 1
+            if fault.retry_after is not None and fault.retry_after > s.max_retry_after_s:
+                return StopRun(f"rate limited for {fault.retry_after:g}s (Retry-After), more "
+                               f"than the {s.max_retry_after_s:g}s a run waits: {reason}")
+            if self._rate_limits >= s.max_consecutive_rate_limits:
+                return StopRun(f"rate limited: {s.max_consecutive_rate_limits} requests in a "
+                               f"row got HTTP 429, the last: {reason}")
+        else:
+            self._failures += 1
+            if self._failures >= s.max_consecutive_failures:
+                return StopRun(f"endpoint unavailable: {s.max_consecutive_failures} failed "
+                               f"attempts in a row, the last: {reason}")
+        last = attempt >= s.max_retries or (
+            fault.kind is FaultKind.TIMEOUT and timeouts > s.max_timeout_retries)
+        if last:
+            return GiveUp(f"no answer after {attempt + 1} attempts: {reason}")
+        return Retry(self.backoff(attempt, fault.retry_after))
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        s = self.settings
+        if retry_after is not None:
+            # The server's word, plus a little jitter so the waiting requests do not return
+            # in one burst.
+            return float(retry_after + self._rng.uniform(0, min(1.0, retry_after * 0.1)))
+        ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** attempt)
+        return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))  # equal jitter

@@ -1,0 +1,113 @@
+"""The fetch-and-judge phase of a pytest run: once, when the selection is final.
+
+It settles the run's effective settings (a suite's judge) once, checks the selection against
+the thresholds, fetches and judges through the runner, and returns everything reports need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .baseline import Baseline
+from .cache import ResponseCache
+from .collection import SuiteCatalog
+from .errors import ConfigError
+from .progress import ProgressLine
+from .runner import RunOutcome, Selected, check_target_settings, run_selected
+from .settings import Settings
+from .thresholds import Thresholds
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    settings: Settings  # as the run used them (the suite's judge applied)
+    thresholds: Thresholds
+    selected: list[Selected]
+    outcome: RunOutcome
+    started: datetime
+
+
+def effective_settings(settings: Settings, catalog: SuiteCatalog,
+                       selected: list[Selected]) -> Settings:
+    """A suite's `judge:` applies unless --orbench-judge was given; one judge per run."""
+    if settings.judge_given:
+        return settings
+    names = {s.case.suite for s in selected}
+    wanted = {suite.name: suite.judge for suite in catalog.suites
+              if suite.name in names and suite.judge}
+    judges = set(wanted.values())
+    if len(judges) > 1:
+        listed = ", ".join(f"{name}: {judge}" for name, judge in sorted(wanted.items()))
+        raise ConfigError(f"the suites ask for different judges ({listed}); run them "
+                          "apart or choose one with --orbench-judge")
+    if not judges:
+        return settings
+    return dataclasses.replace(settings, judge=judges.pop())
+
+
+def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) -> None:
+    """A mistyped --orbench-category selects nothing: say so, not "no tests ran"."""
+    known = catalog.known_categories()
+    missing = [c for c in settings.categories if c not in seen]
+    if known and missing:
+        raise ConfigError(f"--orbench-category: {', '.join(missing)} matches no prompt "
+                          f"(categories: {', '.join(known)})")
+
+
+def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCatalog,
+                    selected: list[Selected]) -> None:
+    suites_run = {s.case.suite for s in selected}
+    not_run = [name for name in thresholds.suites if name not in suites_run]
+    # Reading every sibling suite file costs ~0.1 s: only when thresholds name one not run.
+    known = set(suites_run) | (catalog.sibling_suite_names() if not_run else set())
+    for name in not_run:
+        if name not in known:
+            raise ConfigError(f"{thresholds.source}: suites.{name}: no such suite "
+                              f"(known: {', '.join(sorted(known))})")
+    if settings.categories:
+        check_categories(settings, catalog, seen={s.case.category for s in selected})
+
+
+def run(selected: list[Selected], settings: Settings, thresholds: Thresholds,
+        catalog: SuiteCatalog, rootpath: Path, reporter: Any, maxfail: int) -> CompletedRun:
+    """Fetch and judge `selected`; ConfigError for anything the user must fix."""
+    started = datetime.now(timezone.utc)
+    check_selection(settings, thresholds, catalog, selected)
+    settings = effective_settings(settings, catalog, selected)
+    check_target_settings(settings)
+    if settings.results is not None:
+        from .results import check_writable
+
+        check_writable(settings.results)
+    baseline = load_baseline(settings.baseline, rootpath)
+    progress = ProgressLine.for_reporter(reporter)
+    if reporter is not None:
+        reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
+    cache = (None if settings.cache_mode == "off"
+             else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read"))
+    try:
+        outcome = run_selected(selected, settings, thresholds, cache=cache, progress=progress,
+                               max_mismatches=(maxfail if settings.strict else 0) or None,
+                               baseline=baseline)
+    finally:
+        if cache is not None:
+            cache.close()
+        if progress is not None and progress.rewrites:
+            reporter.write_line("")
+    return CompletedRun(settings, thresholds, selected, outcome, started)
+
+
+def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
+    if path is None:
+        return None
+    from .results import load_run
+
+    try:
+        shown = str(path.resolve().relative_to(rootpath.resolve()))
+    except ValueError:
+        shown = str(path)
+    return Baseline(shown, load_run(path).to_baseline().mismatches)
