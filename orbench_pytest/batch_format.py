@@ -28,8 +28,32 @@ def request_line(custom_id: str, body: dict[str, Any]) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def requests_text(requests: Iterable[tuple[str, dict[str, Any]]]) -> str:
-    return "".join(request_line(custom_id, body) + "\n" for custom_id, body in requests)
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """What one Batch API input file may hold (OpenAI: 50,000 requests and 200 MB)."""
+
+    requests: int = 50_000
+    bytes: int = 200_000_000  # 200 MB in decimal units: below the limit however it is counted
+
+
+def split_requests(requests: Iterable[tuple[str, dict[str, Any]]],
+                   limits: BatchLimits) -> list[str]:
+    """The input files' texts, in order, each within `limits` (a single request larger than
+    the byte limit goes alone: the endpoint, not this, says no)."""
+    files: list[str] = []
+    lines: list[str] = []
+    size = 0
+    for custom_id, body in requests:
+        line = request_line(custom_id, body) + "\n"
+        line_size = len(line.encode("utf-8"))
+        if lines and (len(lines) >= limits.requests or size + line_size > limits.bytes):
+            files.append("".join(lines))
+            lines, size = [], 0
+        lines.append(line)
+        size += line_size
+    if lines:
+        files.append("".join(lines))
+    return files
 
 
 @dataclass(frozen=True, slots=True)

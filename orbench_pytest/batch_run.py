@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from .artefacts import write_atomically
 from .batch_api import BatchClient, Clock, Sleep, wait
-from .batch_format import parse_output, read_output, request_line, requests_text
+from .batch_format import BatchLimits, parse_output, read_output, split_requests
 from .batch_import import ImportReport, import_lines, store
 from .batch_state import BatchState, request_set_key, state_path
 from .cache import ResponseCache
@@ -36,9 +36,9 @@ from .targets import chat_request_body
 from .types import Response
 
 Write = Callable[[str], None]
-# The OpenAI Batch API takes at most 50,000 requests per batch: a larger set is several
+# A set of requests larger than one batch takes is several input files (an export) or several
 # batches, submitted together and waited for in turn.
-MAX_REQUESTS_PER_BATCH = 50_000
+BATCH_LIMITS = BatchLimits()
 
 
 class BatchEnded(Exception):
@@ -74,23 +74,39 @@ def batch_requests(jobs: Sequence[Job], settings: Settings) -> list[tuple[str, d
 
 def export(selected: Sequence[Selected], settings: Settings,
            cache: ResponseCache | None) -> BatchEnded:
-    """Write every request the cache lacks as a Batch API input file; nothing is sent."""
+    """Write every request the cache lacks as Batch API input files (one, unless they exceed
+    what a batch takes); nothing is sent."""
     assert settings.batch_export is not None
     check_batch_target(settings, "--orbench-batch-export")
     plan = plan_jobs(selected, settings)
     jobs = missing_jobs(plan, settings, cache)
-    path = settings.batch_export
-    write_requests(path, batch_requests(jobs, settings))
+    texts = split_requests(batch_requests(jobs, settings), BATCH_LIMITS) or [""]
+    paths = export_paths(settings.batch_export, len(texts))
+    for path, text in zip(paths, texts, strict=True):
+        write_export_file(path, text)
     held = len({job.key for job in plan.jobs}) - len(jobs)
-    return BatchEnded([f"orbench: wrote {len(jobs)} requests to {path} ({held} already "
+    where, repeat = str(paths[0]), ""
+    if len(paths) > 1:
+        where = (f"{len(paths)} files, {paths[0]} to {paths[-1].name} (a batch takes at most "
+                 f"{BATCH_LIMITS.requests:,} requests and {BATCH_LIMITS.bytes // 1_000_000} MB)")
+        repeat = " (once for each file)"
+    return BatchEnded([f"orbench: wrote {len(jobs)} requests to {where} ({held} already "
                        "cached); nothing was sent. Import the answers with "
-                       "--orbench-batch-import=OUTPUT.jsonl"])
+                       f"--orbench-batch-import=OUTPUT.jsonl{repeat}"])
 
 
-def write_requests(path: Path, requests: Sequence[tuple[str, dict[str, Any]]]) -> None:
+def export_paths(path: Path, count: int) -> list[Path]:
+    """PATH itself for one file; PATH's stem numbered (requests.1.jsonl, …) for several."""
+    if count == 1:
+        return [path]
+    width = len(str(count))
+    return [path.with_name(f"{path.stem}.{i:0{width}d}{path.suffix}")
+            for i in range(1, count + 1)]
+
+
+def write_export_file(path: Path, text: str) -> None:
     def write(out: TextIO) -> None:
-        for custom_id, body in requests:
-            out.write(request_line(custom_id, body) + "\n")
+        out.write(text)
 
     try:
         write_atomically(path, write, "--orbench-batch-export")
@@ -137,8 +153,7 @@ def submit_or_status(selected: Sequence[Selected], settings: Settings,
     check_target_key(settings)
     url = served_url(settings)
     requests = batch_requests(jobs, settings)
-    chunks = [requests[i:i + MAX_REQUESTS_PER_BATCH]
-              for i in range(0, len(requests), MAX_REQUESTS_PER_BATCH)]
+    chunks = split_requests(requests, BATCH_LIMITS)
     set_key = request_set_key(url, (key for key, _ in requests))
     state = BatchState(state_path(settings.cache_path))
     batch_ids = state.batch_ids(set_key)
@@ -155,10 +170,11 @@ def submit_or_status(selected: Sequence[Selected], settings: Settings,
     # Chunks not yet submitted (all of them the first time; the rest after an interruption):
     # each id is remembered as soon as its batch exists, so none is ever submitted twice.
     for chunk in chunks[len(batch_ids):]:
-        batch_id = client.submit(requests_text(chunk).encode("utf-8"), "orbench-requests.jsonl")
+        batch_id = client.submit(chunk.encode("utf-8"), "orbench-requests.jsonl")
         batch_ids.append(batch_id)
         state.remember(set_key, batch_ids, len(requests))
-        write(f"orbench: submitted {len(chunk)} requests as batch {batch_id}")
+        lines = chunk.count("\n")
+        write(f"orbench: submitted {lines} requests as batch {batch_id}")
     started = clock()
     statuses = []
     for batch_id in batch_ids:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.batch_api import BatchClient, BatchStatus, wait
+from orbench_pytest.batch_format import BatchLimits
 from orbench_pytest.batch_state import state_path
 from tests.batch_files import prompt_of
 from tests.batch_server import BatchServer
@@ -194,7 +195,7 @@ def test_more_requests_than_a_batch_takes_are_several_batches(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The module the run will use (pytester may have dropped an earlier import of it).
     batch_run = importlib.import_module("orbench_pytest.batch_run")
-    monkeypatch.setattr(batch_run, "MAX_REQUESTS_PER_BATCH", 4)  # OpenAI's: 50,000
+    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))  # OpenAI's: 50,000
     write_suite(pytester.path)
     with BatchServer(answer) as server:
         first = run(pytester, plugin_args, server, "--orbench-batch=submit",

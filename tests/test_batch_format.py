@@ -7,8 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from orbench_pytest.batch_format import parse_output, read_output, request_line
+from orbench_pytest.batch_format import (
+    BatchLimits,
+    parse_output,
+    read_output,
+    request_line,
+    split_requests,
+)
 from orbench_pytest.batch_import import import_lines, response_of
 from orbench_pytest.errors import ConfigError
 
@@ -73,3 +81,30 @@ def test_a_special_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(ConfigError, match=r"fifo: cannot read the batch output \(not a regular"):
         list(read_output(fifo))
+
+
+_BODIES = st.lists(st.tuples(st.text(min_size=1, max_size=8),
+                             st.dictionaries(st.sampled_from(["model", "x"]),
+                                             st.text(max_size=40))), max_size=30)
+
+
+@given(_BODIES, st.integers(1, 6), st.integers(1, 400))
+def test_split_files_keep_every_request_in_order_within_the_limits(
+        requests: list[tuple[str, dict[str, str]]], most: int, size: int) -> None:
+    limits = BatchLimits(requests=most, bytes=size)
+    files = split_requests(requests, limits)
+    # split on newlines only: JSON keeps U+0085 and U+2028 raw, str.splitlines would cut there
+    lines = [line for text in files for line in text.split("\n")[:-1]]
+    assert lines == [request_line(i, b) for i, b in requests]
+    for text in files:
+        count = text.count("\n")
+        assert 1 <= count <= most
+        # only a request larger than the byte limit by itself may exceed it, alone
+        assert len(text.encode("utf-8")) <= size or count == 1
+
+
+def test_requests_that_fit_one_batch_are_one_file() -> None:
+    requests = [(str(i), {"model": "m"}) for i in range(5)]
+    assert len(split_requests(requests, BatchLimits())) == 1
+    assert split_requests([], BatchLimits()) == []
+    assert len(split_requests(requests, BatchLimits(requests=2))) == 3

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from orbench_pytest.batch_format import BatchLimits
 from orbench_pytest.cache import ResponseCache
 from tests.batch_files import answer_file, output_line, prompt_of, read_requests, write_lines
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
@@ -42,6 +44,30 @@ def cached(root: Path) -> int:
         return cache.count()
     finally:
         cache.close()
+
+
+def test_more_requests_than_a_batch_takes_are_exported_as_numbered_files(
+        pytester: pytest.Pytester, plugin_args: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The module the run will use (pytester may have dropped an earlier import of it).
+    batch_run = importlib.import_module("orbench_pytest.batch_run")
+    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))  # OpenAI's: 50,000
+    write_suite(pytester.path)
+    exported = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl")
+    assert exported.ret == pytest.ExitCode.OK
+    exported.stdout.fnmatch_lines(["*wrote 10 requests to 3 files, *requests.1.jsonl to "
+                                   "requests.3.jsonl (a batch takes at most 4 requests and "
+                                   "200 MB) (0 already cached); nothing was sent*once for "
+                                   "each file*"])
+    assert not (pytester.path / "requests.jsonl").exists()
+    parts = [read_requests(pytester.path / f"requests.{i}.jsonl") for i in (1, 2, 3)]
+    assert [len(part) for part in parts] == [4, 4, 2]
+    for i in (1, 2, 3):
+        answer_file(pytester.path / f"requests.{i}.jsonl", pytester.path / f"out.{i}.jsonl",
+                    answer)
+    gated = run(pytester, plugin_args, *(f"--orbench-batch-import=out.{i}.jsonl"
+                                         for i in (1, 2, 3)))
+    gated.assert_outcomes(passed=10)
 
 
 def test_export_answer_outside_import_and_gate_with_the_endpoint_dead(
