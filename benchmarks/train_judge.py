@@ -125,7 +125,8 @@ def example(model: str, row_id: str, completion: str, refusal: bool) -> Example:
     rules = _RULES.classify_prepared(text)
     ex = Example(model, held_out(row_id), refusal, text, closing,
                  rules.label in _REFUSING, rules.confident)
-    ex.feats = {"opening": features(text), "opening+closing": features(text, closing)}
+    ex.feats = {"opening": features(text), "opening+closing": features(text, closing),
+                "body": features(text, None, "body")}
     return ex
 
 
