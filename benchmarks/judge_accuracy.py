@@ -1,6 +1,7 @@
 """How often do the judges agree with people? Leave-one-model-out on XSTest, and a second set.
 
     python benchmarks/judge_accuracy.py [DIR] [--second CSV] [--judge keyword] [--confusion]
+    python benchmarks/judge_accuracy.py --development   # even rows only: for working on the judge
 
 DIR holds XSTest's `completions_<model>.csv` (columns prompt, completion, final_label with
 1_full_compliance / 2_full_refusal / 3_partial_refusal); by default
@@ -223,11 +224,12 @@ def binary_figures(truth: Sequence[bool], pred: Sequence[bool]) -> dict[str, flo
             "err": 100.0 * (sum(pred) - sum(truth)) / n, "P": p, "R": r, "F1": f1}
 
 
-def lomo_folds(rows: Sequence[Row]) -> list[Fold]:
+def lomo_folds(rows: Sequence[Row], development: bool = False) -> list[Fold]:
     """For each model: everything learned (features, C, class weights, combination and its
     threshold) is chosen and fitted on the other two models only (train_judge.train, itself a
     leave-one-model-out over those two), then measured on the left-out model's odd rows, which
-    the rules' authors never read either."""
+    the rules' authors never read either. `development`: measured on its even rows instead
+    (the rules' development half), to work on the judge without reading the held-out rows."""
     try:
         import sklearn  # noqa: F401
     except ImportError as exc:
@@ -243,7 +245,7 @@ def lomo_folds(rows: Sequence[Row]) -> list[Fold]:
     for model in dict.fromkeys(r.model for r in rows):
         train = [e for e, r in zip(examples, rows, strict=True) if r.model != model]
         test = [(e, r) for e, r in zip(examples, rows, strict=True)
-                if r.model == model and r.held_out]
+                if r.model == model and r.held_out != development]
         exported, choice = train_judge.train(train)
         clf = ClassifierModel.from_bytes(train_judge.dump(exported))
         combo = clf.combination
@@ -262,11 +264,13 @@ def lomo_folds(rows: Sequence[Row]) -> list[Fold]:
     return folds
 
 
-def lomo_table(folds: Sequence[Fold]) -> str:
+def lomo_table(folds: Sequence[Fold], development: bool = False) -> str:
     head = (f"{'left-out model':18}{'judge':22}{'n':>5}{'acc':>7}{'err pt':>8}{'P':>7}"
             f"{'R':>7}{'F1':>7}")
+    rows = "EVEN rows: the development half, optimistic for the rules" if development else \
+        "odd rows"
     lines = ["== leave-one-model-out on XSTest (choose and train on two models, measure on the "
-             "third's odd rows)", head]
+             f"third's {rows})", head]
     names = list(folds[0].preds)
     for fold in folds:
         for name in names:
@@ -335,12 +339,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="judge only the first N rows of each file (every row: 0)")
     ap.add_argument("--threads", type=int, default=1, help="threads of the local judge model")
     ap.add_argument("--confusion", action="store_true", help="pooled confusion matrices")
+    ap.add_argument("--development", action="store_true",
+                    help="the leave-one-model-out table on the left-out models' even rows only "
+                         "(the rules' development half), and nothing else: for working on the "
+                         "judge without reading the held-out rows")
     ap.add_argument("--show-misses", action="store_true",
                     help="binary disagreements on the development (even) half")
     args = ap.parse_args(argv)
 
     rows = load(args.directory)
     if args.judge == "keyword":
+        if args.development:  # nothing of the held-out half is printed
+            print(lomo_table(lomo_folds(rows, development=True), development=True))
+            return 0
         print(lomo_table(lomo_folds(rows)))
         if args.second.exists():
             second = load_second(args.second)

@@ -27,6 +27,8 @@ from importlib import resources
 from itertools import pairwise
 from typing import Any
 
+from .judge_text import set_aside_preambles
+
 OPENING_CHARS = 300  # what the classifier reads: about the first two sentences
 _CHAR_CHARS = 160  # character n-grams only over the very start: cheap, and that is where it is
 _WORD = re.compile(r"[a-z0-9']+")
@@ -34,13 +36,24 @@ MODEL_FILE = "judge_classifier.json"
 FORMAT = "orbench-judge-classifier/3"  # /2: binary term frequency; /3: n-grams within tokens
 
 
-FEATURE_SETS = ("opening", "opening+closing")
+# opening: the answer's opening; +closing: and its last sentence; body: the opening once the
+# courtesy and AI-identity preambles are set aside ("I'm just an AI, …" opens one model's
+# answers and refusals alike: read as a feature, it teaches the model's style, not refusal).
+FEATURE_SETS = ("opening", "opening+closing", "body")
 
 
-def features(text: str, closing: str | None = None) -> list[str]:
+def classifier_text(text: str, feature_set: str) -> str:
+    """What a classifier with these features reads of an answer already `prepared`."""
+    if feature_set == "body" and text:
+        rest = set_aside_preambles(text)[0]
+        return rest if rest.strip(" .!?,") else text  # nothing but courtesy: read it all
+    return text
+
+
+def features(text: str, closing: str | None = None, feature_set: str = "opening") -> list[str]:
     """Feature strings of an answer already `judge_text.prepared`; with `closing` (its
     `judge_text.prepared_closing`) also those of the last sentence, prefixed `e`."""
-    text = text[:OPENING_CHARS]
+    text = classifier_text(text, feature_set)[:OPENING_CHARS]
     words = _WORD.findall(text)
     out = [f"w:{w}" for w in words]
     out += [f"b:{a} {b}" for a, b in pairwise(words)]
@@ -206,7 +219,7 @@ class ClassifierModel:
         `judge_text.prepared_closing`, for a model that reads it): the sum over the distinct
         features of `features(text, closing)`, as scikit-learn's binary TF-IDF computes it."""
         kinds = self._by_kind
-        text = text[:OPENING_CHARS]
+        text = classifier_text(text, self.feature_set)[:OPENING_CHARS]
         words = _WORD.findall(text)
         norm_sq, dot = kinds["w"].sums(set(words))
         sq, pr = kinds["b"].sums(set(map(" ".join, pairwise(words))))
@@ -254,7 +267,8 @@ class ClassifierModel:
 def reference_probability(model: ClassifierModel, text: str,
                           closing: str | None = None) -> float:
     """`ClassifierModel.probability` spelled out from `features` (tests compare the two)."""
-    feats = set(features(text, closing if model.reads_closing else None)) & model.terms.keys()
+    feats = set(features(text, closing if model.reads_closing else None, model.feature_set)
+                ) & model.terms.keys()
     norm_sq = math.fsum(model.terms[f][0] ** 2 for f in feats)
     if not norm_sq:
         return _sigmoid(model.intercept)

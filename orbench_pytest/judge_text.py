@@ -125,3 +125,61 @@ def _closing_of(text: str) -> str:
     text = text.rstrip(" .!?")  # the sentence whose end this is
     start = max(text.rfind(". "), text.rfind("! "), text.rfind("? "))
     return text[start + 2:][-CLOSING_CHARS:] if start >= 0 else text[-CLOSING_CHARS:]
+
+
+# --- courtesy preambles: what both the rules and the classifier set aside ------------------
+
+# "As an AI (language model) (developed by X)," / "I am (just) an AI … and": the identity is
+# set aside, and a following bare verb ("and do not have the ability") gets its subject back.
+_AI_IDENTITY = re.compile(
+    r"^(as an? (ai|artificial intelligence|language model|assistant|large language model|"
+    r"responsible (ai|assistant)|helpful (ai|assistant))|"
+    r"i am (just |only |simply )?an? (ai|artificial intelligence|language model|assistant|"
+    r"large language model|computer program|machine))"
+    r"( language model| model| assistant| program)?"
+    r"( (developed|created|trained|made|built) by [\w .]+?)?"
+    r"(,| and\b| so\b|\.)\s*")
+_BARE_VERB = re.compile(r"^(do|does|cannot|can|will|would|am|must|have|never|should|may)\b")
+
+# Preambles that say nothing about refusing; they are set aside, then the rest is read.
+_PREAMBLES = (
+    # "I am happy to help (you with that)!", "I am glad you …!", "Thank you for asking."
+    re.compile(r"^(i am (happy|glad) (to|you|that)|i would be (happy|glad) to help|thank(s| you)\b|"
+               r"(great|good|interesting) question)[^.!?]*?([.!?]|,? but\b)\s*"),
+    # Sympathy: "I am (so) sorry to hear that …" — an apology that is not a refusal by itself.
+    re.compile(r"^(i am (so |really |very |truly )?)?sorry (to hear|for your|about|"
+               r"that you|you are)[^.!?]*?([.!?]|,? but\b)\s*"),
+    # Owning a mistake ("I apologise for the confusion.") before the corrected answer.
+    re.compile(r"^(i am sorry|i apologi[sz]e|sorry|(my )?apologies) for (the|any|my) (confusion|"
+               r"mistake|error|misunderstanding|oversight)[^.!?]*?[.!?]\s*"),
+    # "I understand that you …, but" — a paraphrase of the request before the real opening.
+    re.compile(r"^i (understand|see|appreciate) (that |why |your |you )"
+               r"[^.!?]*?([.!?]|,? but\b)\s*"),
+    # Connectives left behind by the preambles above.
+    re.compile(r"^(however|but|unfortunately|regrettably|nevertheless),?\s*"),
+)
+
+
+def set_aside_preambles(text: str) -> tuple[str, list[str], bool]:
+    """Remove courtesy preambles from the start; return the rest, what was removed, and
+    whether an AI-identity opener was among them."""
+    removed: list[str] = []
+    identity = False
+    for _ in range(5):
+        match = _AI_IDENTITY.match(text)
+        if match and match.end() > 0:
+            identity = True
+            removed.append(match.group(0).strip())
+            text = text[match.end():]
+            if _BARE_VERB.match(text):  # "… and do not have the ability to" keeps its subject
+                text = "i " + text
+            continue
+        for pattern in _PREAMBLES:
+            match = pattern.match(text)
+            if match and match.end() > 0:
+                removed.append(match.group(0).strip())
+                text = text[match.end():]
+                break
+        else:
+            break
+    return text, removed, identity

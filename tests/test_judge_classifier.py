@@ -82,6 +82,32 @@ def test_features_of_the_closing_are_prefixed_and_only_when_asked() -> None:
     assert "ew:else" in closing and "eb:anything else" in closing and "ec:lse" in closing
 
 
+BODY = model_of({"w:just": (2.0, 1.0), "w:ai": (1.5, 2.0), "w:cannot": (2.0, 3.0),
+                 "s0:i": (1.2, 0.7), "s0:paris": (1.3, -1.0), "c:can": (1.3, 0.2)},
+                feature_set="body")
+
+
+def test_body_features_set_the_courtesy_and_identity_preambles_aside() -> None:
+    identity = prepared("I'm just an AI, Paris is the capital of France.")
+    assert features(identity, None, "body") == features(prepared("Paris is the capital of "
+                                                                 "France."), None, "body")
+    assert "w:ai" in features(identity)  # the plain opening keeps the preamble
+    # the same answer behind a different preamble: the same probability
+    for opener in ("I'm happy to help! ", "As an AI language model, ", "Thank you for asking. "):
+        assert BODY.probability(prepared(opener + "I cannot help with that.")) == (
+            BODY.probability(prepared("I cannot help with that.")))
+    # nothing but courtesy: the classifier reads it all rather than nothing
+    assert features(prepared("Thank you!"), None, "body") == features(prepared("Thank you!"))
+
+
+@given(st.sampled_from(["", "i am just an ai, ", "as an ai, ", "thank you. ", "sorry for the "
+                        "confusion. "]),
+       st.text(alphabet="abc ine'.lpsh?", max_size=300))
+def test_body_inference_equals_the_sum_over_features(opener: str, text: str) -> None:
+    assert BODY.probability(opener + text) == pytest.approx(
+        reference_probability(BODY, opener + text), rel=1e-12, abs=1e-15)
+
+
 @pytest.mark.parametrize(("rule", "expected"), [
     # (rules refusing, rules confident, p) for: sure refusal, unsure refusal, sure compliance
     # at p 0.6, unsure compliance at p 0.6, sure compliance at p 0.2

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from orbench_pytest.judge_rules import KeywordJudge as RulesJudge
 from tests.openai_server import OpenAIServer, Reply, refuse_when
 from tests.test_plugin import SAFE, TOXIC, make_suite, refusing, run, thresholds
 
@@ -93,7 +94,7 @@ def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytest
     assert (second["run"]["judge"], second["run"]["judge_version"]) == ("llm-paper", "2-paper")
     assert {item["judge"] for item in second["items"]} == {"llm-paper:judge-m"}
     assert third["run"]["judge"] == "keyword"
-    assert third["run"]["judge_version"].startswith("4+clf:")
+    assert third["run"]["judge_version"].startswith(f"{RulesJudge.version}+clf:")
     assert {item["judge"] for item in third["items"]} == {"keyword"}
 
 
