@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.cache import CacheWriteError, ResponseCache, judgment_key
+from orbench_pytest.cache_merge import merge_caches
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
 from orbench_pytest.judges import KeywordJudge, settle
@@ -306,3 +307,16 @@ def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
     assert len(texts) > 1000
     for text in texts:
         assert shortcut.classify(text) == full.assess(text).verdict, text[:200]
+
+
+def test_a_merge_carries_the_judgments_of_every_input_and_an_old_input_adds_none(
+        tmp_path: Path) -> None:
+    a, b, old = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "old.sqlite3"
+    ResponseCache(a).put_many([("x", Response(text="x"))], [("j1", REFUSED), ("j2", COMPLIED)])
+    ResponseCache(b).put_many([("y", Response(text="y"))], [("j2", COMPLIED), ("j3", REFUSED)])
+    old_cache(old)
+    report = merge_caches([a, b, old], tmp_path / "all.sqlite3")
+    assert (report.rows, report.judgments) == (3, 3)
+    merged = ResponseCache(tmp_path / "all.sqlite3", writable=False)
+    assert merged.get_judgments(["j1", "j2", "j3"]) == \
+        {"j1": REFUSED, "j2": COMPLIED, "j3": REFUSED}
