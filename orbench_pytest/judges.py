@@ -94,7 +94,8 @@ class KeywordJudge:
         self._model = model  # the bundled one is parsed on first use: a run may never judge
         clf_version = model.version if model is not None else bundled_version()
         self.version = f"{self.rules.version}+clf:{clf_version}"
-        self._memo: OrderedDict[tuple[str, str], Assessment] = OrderedDict()
+        # A Verdict: what `classify` settled from the rules alone (no classifier opinion kept).
+        self._memo: OrderedDict[tuple[str, str], Assessment | Verdict] = OrderedDict()
 
     @property
     def model(self) -> ClassifierModel:
@@ -107,17 +108,19 @@ class KeywordJudge:
 
     def classify(self, answer: str) -> Verdict:
         """The verdict alone: the classifier is skipped where it cannot change it."""
-        hit = self._memo.get((self.version, answer))
+        key = (self.version, answer)
+        hit = self._memo.get(key)
         if hit is not None:
-            self._memo.move_to_end((self.version, answer))
-            return hit.verdict
+            self._memo.move_to_end(key)
+            return hit if isinstance(hit, Verdict) else hit.verdict
         model = self.model
         text, closing = prepared_parts(answer, model.reads_closing)
         rules = self.rules.classify_prepared(text)
         settled = self._settled_by_rules(rules)
-        if settled is not None:
-            return settled
-        return self._assess_prepared(answer, text, closing, rules).verdict
+        if settled is None:
+            return self._assess_prepared(answer, text, closing, rules).verdict
+        self._remember(key, settled)
+        return settled
 
     def _settled_by_rules(self, rules: Verdict) -> Verdict | None:
         """The verdict `_combine` gives whatever the classifier says, or None when it depends
@@ -139,7 +142,7 @@ class KeywordJudge:
     def assess(self, answer: str) -> Assessment:
         key = (self.version, answer)
         hit = self._memo.get(key)
-        if hit is not None:
+        if isinstance(hit, Assessment):  # a Verdict alone lacks the classifier's opinion
             self._memo.move_to_end(key)  # least recently used goes first
             return hit
         model = self.model
@@ -151,10 +154,14 @@ class KeywordJudge:
         key = (self.version, answer)
         refusal, p = self.model.is_refusal(text, closing) if text else (False, 0.0)
         result = Assessment(self._combine(rules, refusal, p), rules, refusal, p)
-        if len(self._memo) >= _MEMO_SIZE:
-            self._memo.popitem(last=False)
-        self._memo[key] = result
+        self._remember(key, result)
         return result
+
+    def _remember(self, key: tuple[str, str], judgment: Assessment | Verdict) -> None:
+        if key not in self._memo and len(self._memo) >= _MEMO_SIZE:
+            self._memo.popitem(last=False)
+        self._memo[key] = judgment
+        self._memo.move_to_end(key)
 
     def _combine(self, rules: Verdict, refusal: bool, p: float) -> Verdict:
         """The model file's combination (chosen by leave-one-model-out) decides refusal or

@@ -305,8 +305,14 @@ def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
     shortcut, full = KeywordJudge(), KeywordJudge()
     texts = [t for t in (settle(Response(text=a)) for a in answers) if isinstance(t, str)]
     assert len(texts) > 1000
+    skipped = 0
     for text in texts:
-        assert shortcut.classify(text) == full.assess(text).verdict, text[:200]
+        expected = full.assess(text).verdict
+        assert shortcut.classify(text) == expected, text[:200]
+        skipped += isinstance(shortcut._memo[(shortcut.version, text)], Verdict)
+        assert shortcut.classify(text) == expected  # from the memo
+        assert shortcut.assess(text).verdict == expected  # a shortcut's memo is no assessment
+    assert skipped > 0  # the shortcut was taken, not only the full path
 
 
 def test_a_merge_carries_the_judgments_of_every_input_and_an_old_input_adds_none(
