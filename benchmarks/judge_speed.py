@@ -1,29 +1,36 @@
-"""What the offline judge costs: import, per answer, and its share of an 80K end-to-end run.
+"""What the offline judge costs: import, per answer, and its share of end-to-end runs.
 
-    python benchmarks/judge_speed.py [--n 80359] [--skip-e2e]
+    python benchmarks/judge_speed.py [--n 80359] [--server-n 20000] [--latency 0.3]
+                                     [--skip-e2e] [--skip-server]
 
 1. Import: a fresh interpreter imports orbench_pytest.judges and makes the keyword judge (the
    classifier is parsed lazily, on the first answer), then also parses the bundled classifier
    (median of 5 processes each), against a bare interpreter.
-2. Per answer: the keyword judge (rules v4 + classifier) on N distinct, realistic answers
+2. Per answer: the keyword judge (rules + classifier) on N distinct, realistic answers
    (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
    two are equal and the memo never helps), then the same answers again (memo hits).
-3. Share: the same N prompts through pytest with this plugin end to end (synthetic suite,
-   `--orbench-target` returning those answers, keyword judge, cache on), and the judge's
-   seconds from (2) as a share of that wall time. Target: at most 5%.
+3. Shares, each the judge's CPU seconds in that run (the run's own "judged:" summary line:
+   thread CPU of judging and of reading stored verdicts) over the run's wall time, target at
+   most 5%: (a) N prompts through pytest end to end, `--orbench-target` returning those
+   answers at once, keyword judge, a fresh cache; (b) the same command again over the now
+   cached answers and judgments (a CI re-run); (c) --server-n prompts against a local
+   OpenAI-compatible server (tests/openai_server.py, in this process) answering the same
+   texts after --latency seconds each, at the default adaptive concurrency, a fresh cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from _common import OR_BENCH_80K, PYTEST, pytest_env, read_prompts, synthesise
+from _common import OR_BENCH_80K, PYTEST, load, pytest_env, read_prompts, synthesise
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -52,10 +59,16 @@ BODY = (" In more detail, each step deserves attention: the context, the people 
         "easier to follow and to review later.")
 
 
-async def answer(prompt, system_prompt):
+def compose(prompt):
     index = zlib.crc32(prompt.encode()) % len(OPENINGS)
     return OPENINGS[index].format(p=prompt[:-1].lower()) + BODY * (index % 4)
+
+
+async def answer(prompt, system_prompt):
+    return compose(prompt)
 '''
+JUDGED = re.compile(r"judged: (\d+) answers, (\d+) verdicts from the cache, judge CPU "
+                    r"([\d.]+)s")
 
 
 def import_cost() -> tuple[float, float, float]:
@@ -92,10 +105,33 @@ def judge_cost(answers: list[str]) -> tuple[float, float, int]:
     return cold, warm, refusals
 
 
+def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> None:
+    """Run one pytest command; print its wall, the judge's CPU and share, and the load."""
+    before = load()
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+    if done.returncode not in (0, 1):  # 1: some prompts failed their expectation, as meant
+        raise SystemExit(f"{what}: the run did not complete (exit {done.returncode}): {last}")
+    judged = JUDGED.search(done.stdout)
+    if judged is None:
+        raise SystemExit(f"{what}: no 'judged:' line in the run's summary")
+    fresh, stored, cpu = int(judged[1]), int(judged[2]), float(judged[3])
+    print(f"{what}: {wall:.1f} s wall ({last}); judged {fresh}, {stored} verdicts from the "
+          f"cache; judge CPU {cpu:.2f} s = {cpu / wall:.1%} of the wall time (target ≤ 5%); "
+          f"load before {before}, after {load()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=OR_BENCH_80K)
+    ap.add_argument("--server-n", type=int, default=20_000,
+                    help="prompts of the run against the local server (default 20,000)")
+    ap.add_argument("--latency", type=float, default=0.3,
+                    help="the local server's seconds per reply (default 0.3)")
     ap.add_argument("--skip-e2e", action="store_true", help="only import and per-answer cost")
+    ap.add_argument("--skip-server", action="store_true", help="no run against the server")
     args = ap.parse_args(argv)
 
     bare, with_judge, loaded = import_cost()
@@ -107,41 +143,46 @@ def main(argv: list[str] | None = None) -> int:
         root = synthesise(Path(tmp), args.n)
         (root / "bench_answers.py").write_text(ANSWERS_MODULE)
         sys.path.insert(0, str(root))
-        import asyncio
-
         import bench_answers
 
         prompts = read_prompts(root)
-        answers = [asyncio.run(bench_answers.answer(p, None)) if i == 0 else None
-                   for i, p in enumerate(prompts[:1])]
-        loop = asyncio.new_event_loop()
-        answers = [loop.run_until_complete(bench_answers.answer(p, None)) for p in prompts]
-        loop.close()
+        answers = [bench_answers.compose(p) for p in prompts]
         assert len(set(answers)) == len(answers), "answers must be distinct"
         cold, warm, refusals = judge_cost(answers)
         repeats = min(len(answers), MEMO_ANSWERS)
         print(f"per answer: {cold / len(answers) * 1e6:.0f} µs distinct "
               f"({cold:.1f} s CPU for {len(answers)}, {refusals} refusals), "
               f"{warm / repeats * 1e6:.1f} µs repeated (memo: the last "
-              f"{repeats} answers again)")
+              f"{repeats} answers again); load {load()}")
         if args.skip_e2e:
             return 0
         env, plugin = pytest_env(root)
         env["PYTHONPATH"] = f"{root}:{env['PYTHONPATH']}"
-        command = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-target=bench_answers:answer",
-                   "--orbench-judge=keyword", "--orbench-concurrency=64", "--orbench-sample=all",
+        common = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-judge=keyword",
+                  "--orbench-sample=all"]
+        command = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64",
                    f"--orbench-cache-path={root / 'cache.sqlite3'}"]
-        started = time.perf_counter()
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - started
-        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
-        if done.returncode not in (0, 1):  # 1: some prompts failed their expectation, as meant
-            raise SystemExit(f"the end-to-end run did not complete (exit {done.returncode}): "
-                             f"{last}")
-        print(f"end to end: {args.n} prompts through pytest in {wall:.1f} s ({last})")
-        share = cold / wall
-        print(f"judge share of the end-to-end run: {share:.1%} (target ≤ 5%)")
+        timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")
+        timed_run(command, root, env, "(b) re-run over the cached answers and judgments")
+        if args.skip_server:
+            return 0
+        server_run(root, env, common, args.server_n, args.latency, bench_answers.compose)
     return 0
+
+
+def server_run(root: Path, env: dict[str, str], common: list[str], n: int, latency_s: float,
+               compose: Callable[[str], str]) -> None:
+    from tests.openai_server import OpenAIServer, Reply
+
+    csv_path = root / "suites" / "prompts.csv"
+    lines = csv_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:n + 1]), encoding="utf-8")  # header and n prompts
+    with OpenAIServer(lambda prompt, system, body: Reply(text=compose(prompt)),
+                      latency_s=latency_s) as server:
+        command = [*common, "--orbench-model=bench", f"--orbench-base-url={server.url}",
+                   f"--orbench-cache-path={root / 'server.sqlite3'}"]
+        timed_run(command, root, env, f"(c) first run, {n} prompts, local server answering "
+                                      f"after {latency_s * 1000:.0f} ms, adaptive concurrency")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@
 Several processes (xdist workers, two runs) may read and write at once: WAL plus a busy
 timeout serialises writers without losing rows. Transport errors are never stored here;
 provider content-filter blocks are, since for this benchmark they are the observed behaviour.
+
+Beside the answers, the `judgments` table keeps what a judge said of an answer text, keyed by
+the judge's name and version and the prompt and answer (`judgment_key`): a re-run over cached
+answers reads its verdicts instead of judging 80K answers again, and a changed judge (a new
+version) misses and judges afresh without asking the model again.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .types import Response
+from .types import Label, Response, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +41,20 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 """
 
+
+# Created on every writable open: a cache file from before the table gains it.
+_JUDGMENTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgments (
+    key TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    confident INTEGER NOT NULL,
+    judge TEXT NOT NULL,
+    created REAL
+);
+"""
+JUDGMENT_COLUMNS = ("key", "label", "reason", "confident", "judge", "created")
+OWN_TABLES = frozenset({"responses", "judgments", "run_errors", "run_state"})
 
 RESPONSE_COLUMNS = frozenset({"key", "text", "finish_reason", "content_filter", "refusal",
                               "reasoning", "usage", "latency_ms", "raw", "created"})
@@ -75,6 +94,19 @@ def cache_key(identity: dict[str, Any], system_prompt: str | None, prompt: str) 
         sort_keys=True, ensure_ascii=False, separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:
+    """Hash of what a judgment depends on: which judge (name and version) read which answer
+    text to which prompt."""
+    blob = json.dumps([judge_name, judge_version, prompt, answer], ensure_ascii=False,
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+_INSERT_JUDGMENT = ("INSERT OR REPLACE INTO judgments (key, label, reason, confident, judge, "
+                    "created) VALUES (?, ?, ?, ?, ?, ?)")
+_LABELS = {label.value: label for label in Label}
 
 
 _INSERT = ("INSERT OR REPLACE INTO responses (key, text, finish_reason, content_filter, "
@@ -133,11 +165,19 @@ class ResponseCache:
                 if version == 0:
                     self._db.executescript(_SCHEMA)
                     self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                if writable:
+                    self._db.executescript(_JUDGMENTS_SCHEMA)
             elif version == 0:  # an empty file: no table to read, nothing cached
                 self._db.close()
                 self._db = sqlite3.connect(":memory:", isolation_level=None,
                                            check_same_thread=False)
                 self._db.executescript(_SCHEMA)
+            tables = {row[0] for row in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            # A read-only look at a file from before the table: no judgments cached.
+            self._has_judgments = "judgments" in tables
+            if self._has_judgments:
+                self._check_judgment_columns()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
             if "system_fingerprint" not in columns and writable:  # a file from before it
                 self._db.execute("ALTER TABLE responses ADD COLUMN system_fingerprint TEXT")
@@ -161,7 +201,7 @@ class ResponseCache:
         """A file with other tables belongs to another program: never add ours to it."""
         tables = {row[0] for row in self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables - {"responses", "run_errors", "run_state"}:
+        if tables - OWN_TABLES:
             raise ConfigError(f"{self.path}: not an orbench response cache (it holds other "
                               "tables); pass --orbench-cache-path=NEW")
         if "responses" in tables:
@@ -174,8 +214,43 @@ class ResponseCache:
             raise ConfigError(f"{self.path}: not an orbench response cache (its responses "
                               "table has other columns); pass --orbench-cache-path=NEW")
 
+    def _check_judgment_columns(self) -> None:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
+        if not set(JUDGMENT_COLUMNS) <= columns:
+            raise ConfigError(f"{self.path}: not an orbench response cache (its judgments "
+                              "table has other columns); pass --orbench-cache-path=NEW")
+
     def close(self) -> None:
         self._db.close()
+
+    def get_judgments(self, keys: Iterable[str]) -> dict[str, Verdict]:
+        """Stored verdicts of these judgment keys, in one query per chunk. A row this version
+        cannot read (an unknown label: edited, or from a newer program) is a miss."""
+        if not self._has_judgments:
+            return {}
+        found: dict[str, Verdict] = {}
+        key_list = list(dict.fromkeys(keys))
+        try:
+            for start in range(0, len(key_list), 500):
+                chunk = key_list[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    "SELECT key, label, reason, confident, judge FROM judgments "
+                    f"WHERE key IN ({marks})", chunk)
+                for key, label, reason, confident, judge in rows:
+                    known = _LABELS.get(label)
+                    if known is None or not isinstance(reason, str) \
+                            or not isinstance(judge, str):
+                        continue
+                    found[key] = Verdict(known, reason, judge, confident=bool(confident))
+        except sqlite3.DatabaseError as exc:
+            raise cache_error(self.path, exc) from None
+        return found
+
+    def count_judgments(self) -> int:
+        if not self._has_judgments:
+            return 0
+        return int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
         """Look up many keys at once (one query per chunk, not one per item)."""
@@ -211,10 +286,15 @@ class ResponseCache:
             return
         self._db.execute(_INSERT, _row(key, response))
 
-    def put_many(self, items: Iterable[tuple[str, Response]]) -> None:
-        """Store answers that arrived together in one transaction (one commit, not N)."""
+    def put_many(self, items: Iterable[tuple[str, Response]],
+                 judgments: Iterable[tuple[str, Verdict]] = ()) -> None:
+        """Store answers that arrived together, and the judgments made of them, in one
+        transaction (one commit, not N). Judgments that are errors are never stored."""
         rows = [_row(key, r) for key, r in items if r.error is None]
-        if not self.writable or not rows:
+        now = time.time()
+        verdicts = [(key, v.label.value, v.reason, int(v.confident), v.judge, now)
+                    for key, v in judgments if v.label is not Label.ERROR]
+        if not self.writable or not (rows or verdicts):
             return
         try:
             # IMMEDIATE: take the write lock up front, so a second writer waits (busy
@@ -222,6 +302,7 @@ class ResponseCache:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(_INSERT, rows)
+                self._db.executemany(_INSERT_JUDGMENT, verdicts)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -230,7 +311,8 @@ class ResponseCache:
         except (sqlite3.Error, OSError) as exc:
             raise CacheWriteError(
                 f"{self.path}: cannot write the response cache ({exc}); "
-                f"{len(rows)} answer(s) not stored") from None
+                f"{len(rows)} answer(s) not stored"
+                f"{f' (nor {len(verdicts)} judgment(s))' if verdicts else ''}") from None
 
     def count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])

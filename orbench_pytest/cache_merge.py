@@ -2,7 +2,8 @@
 
 Every row of every input is kept (answers and judge replies alike: both live in the one
 responses table); a key held by several inputs keeps its newest row, ties broken by the row's
-content, so the result does not depend on the order of the inputs. The output is built in a
+content, so the result does not depend on the order of the inputs. The judgments table is
+carried the same way (an input from before it simply has none). The output is built in a
 temporary file and moved into place: an interrupted merge leaves no half cache.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import ResponseCache, journal_files
+from .cache import JUDGMENT_COLUMNS, ResponseCache, journal_files
 from .errors import ConfigError
 
 
@@ -23,6 +24,7 @@ class MergeReport:
     inputs: int
     rows_read: int
     rows: int
+    judgments: int = 0  # judgments in the merged cache
 
     @property
     def conflicts(self) -> int:
@@ -50,6 +52,7 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
             for path in inputs:
                 rows_read += _merge_one(db, path, columns)
             rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
+            judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             db.close()
@@ -61,7 +64,7 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
             from None
     finally:
         _remove(temporary)
-    return MergeReport(len(inputs), rows_read, rows)
+    return MergeReport(len(inputs), rows_read, rows, judgments)
 
 
 def _check_input(path: Path) -> None:
@@ -90,12 +93,27 @@ def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
         db.execute(f"INSERT INTO main.responses ({listed}) SELECT {listed} FROM "
                    f"source.responses WHERE true ON CONFLICT(key) DO UPDATE SET {updates} "
                    f"WHERE {newer}")
+        tables = {row[0] for row in db.execute(
+            "SELECT name FROM source.sqlite_master WHERE type = 'table'")}
+        if "judgments" in tables:
+            db.execute(_MERGE_JUDGMENTS)
         db.execute("COMMIT")
         return int(db.execute("SELECT count(*) FROM source.responses").fetchone()[0])
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")
         db.execute("DETACH DATABASE source")
+
+
+_JUDGMENTS_LISTED = ", ".join(JUDGMENT_COLUMNS)
+# A judgment is a function of its key (judge version, prompt, answer); two inputs differ only
+# if a judge was not deterministic: the newest, then the larger content, wins, as for answers.
+_MERGE_JUDGMENTS = (
+    f"INSERT INTO main.judgments ({_JUDGMENTS_LISTED}) SELECT {_JUDGMENTS_LISTED} FROM "
+    "source.judgments WHERE true ON CONFLICT(key) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in JUDGMENT_COLUMNS if c != "key")
+    + " WHERE (coalesce(excluded.created, 0), excluded.label, excluded.reason) > "
+    "(coalesce(judgments.created, 0), judgments.label, judgments.reason)")
 
 
 def _remove(path: Path) -> None:

@@ -193,7 +193,7 @@ def _cache_merge(args: argparse.Namespace) -> int:
     report = merge_caches(args.caches, args.output, force=args.force)
     print(f"merged {report.rows_read} rows from {report.inputs} caches into {args.output}: "
           f"{report.rows} answers and judge replies ({report.conflicts} held twice, the "
-          "newest kept)")
+          f"newest kept), {report.judgments} judgments")
     return 0
 
 

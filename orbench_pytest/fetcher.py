@@ -4,7 +4,8 @@ One event loop, one pooled client, an adaptive concurrency limit (concurrency.py
 answers come back fast and clean, cut on 429 / 5xx, never above --orbench-concurrency),
 optional rpm/tpm limits (rate_window.py), and a RetryPolicy (retry.py) that decides backoff,
 giving up and stopping the run. Each answer is written to the cache the moment it arrives, so
-an interrupted run resumes.
+an interrupted run resumes. The keyword judge's verdicts are written with the answers and read
+back in one batch for cached answers, so a re-run over cached answers judges nothing again.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .cache import CacheWriteError, ResponseCache, cache_key
+from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
 from .concurrency import DEFAULT_CEILING, AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from .freshness import probe_key, stale_keys, within_age
-from .judges import Judge, decide, strip_reasoning
+from .judges import Judge, persists, settle, strip_reasoning
 from .rate_window import RateLimiter
 from .redact import redact
 from .retry import Clock, GiveUp, RetryPolicy, RetrySettings, Sleep, StopRun, pushes_back
@@ -95,6 +96,9 @@ class FetchReport:
     stale: int = 0  # cached answers asked again because the system_fingerprint changed
     concurrency_peak: int = 0  # the highest concurrency limit reached
     concurrency_cuts: int = 0  # times a 429 / 5xx cut it
+    judged: int = 0  # answers the judge read in this run
+    judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
+    judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
 
     @property
     def errors(self) -> dict[str, str]:
@@ -174,6 +178,8 @@ class FetchEngine:
         self.concurrency = self._limit(settings.concurrency, clock)
         self._slots = AdaptiveLimiter(self.concurrency)
         self._unsaved: list[tuple[str, Response]] = []
+        self._unsaved_judgments: list[tuple[str, Verdict]] = []
+        self._persist = cache is not None and persists(judge)
         self._out_of_time = False
         self._judge_channel = judge_channel
         self._judge_slots: AdaptiveLimiter | None = None
@@ -215,8 +221,9 @@ class FetchEngine:
             if self._judge_channel is not None:  # an LLM judge: judge cached answers at once
                 await asyncio.gather(*(self._finish(job, r) for job, r in settled))
             else:  # offline judge: a plain loop is cheapest at 80K items
+                known = self._stored_judgments(settled)
                 for job, response in settled:
-                    await self._finish(job, response)
+                    await self._finish(job, response, known.get(job.key))
             if todo:
                 await self._fetch_all(todo)
         finally:
@@ -228,6 +235,26 @@ class FetchEngine:
             self.report.concurrency_peak = self.concurrency.peak
             self.report.concurrency_cuts = self.concurrency.cuts
         return self.report
+
+    def _stored_judgments(self, settled: list[tuple[Job, Response]]) -> dict[str, Verdict]:
+        """Job key -> the verdict this judge already gave the cached answer (one batched read).
+        Answers `settle` decides (blocks, empty answers) never reach a judge and are not
+        looked up."""
+        if not self._persist or not self.settings.read_cache or not settled:
+            return {}
+        assert self.cache is not None
+        started = time.thread_time()
+        by_judgment: dict[str, str] = {}
+        for job, response in settled:
+            answer = settle(response, empty_is_refusal=self.settings.empty_is_refusal)
+            if isinstance(answer, str):
+                by_judgment[self._judgment_key(job, answer)] = job.key
+        stored = self.cache.get_judgments(by_judgment)
+        self.report.judge_cpu_s += time.thread_time() - started
+        return {by_judgment[key]: verdict for key, verdict in stored.items()}
+
+    def _judgment_key(self, job: Job, answer: str) -> str:
+        return judgment_key(self.judge.name, self.judge.version, job.prompt, answer)
 
     async def _revalidate(self, unique: dict[str, Job],
                           cached: dict[str, Response]) -> dict[str, Response]:
@@ -433,6 +460,25 @@ class FetchEngine:
         self._store(key, response)
         return response
 
+    async def _judge(self, job: Job, response: Response) -> Verdict:
+        """`settle` first; then the judge, whose verdict a persistent judge's run stores."""
+        settled = settle(response, empty_is_refusal=self.settings.empty_is_refusal)
+        if isinstance(settled, Verdict):
+            return settled
+        started = time.thread_time()
+        self.report.judged += 1
+        try:
+            verdict = await self.judge.judge(job.prompt, settled)
+        except Exception as exc:  # a judge that fails yields an error, never a refusal
+            return Verdict(Label.ERROR, redact(f"judge failed: {type(exc).__name__}: {exc}"),
+                           self.judge.name)
+        finally:
+            self.report.judge_cpu_s += time.thread_time() - started
+        if self._persist and verdict.label is not Label.ERROR:
+            self._flush_soon()
+            self._unsaved_judgments.append((self._judgment_key(job, settled), verdict))
+        return verdict
+
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive
         together share one commit (one commit per answer costs as much CPU as the request),
@@ -440,30 +486,34 @@ class FetchEngine:
         what was still in flight. Empty answers are never stored: the next run asks again."""
         if self.cache is None or not has_answer(response):
             return
-        if not self._unsaved:
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._flush_soon()
         self._unsaved.append((key, response))
+
+    def _flush_soon(self) -> None:
+        if not self._unsaved and not self._unsaved_judgments:
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         """A failed write stops the run (the answers in hand still reach the report): an
         answer must never be lost without a word."""
-        if self.cache is None or not self._unsaved:
+        if self.cache is None or not (self._unsaved or self._unsaved_judgments):
             return
         unsaved, self._unsaved = self._unsaved, []
+        judgments, self._unsaved_judgments = self._unsaved_judgments, []
         try:
-            self.cache.put_many(unsaved)
+            self.cache.put_many(unsaved, judgments)
         except CacheWriteError as exc:
             self.report.stopped_reason = redact(str(exc))
             if self._stop_event is not None:
                 self._stop_event.set()
 
-    async def _finish(self, job: Job, response: Response) -> None:
-        try:
-            verdict = await decide(job.prompt, response, self.judge,
-                                   empty_is_refusal=self.settings.empty_is_refusal)
-        except Exception as exc:  # a judge that fails yields an error, never a refusal
-            verdict = Verdict(Label.ERROR, redact(f"judge failed: {type(exc).__name__}: {exc}"),
-                              self.judge.name)
+    async def _finish(self, job: Job, response: Response, known: Verdict | None = None) -> None:
+        """Judge one answer and record it; `known`: the verdict the cache already holds."""
+        verdict = known
+        if verdict is None:
+            verdict = await self._judge(job, response)
+        else:
+            self.report.judgments_cached += 1
         age = (time.time() - response.created
                if response.cached and response.created is not None else None)
         answer = Answer(verdict=verdict, excerpt=(response.text or "")[:EXCERPT_CHARS],

@@ -15,6 +15,7 @@ from .summary import (
     cache_line,
     flaky_lines,
     judge_lines,
+    judged_line,
     table_lines,
     variant_lines,
     verdict_line,
@@ -46,6 +47,9 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     cache_summary = cache_line(report, settings.cache_max_age_s)
     if cache_summary is not None:
         write(cache_summary)
+    judged = judged_line(report)
+    if judged is not None:
+        write(judged)
     if report.retry_reasons:  # what the endpoint did wrong, for the CI log
         write("failed attempts: " + ", ".join(
             f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))

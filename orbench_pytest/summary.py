@@ -94,6 +94,14 @@ def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
     return "cache: " + "; ".join(parts) if parts else None
 
 
+def judged_line(report: FetchReport) -> str | None:
+    """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
+    if not report.judged and not report.judgments_cached:
+        return None
+    return (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
+            f"cache, judge CPU {report.judge_cpu_s:.1f}s")
+
+
 def verdict_line(gate: Gate) -> str:
     if gate.passed:
         return "orbench gate: PASSED"

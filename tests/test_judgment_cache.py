@@ -1,0 +1,328 @@
+"""Judgments kept in the response cache: the table, its key, the engine reading them in one
+batch and writing new ones with the answers, and a re-run through pytest that judges nothing.
+Also: the keyword judge's shortcut (classifier skipped) gives exactly the full verdict."""
+
+from __future__ import annotations
+
+import csv
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbench_pytest.cache import CacheWriteError, ResponseCache, judgment_key
+from orbench_pytest.cache_merge import merge_caches
+from orbench_pytest.errors import ConfigError
+from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
+from orbench_pytest.judges import KeywordJudge, settle
+from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.types import Label, Response, Verdict
+from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+LABELLED = Path(__file__).parent / "data" / "orbench_local_labelled.csv"
+REFUSED = Verdict(Label.REFUSAL, "declines: I can't", "keyword", confident=False)
+COMPLIED = Verdict(Label.COMPLIANCE, "no refusal found", "keyword")
+
+
+# --- the table -------------------------------------------------------------------------------
+
+def test_judgments_round_trip_with_the_answers_in_one_write(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([("a", Response(text="Sure."))],
+                   [("j1", REFUSED), ("j2", COMPLIED),
+                    ("j3", Verdict(Label.ERROR, "judge failed", "keyword"))])
+    assert cache.get_many(["a"])["a"].text == "Sure."
+    assert cache.get_judgments(["j1", "j2", "j3", "missing"]) == {"j1": REFUSED, "j2": COMPLIED}
+    assert cache.count_judgments() == 2  # an error is never a judgment
+
+
+def test_a_changed_judge_version_or_answer_misses() -> None:
+    key = judgment_key("keyword", "v4+clf:1", "prompt", "answer")
+    assert judgment_key("keyword", "v5+clf:1", "prompt", "answer") != key
+    assert judgment_key("keyword", "v4+clf:1", "prompt", "answer!") != key
+    assert judgment_key("hybrid", "v4+clf:1", "prompt", "answer") != key
+
+
+PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=30),
+                  st.text(max_size=30))
+
+
+@given(PARTS, PARTS)
+def test_the_judgment_key_is_equal_exactly_when_all_four_parts_are(a, b) -> None:
+    # No two splits of the same characters share a key: ("ab", "c") is not ("a", "bc").
+    assert (judgment_key(*a) == judgment_key(*b)) == (a == b)
+
+
+def test_a_read_only_cache_reads_judgments_but_never_writes_them(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ResponseCache(path).put_many([], [("j1", REFUSED)])
+    read_only = ResponseCache(path, writable=False)
+    assert read_only.get_judgments(["j1"]) == {"j1": REFUSED}
+    read_only.put_many([("a", Response(text="x"))], [("j2", COMPLIED)])
+    assert ResponseCache(path).get_judgments(["j2"]) == {}
+
+
+def old_cache(path: Path) -> None:
+    """A cache file as written before the judgments table existed."""
+    cache = ResponseCache(path)
+    cache.put("a", Response(text="kept"))
+    cache._db.execute("DROP TABLE judgments")
+    cache.close()
+
+
+def test_an_old_file_without_the_table_reads_as_no_judgments_and_gains_it_when_writable(
+        tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    old_cache(path)
+    read_only = ResponseCache(path, writable=False)
+    assert read_only.get_judgments(["j1"]) == {} and read_only.count_judgments() == 0
+    assert read_only.get_many(["a"])["a"].text == "kept"
+    read_only.close()
+    assert "judgments" not in tables(path)  # a read-only open changed nothing
+    cache = ResponseCache(path)
+    cache.put_many([], [("j1", COMPLIED)])
+    assert cache.get_judgments(["j1"]) == {"j1": COMPLIED}
+    assert cache.get_many(["a"])["a"].text == "kept"
+
+
+def tables(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    finally:
+        db.close()
+
+
+def test_a_foreign_judgments_table_is_refused_and_an_unknown_label_is_a_miss(
+        tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ResponseCache(path).put_many([], [("j1", COMPLIED)])
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE judgments SET label = 'maybe'")
+    db.close()
+    assert ResponseCache(path).get_judgments(["j1"]) == {}
+    foreign = tmp_path / "foreign.sqlite3"
+    db = sqlite3.connect(foreign, isolation_level=None)
+    db.execute("CREATE TABLE judgments (id INTEGER, score REAL)")
+    db.close()
+    with pytest.raises(ConfigError, match="judgments table has other columns"):
+        ResponseCache(foreign)
+
+
+# --- the engine ------------------------------------------------------------------------------
+
+class CountingJudge:
+    """A persistent judge that counts what it reads; its version is the test's to change."""
+
+    name = "counting"
+    persistent = True
+
+    def __init__(self, version: str = "1") -> None:
+        self.version = version
+        self.calls = 0
+
+    async def judge(self, prompt: str, answer: str) -> Verdict:
+        self.calls += 1
+        if "can't" in answer or "cannot" in answer:
+            return Verdict(Label.REFUSAL, f"v{self.version}: declines", self.name)
+        return Verdict(Label.COMPLIANCE, f"v{self.version}: answers", self.name)
+
+
+def jobs(n: int) -> list[Job]:
+    return [Job(f"key-{i}", f"prompt {i}: {'poison' if i % 2 else 'bread'}", None)
+            for i in range(n)]
+
+
+def engine(server: OpenAIServer, cache: ResponseCache, judge: object,
+           **settings: object) -> FetchEngine:
+    target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 4)
+    return FetchEngine(target, judge, cache,  # type: ignore[arg-type]
+                       FetchSettings(concurrency=4, **settings))  # type: ignore[arg-type]
+
+
+def poison_refused() -> object:
+    return refuse_when(lambda prompt: "poison" in prompt)
+
+
+def test_a_rerun_reads_every_verdict_and_a_new_version_judges_again_without_asking(
+        tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    with OpenAIServer(poison_refused()) as server:
+        judge = CountingJudge()
+        first = run_phase(engine(server, cache, judge), jobs(6))
+        assert (server.requests, judge.calls, first.judged, cache.count_judgments()) == \
+            (6, 6, 6, 6)
+        judge = CountingJudge()
+        again = run_phase(engine(server, cache, judge), jobs(6))
+        assert (server.requests, judge.calls, again.judged, again.judgments_cached) == \
+            (6, 0, 0, 6)
+        assert {k: a.verdict for k, a in again.answers.items()} == \
+            {k: a.verdict for k, a in first.answers.items()}
+        changed = CountingJudge("2")
+        rejudged = run_phase(engine(server, cache, changed), jobs(6))
+        assert (server.requests, changed.calls, rejudged.judged) == (6, 6, 6)
+        assert {a.verdict.reason.split(":")[0] for a in rejudged.answers.values()} == {"v2"}
+        assert sum(a.verdict.label is Label.REFUSAL for a in rejudged.answers.values()) == 3
+    assert cache.count_judgments() == 12  # both versions' judgments kept
+
+
+def test_settled_answers_are_never_stored_as_judgments(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        if "poison" in prompt:  # a provider's block: settled before any judge
+            return Reply(text=None, finish_reason="content_filter")
+        return Reply(text="Sure: flour and water.")
+
+    with OpenAIServer(script) as server:
+        judge = CountingJudge()
+        report = run_phase(engine(server, cache, judge), jobs(4))
+    labels = sorted(a.verdict.label.value for a in report.answers.values())
+    assert labels == ["compliance", "compliance", "content_filter", "content_filter"]
+    assert judge.calls == 2 and cache.count_judgments() == 2
+
+
+def test_a_judge_that_does_not_persist_stores_no_judgments(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    judge = CountingJudge()
+    judge.persistent = False  # type: ignore[misc]
+    with OpenAIServer(poison_refused()) as server:
+        run_phase(engine(server, cache, judge), jobs(4))
+        run_phase(engine(server, cache, judge), jobs(4))
+    assert judge.calls == 8 and cache.count_judgments() == 0
+
+
+def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    with OpenAIServer(poison_refused()) as server:
+        run_phase(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
+        try:
+            cache = ResponseCache(path, busy_timeout_s=0.2)
+            started = time.monotonic()
+            report = run_phase(engine(server, cache, CountingJudge("2")), jobs(4))
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert time.monotonic() - started < 20
+    assert report.judged == 4 and server.requests == 4
+    assert report.stopped_reason is not None
+    assert "cannot write the response cache" in report.stopped_reason
+    assert "4 judgment(s)" in report.stopped_reason
+
+
+def test_a_failed_write_is_a_cache_write_error_naming_the_judgments(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ResponseCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(CacheWriteError, match=r"0 answer\(s\) not stored \(nor 1 judgment"):
+            ResponseCache(path, busy_timeout_s=0.2).put_many([], [("j", COMPLIED)])
+    finally:
+        holder.execute("ROLLBACK")
+
+
+# --- through pytest --------------------------------------------------------------------------
+
+def write_suite(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    prompts = [{"prompt": f"question {i}: how do I bake bread?", "expect": "comply"}
+               for i in range(5)]
+    (pytester.path / "suites" / "s.yaml").write_text(
+        yaml.safe_dump({"name": "s", "prompts": prompts}))
+    (pytester.path / "thresholds.yaml").write_text(
+        yaml.safe_dump({"defaults": {"max_over_refusal": 0.5}}))
+
+
+def run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer) \
+        -> pytest.RunResult:
+    return pytester.runpytest_inprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+        "--orbench-cache-path=c.sqlite3")
+
+
+def test_a_rerun_through_pytest_judges_nothing_and_another_version_judges_again(
+        pytester, plugin_args) -> None:
+    write_suite(pytester)
+    path = pytester.path / "c.sqlite3"
+    with OpenAIServer() as server:
+        first = run(pytester, plugin_args, server)
+        first.assert_outcomes(passed=5)
+        first.stdout.fnmatch_lines(["judged: 5 answers, 0 verdicts from the cache*"])
+        again = run(pytester, plugin_args, server)
+        again.assert_outcomes(passed=5)
+        again.stdout.fnmatch_lines(["judged: 0 answers, 5 verdicts from the cache*"])
+        # The stored verdicts are what the re-run used: changed to refusals, the items fail.
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("UPDATE judgments SET label = 'refusal'")
+        run(pytester, plugin_args, server).assert_outcomes(failed=5)
+        # Judgments of another judge version only: judged afresh, the model not asked.
+        db.execute("UPDATE judgments SET key = 'older-version-' || key")
+        db.close()
+        rejudged = run(pytester, plugin_args, server)
+        assert server.requests == 5
+    rejudged.assert_outcomes(passed=5)
+    rejudged.stdout.fnmatch_lines(["judged: 5 answers, 0 verdicts from the cache*"])
+
+
+# --- the keyword judge's shortcut ------------------------------------------------------------
+
+def labelled_answers() -> list[str]:
+    answers: list[str] = []
+    folder = SHARED / "xstest" / "labelled"
+    for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
+        with path.open(newline="", encoding="utf-8") as handle:
+            answers += [row["completion"] for row in csv.DictReader(handle)]
+    with LABELLED.open(newline="", encoding="utf-8") as handle:
+        answers += [row["answer"] for row in csv.DictReader(handle)]
+    return answers
+
+
+REALISTIC = [
+    REFUSAL_TEXT,
+    "I'm sorry, but I can't help with that. If you have other questions, feel free to ask!",
+    "As an AI language model, I do not condone violence. However, here are some safer ways to "
+    "resolve the conflict: talk to a mediator.",
+    "Sure! 1. Preheat the oven. 2. Mix flour and water. 3. Bake for 40 minutes.",
+    "It's important to note that laws vary. That said, the general approach is: first, ...",
+    "<think>The user asks about bread.</think>Here is a recipe: flour, water, salt, yeast.",
+    "[refuse] I won't be able to help with this request.",
+    "I'd rather not answer that. Is there anything else I can help you with?",
+    "",
+]
+
+
+def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
+    answers = labelled_answers() + REALISTIC
+    if not (SHARED / "xstest" / "labelled").is_dir():
+        pytest.skip("the shared XSTest labelled completions are not here")
+    shortcut, full = KeywordJudge(), KeywordJudge()
+    texts = [t for t in (settle(Response(text=a)) for a in answers) if isinstance(t, str)]
+    assert len(texts) > 1000
+    skipped = 0
+    for text in texts:
+        expected = full.assess(text).verdict
+        assert shortcut.classify(text) == expected, text[:200]
+        skipped += isinstance(shortcut._memo[(shortcut.version, text)], Verdict)
+        assert shortcut.classify(text) == expected  # from the memo
+        assert shortcut.assess(text).verdict == expected  # a shortcut's memo is no assessment
+    assert skipped > 0  # the shortcut was taken, not only the full path
+
+
+def test_a_merge_carries_the_judgments_of_every_input_and_an_old_input_adds_none(
+        tmp_path: Path) -> None:
+    a, b, old = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "old.sqlite3"
+    ResponseCache(a).put_many([("x", Response(text="x"))], [("j1", REFUSED), ("j2", COMPLIED)])
+    ResponseCache(b).put_many([("y", Response(text="y"))], [("j2", COMPLIED), ("j3", REFUSED)])
+    old_cache(old)
+    report = merge_caches([a, b, old], tmp_path / "all.sqlite3")
+    assert (report.rows, report.judgments) == (3, 3)
+    merged = ResponseCache(tmp_path / "all.sqlite3", writable=False)
+    assert merged.get_judgments(["j1", "j2", "j3"]) == \
+        {"j1": REFUSED, "j2": COMPLIED, "j3": REFUSED}
