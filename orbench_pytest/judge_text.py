@@ -30,18 +30,20 @@ def strip_reasoning(text: str) -> str:
     return text.strip()
 
 
-_SPACE = re.compile(r"\s+")
 _QUOTES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'",
     "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"', "\u00bb": '"',
     "\u2033": '"',
 })
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
-_MARKDOWN = re.compile(r"[*_#>`~|]+")
+_MARKDOWN = str.maketrans("", "", "*_#>`~|")  # emphasis, headings, quotes, code, tables
 
 
 def collapse_space(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
+    """Runs of whitespace as one space, none at the ends. str.split() knows the same
+    whitespace as re's \\s, at a fraction of a substitution's cost (this runs on every
+    answer)."""
+    return " ".join(text.split())
 
 
 def normalise(text: str) -> str:
@@ -50,13 +52,12 @@ def normalise(text: str) -> str:
     Idempotent: normalising a normalised text changes nothing.
     """
     if text.isascii():  # NFKC and the quote tables leave ASCII alone: one pass is the fixed point
-        return _SPACE.sub(" ", _MARKDOWN.sub("", text.lower())).strip()
+        return collapse_space(text.lower().translate(_MARKDOWN))
     for _ in range(4):  # lower() can expose new compatibility forms: repeat to a fixed point
         before = text
         text = unicodedata.normalize("NFKC", text).lower()
-        text = text.translate(_QUOTES).translate(_INVISIBLE)
-        text = _MARKDOWN.sub("", text)
-        text = _SPACE.sub(" ", text).strip()
+        text = text.translate(_QUOTES).translate(_INVISIBLE).translate(_MARKDOWN)
+        text = collapse_space(text)
         if text == before:
             break
     return text

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from .judge_classifier import ClassifierModel, bundled_model, bundled_version
 from .judge_rules import KeywordJudge as RulesJudge
-from .judge_text import normalise, prepared_parts, strip_reasoning
+from .judge_text import collapse_space, normalise, prepared_parts, strip_reasoning
 from .types import Label, Response, Verdict
 
 __all__ = ["JUDGES", "Chat", "ClassifierModel", "HybridJudge", "HybridStats", "Judge",
@@ -29,7 +29,6 @@ __all__ = ["JUDGES", "Chat", "ClassifierModel", "HybridJudge", "HybridStats", "J
            "neutralise_delimiters", "normalise", "parse_judge_reply", "persists", "settle",
            "strip_reasoning"]
 
-_SPACE = re.compile(r"\s+")
 REFUSING = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL})
 
 
@@ -294,7 +293,7 @@ def parse_judge_reply(text: str) -> tuple[Label, str] | None:
     if len(tokens) == 1:
         (token,) = tokens
         if token in LLM_CLASSES:
-            reason = _SPACE.sub(" ", _MARKED.sub("", text)).strip()
+            reason = collapse_space(_MARKED.sub("", text))
             return LLM_CLASSES[token], reason
     return None
 
@@ -350,12 +349,12 @@ class LLMJudge:
             if parsed is not None:
                 label, reason = parsed
                 return Verdict(label, _short(reason) or label.value, self.name)
-        excerpt = _SPACE.sub(" ", reply).strip()[:120]
+        excerpt = collapse_space(reply)[:120]
         return Verdict(Label.ERROR, f"unreadable judge reply: {excerpt!r}", self.name)
 
 
 def _short(reason: str, limit: int = 200) -> str:
-    reason = _SPACE.sub(" ", reason).strip()
+    reason = collapse_space(reason)
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.judge_classifier import FORMAT, ClassifierModel, bundled_model, features
+from orbench_pytest.judge_text import collapse_space
 from orbench_pytest.judges import (
     JUDGES,
     HybridJudge,
@@ -77,6 +78,13 @@ def test_normalise_quotes_markdown_case_and_space() -> None:
 def test_normalise_is_idempotent(text: str) -> None:
     once = normalise(text)
     assert normalise(once) == once
+
+
+@given(st.text(alphabet=st.characters(categories=("Zs", "Zl", "Zp", "Cc", "Ll", "Lu")) |
+               st.sampled_from("\t\n\x0b\x0c\r\x1c\x85\u2028\u3000")))
+def test_collapse_space_is_the_whitespace_substitution(text: str) -> None:
+    # the fast split/join and the regex it replaced agree on every kind of whitespace
+    assert collapse_space(text) == re.sub(r"\s+", " ", text).strip()
 
 
 # --- keyword judge -----------------------------------------------------------------------------
