@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -41,3 +42,13 @@ def plugin_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     if plugin_installed():
         return []
     return ["-p", "orbench_pytest.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
+
+@pytest.fixture
+def batches_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch takes 4 requests (OpenAI's take 50,000), so ten prompts make three."""
+    from orbench_pytest.batch_format import BatchLimits
+
+    # The module the run will use (pytester may have dropped an earlier import of it).
+    batch_run = importlib.import_module("orbench_pytest.batch_run")
+    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))

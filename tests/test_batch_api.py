@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 
 from orbench_pytest.batch_api import BatchClient, BatchStatus, wait
-from orbench_pytest.batch_format import BatchLimits
 from orbench_pytest.batch_state import state_path
 from tests.batch_files import prompt_of
 from tests.batch_server import BatchServer
@@ -192,10 +190,7 @@ def test_the_state_file_names_its_cache(tmp_path: Path) -> None:
 
 def test_more_requests_than_a_batch_takes_are_several_batches(
         pytester: pytest.Pytester, plugin_args: list[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # The module the run will use (pytester may have dropped an earlier import of it).
-    batch_run = importlib.import_module("orbench_pytest.batch_run")
-    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))  # OpenAI's: 50,000
+        batches_of_four: None) -> None:
     write_suite(pytester.path)
     with BatchServer(answer) as server:
         first = run(pytester, plugin_args, server, "--orbench-batch=submit",

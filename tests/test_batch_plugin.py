@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from orbench_pytest.batch_format import BatchLimits
 from orbench_pytest.cache import ResponseCache
 from tests.batch_files import answer_file, output_line, prompt_of, read_requests, write_lines
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
@@ -48,10 +46,7 @@ def cached(root: Path) -> int:
 
 def test_more_requests_than_a_batch_takes_are_exported_as_numbered_files(
         pytester: pytest.Pytester, plugin_args: list[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # The module the run will use (pytester may have dropped an earlier import of it).
-    batch_run = importlib.import_module("orbench_pytest.batch_run")
-    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))  # OpenAI's: 50,000
+        batches_of_four: None) -> None:
     write_suite(pytester.path)
     exported = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl")
     assert exported.ret == pytest.ExitCode.OK
