@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS judgments (
 JUDGMENT_COLUMNS = ("key", "label", "reason", "confident", "judge", "created")
 OWN_TABLES = frozenset({"responses", "judgments", "run_errors", "run_state"})
 
+# Added to the responses table after its first release: an older file has none (unknown).
+LATER_COLUMNS = frozenset({"system_fingerprint"})
 RESPONSE_COLUMNS = frozenset({"key", "text", "finish_reason", "content_filter", "refusal",
                               "reasoning", "usage", "latency_ms", "raw", "created"})
 

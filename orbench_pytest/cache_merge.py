@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import JUDGMENT_COLUMNS, ResponseCache, journal_files
+from .cache import JUDGMENT_COLUMNS, LATER_COLUMNS, ResponseCache, journal_files
 from .errors import ConfigError
 
 
@@ -80,17 +80,20 @@ def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
     db.execute("ATTACH DATABASE ? AS source", (f"{path.resolve().as_uri()}?mode=ro",))
     try:
         theirs = {row[1] for row in db.execute("PRAGMA source.table_info(responses)")}
-        missing = [c for c in columns if c not in theirs]
+        missing = [c for c in columns if c not in theirs and c not in LATER_COLUMNS]
         if missing:
             raise ConfigError(f"{path}: the cache lacks columns {', '.join(missing)}")
         listed = ", ".join(columns)
+        # A file from before a later column: its rows carry NULL there (unknown), as the
+        # plugin reads them, and a newer row of its replaces the older row's value too.
+        selected = ", ".join(c if c in theirs else f"NULL AS {c}" for c in columns)
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "key")
         # Newest first; equal ages: the larger content, so the input order does not matter.
         newer = ("(coalesce(excluded.created, 0), coalesce(excluded.raw, ''), "
                  "coalesce(excluded.text, '')) > (coalesce(responses.created, 0), "
                  "coalesce(responses.raw, ''), coalesce(responses.text, ''))")
         db.execute("BEGIN IMMEDIATE")
-        db.execute(f"INSERT INTO main.responses ({listed}) SELECT {listed} FROM "
+        db.execute(f"INSERT INTO main.responses ({listed}) SELECT {selected} FROM "
                    f"source.responses WHERE true ON CONFLICT(key) DO UPDATE SET {updates} "
                    f"WHERE {newer}")
         tables = {row[0] for row in db.execute(

@@ -176,6 +176,29 @@ def test_merge_keeps_every_row_and_the_newest_of_a_conflict_whatever_the_order(
         "only new"
 
 
+def test_a_cache_from_before_system_fingerprint_merges_with_it_unknown(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.sqlite3", tmp_path / "new.sqlite3"
+    put(old, {"a": "old file, newer a", "b": "only old"}, created=9e9)  # newer than now
+    db = sqlite3.connect(old)  # the layout of a file written before the column existed
+    db.execute("ALTER TABLE responses DROP COLUMN system_fingerprint")
+    db.commit()
+    db.close()
+    cache = ResponseCache(new)
+    cache.put_many([(k, Response(text=f"new {k}", system_fingerprint="fp_new"))
+                    for k in ("a", "c")])
+    cache.close()
+    report = merge_caches([new, old], tmp_path / "out.sqlite3")
+    assert (report.rows_read, report.rows) == (4, 3)
+    merged = ResponseCache(tmp_path / "out.sqlite3", writable=False)
+    try:
+        got = merged.get_many(["a", "b", "c"])
+    finally:
+        merged.close()
+    assert {k: (r.text, r.system_fingerprint) for k, r in got.items()} == {
+        "a": ("old file, newer a", None),  # the newer row wins whole: its fingerprint unknown
+        "b": ("only old", None), "c": ("new c", "fp_new")}
+
+
 def test_merge_refuses_to_overwrite_and_reports_bad_input(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
