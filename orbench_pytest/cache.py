@@ -84,6 +84,17 @@ def _drop_orphan_journals(path: Path) -> None:
         journal.unlink(missing_ok=True)
 
 
+def tables_of(db: sqlite3.Connection, schema: str = "main") -> set[str]:
+    """The table names of one database of a connection (`main`, or an attached one)."""
+    return {row[0] for row in db.execute(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
+
+
+def columns_of(db: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
+    """A table's column names, in their order."""
+    return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
+
+
 def journal_files(path: Path) -> tuple[Path, Path]:
     """The files SQLite keeps beside a cache in WAL mode."""
     return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
@@ -174,13 +185,12 @@ class ResponseCache:
                 self._db = sqlite3.connect(":memory:", isolation_level=None,
                                            check_same_thread=False)
                 self._db.executescript(_SCHEMA)
-            tables = {row[0] for row in self._db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = tables_of(self._db)
             # A read-only look at a file from before the table: no judgments cached.
             self._has_judgments = "judgments" in tables
             if self._has_judgments:
                 self._check_judgment_columns()
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            columns = set(columns_of(self._db, "responses"))
             if "system_fingerprint" not in columns and writable:  # a file from before it
                 self._db.execute("ALTER TABLE responses ADD COLUMN system_fingerprint TEXT")
                 columns.add("system_fingerprint")
@@ -201,8 +211,7 @@ class ResponseCache:
 
     def _check_not_foreign(self) -> None:
         """A file with other tables belongs to another program: never add ours to it."""
-        tables = {row[0] for row in self._db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = tables_of(self._db)
         if tables - OWN_TABLES:
             raise ConfigError(f"{self.path}: not an orbench response cache (it holds other "
                               "tables); pass --orbench-cache-path=NEW")
@@ -211,13 +220,13 @@ class ResponseCache:
 
     def _check_columns(self) -> None:
         """Another program's SQLite file may have a `responses` table too: not ours."""
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        columns = set(columns_of(self._db, "responses"))
         if not RESPONSE_COLUMNS <= columns:
             raise ConfigError(f"{self.path}: not an orbench response cache (its responses "
                               "table has other columns); pass --orbench-cache-path=NEW")
 
     def _check_judgment_columns(self) -> None:
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(judgments)")}
+        columns = set(columns_of(self._db, "judgments"))
         if not set(JUDGMENT_COLUMNS) <= columns:
             raise ConfigError(f"{self.path}: not an orbench response cache (its judgments "
                               "table has other columns); pass --orbench-cache-path=NEW")

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import JUDGMENT_COLUMNS, LATER_COLUMNS, ResponseCache, journal_files
+from .cache import (
+    JUDGMENT_COLUMNS,
+    LATER_COLUMNS,
+    ResponseCache,
+    columns_of,
+    journal_files,
+    tables_of,
+)
 from .errors import ConfigError
 
 
@@ -47,7 +54,7 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
         ResponseCache(temporary).close()  # the schema, as the plugin writes it
         db = sqlite3.connect(str(temporary), isolation_level=None)
         try:
-            columns = [row[1] for row in db.execute("PRAGMA table_info(responses)")]
+            columns = columns_of(db, "responses")
             rows_read = 0
             for path in inputs:
                 rows_read += _merge_one(db, path, columns)
@@ -79,7 +86,7 @@ def _check_input(path: Path) -> None:
 def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
     db.execute("ATTACH DATABASE ? AS source", (f"{path.resolve().as_uri()}?mode=ro",))
     try:
-        theirs = {row[1] for row in db.execute("PRAGMA source.table_info(responses)")}
+        theirs = set(columns_of(db, "responses", "source"))
         missing = [c for c in columns if c not in theirs and c not in LATER_COLUMNS]
         if missing:
             raise ConfigError(f"{path}: the cache lacks columns {', '.join(missing)}")
@@ -96,8 +103,7 @@ def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
         db.execute(f"INSERT INTO main.responses ({listed}) SELECT {selected} FROM "
                    f"source.responses WHERE true ON CONFLICT(key) DO UPDATE SET {updates} "
                    f"WHERE {newer}")
-        tables = {row[0] for row in db.execute(
-            "SELECT name FROM source.sqlite_master WHERE type = 'table'")}
+        tables = tables_of(db, "source")
         if "judgments" in tables:
             db.execute(_MERGE_JUDGMENTS)
         db.execute("COMMIT")
