@@ -30,7 +30,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import OR_BENCH_80K, PYTEST, load, pytest_env, read_prompts, synthesise
+from _common import (
+    OR_BENCH_80K,
+    PYTEST,
+    load,
+    pytest_env,
+    read_prompts,
+    run_process,
+    synthesise,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -108,19 +116,14 @@ def judge_cost(answers: list[str]) -> tuple[float, float, int]:
 def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> None:
     """Run one pytest command; print its wall, the judge's CPU and share, and the load."""
     before = load()
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
-    if done.returncode not in (0, 1):  # 1: some prompts failed their expectation, as meant
-        raise SystemExit(f"{what}: the run did not complete (exit {done.returncode}): {last}")
-    judged = JUDGED.search(done.stdout)
+    done = run_process(command, root, env, ok_codes=(0, 1))  # 1: expected mismatches failed
+    judged = JUDGED.search(done.output)
     if judged is None:
         raise SystemExit(f"{what}: no 'judged:' line in the run's summary")
     fresh, stored, cpu = int(judged[1]), int(judged[2]), float(judged[3])
-    print(f"{what}: {wall:.1f} s wall ({last}); judged {fresh}, {stored} verdicts from the "
-          f"cache; judge CPU {cpu:.2f} s = {cpu / wall:.1%} of the wall time (target ≤ 5%); "
-          f"load before {before}, after {load()}")
+    print(f"{what}: {done.wall_s:.1f} s wall ({done.last_line}); judged {fresh}, {stored} "
+          f"verdicts from the cache; judge CPU {cpu:.2f} s = {cpu / done.wall_s:.1%} of the "
+          f"wall time (target ≤ 5%); load before {before}, after {load()}")
 
 
 def main(argv: list[str] | None = None) -> int:
