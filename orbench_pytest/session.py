@@ -25,9 +25,11 @@ from .suite_selection import (
     node_path,
     suite_request,
 )
+from .untrusted import terminal_line
 from .xdist_handoff import WORKERINPUT_KEY
 
 if TYPE_CHECKING:
+    from .batch_run import BatchEnded
     from .collection import SuiteCatalog
     from .run_phase import CompletedRun
     from .runner import ItemState, Selected
@@ -76,6 +78,7 @@ class OrbenchSession:
         self._handoff: StatesFile | None = None
         self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
         self._nodes: list[Any] = []  # xdist workers (controller only)
+        self._ended: BatchEnded | None = None  # the run ended after a batch step
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
@@ -112,16 +115,19 @@ class OrbenchSession:
 
     # --- the fetch-and-judge phase --------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Serial run: fetch and judge once the selection is final, before any item runs."""
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """Serial run: fetch and judge once the selection is final, before any item runs.
+        After a batch step that ends the run (an export, a status) no item runs: True tells
+        pytest the loop is done."""
         if session.config.option.collectonly or self.is_worker or self._catalog is None:
-            return
+            return None
         from .items import PromptItem
         from .runner import Selected
 
         selected = [Selected(item.nodeid, item.case, item.variant) for item in session.items
                     if isinstance(item, PromptItem)]
         self._start(selected)
+        return True if self._ended is not None else None
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
@@ -153,14 +159,9 @@ class OrbenchSession:
                             reporter, self.config.option.maxfail)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
-        except BatchEnded as ended:  # an export or a batch's status: no gate
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            from .untrusted import terminal_line  # lines may quote a file's or a server's text
-
-            for line in ended.lines[:-1]:
-                if reporter is not None:
-                    reporter.write_line(terminal_line(line))
-            pytest.exit(terminal_line(ended.lines[-1]), returncode=ended.returncode)
+        except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
+            self._ended = ended
+            return
         self._states = self._run.outcome.states
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
@@ -182,6 +183,10 @@ class OrbenchSession:
             self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
         except pytest.UsageError as exc:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        if self._ended is not None:  # the workers would run items that have no verdict
+            ended, self._ended = self._ended, None
+            self._write_ended(ended.lines[:-1])
+            pytest.exit(terminal_line(ended.lines[-1]), returncode=ended.returncode)
         if self._run is not None and self._handoff is not None:
             self._handoff.write(self._run.outcome.states)
         self._check_workers_alive()
@@ -243,6 +248,8 @@ class OrbenchSession:
 
     # --- reports --------------------------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self._ended is not None:
+            self._write_ended(self._ended.lines)
         if self._run is not None and not self.is_worker:
             from .reporting import write_gate
 
@@ -254,6 +261,8 @@ class OrbenchSession:
         writes its file); the handoff file goes."""
         if self._handoff is not None:
             self._handoff.delete()
+        if self._ended is not None:
+            session.exitstatus = self._ended.returncode
         if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
             # xdist turns a worker's stop into an interruption; a run stopped by the gate
             # failed, as it does without xdist.
@@ -266,6 +275,12 @@ class OrbenchSession:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
             write_results(self.config, self._run)
+
+    def _write_ended(self, lines: list[str]) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            for line in lines:  # they may quote a file's or a server's text
+                reporter.write_line(terminal_line(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close()

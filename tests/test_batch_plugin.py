@@ -270,3 +270,27 @@ def test_a_gate_over_imported_answers_needs_no_key(pytester: pytest.Pytester,
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["ERROR: OPENAI_API_KEY is not set: export the API key for "
                                   f"{remote}*"])
+
+
+def test_export_ends_the_run_with_its_own_line_serial_and_under_xdist(
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    """An export ends the run: no item runs, the last orbench line is the export's, no
+    pytest.exit rendering ("! _pytest.outcomes.Exit: …") in a serial run; under xdist the
+    controller stops before the workers run items that have no verdict."""
+    write_suite(pytester.path)
+    serial = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl")
+    assert serial.ret == pytest.ExitCode.OK
+    serial.stdout.fnmatch_lines(["orbench: wrote 10 requests to *requests.jsonl*",
+                                 "*= no tests ran in *"])
+    assert "Exit" not in serial.stdout.str()
+    assert serial.stdout.str().count("wrote 10 requests") == 1
+    serial.assert_outcomes()  # nothing passed, failed or errored
+    (pytester.path / "requests.jsonl").unlink()
+    parallel = pytester.runpytest_subprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={DEAD}",
+        "--orbench-cache-path=c.sqlite3", "--orbench-batch-export=requests.jsonl", "-n", "2")
+    assert parallel.ret == pytest.ExitCode.OK
+    parallel.stdout.fnmatch_lines(["*orbench: wrote 10 requests to *requests.jsonl*"])
+    assert parallel.stdout.str().count("wrote 10 requests") == 1
+    assert len(read_requests(pytester.path / "requests.jsonl")) == 10
+    assert not any(word in parallel.stdout.str() for word in ("PASSED", "FAILED", "ERROR"))
