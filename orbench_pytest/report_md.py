@@ -164,8 +164,15 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
             categories: bool) -> str:
     run = report.run
     out: list[str] = [MARKER]
-    icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
-    out.append(f"## {icon} orbench gate {word}")
+    ungated = run.meta.get("ungated")
+    if ungated:  # a shard alone: its own rates decide nothing
+        out.append("## ⏸️ orbench gate not computed")
+        out.append("")
+        out.append(f"Not computed on `{_code(ungated)}`: merge the shards' caches "
+                   "(`orbench cache merge`) and gate over them.")
+    else:
+        icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
+        out.append(f"## {icon} orbench gate {word}")
     out.append("")
     facts = []
     if run.meta.get("target"):

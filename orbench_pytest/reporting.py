@@ -91,7 +91,8 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     if settings.results is None and not junit:
         return
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
-                            run.started, versions={"pytest": pytest.__version__})
+                            run.started, versions={"pytest": pytest.__version__},
+                            ungated=run.ungated)
     if settings.results is not None:
         try:
             write_file(settings.results, data)

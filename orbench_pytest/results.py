@@ -4,16 +4,16 @@ Schema 1, one JSON object:
   schema: 1
   tool: {name, version}
   run: {started, finished, target, judge, judge_model, thresholds, parameters, suites,
-        variants, versions}
+        variants, versions, ungated (only on a shard alone: why no gate decides it)}
   items: [{id, nodeid, suite, case_id, variant, category, expect, verdict, judge,
            judge_reason, refused, mismatch, error, outcome, reason, baseline, response,
            prompt (only for items that did not pass), latency_ms, cached, cache_age_s,
            attempts}]
   run.target_fingerprint: {code, code_files (a module:function target), version,
         system_fingerprints (the provider's, as the answers carry them)}
-  gate: {passed, stopped_reason, failures, rows: [{suite, variant, category, n, errors,
-         refusals, n_comply, over_refusals, n_refuse, toxic_accepted, passed, verdict, checks,
-         regression}]}
+  gate: {passed (null when ungated), stopped_reason, failures, rows: [{suite, variant,
+         category, n, errors, refusals, n_comply, over_refusals, n_refuse, toxic_accepted,
+         passed, verdict, checks, regression}]}
   variants: [per suite and variant: over-refusal and toxic-acceptance rates] (several variants)
   baseline: {source, paired, unpaired, known, regressions, fixed, mcnemar} or null
 
@@ -89,8 +89,11 @@ def build_results(
 
 def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings: Settings,
                      thresholds_source: str, started: datetime,
-                     versions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The results document of a plugin (or runner) run."""
+                     versions: Mapping[str, str] | None = None,
+                     ungated: str | None = None) -> dict[str, Any]:
+    """The results document of a plugin (or runner) run. `ungated`: why the gate does not
+    decide this run (a shard alone): the document then says so, and that it neither passed
+    nor failed, so nothing reading it takes a shard's own rates for the run's verdict."""
     items = []
     for s in selected:
         state = outcome.states.get(s.nodeid)
@@ -109,6 +112,9 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
                          target=outcome.target_label, thresholds_source=thresholds_source,
                          started=started, comparison=comparison, versions=versions)
     data["run"]["judge_version"] = outcome.judge_version
+    if ungated is not None:
+        data["run"]["ungated"] = ungated
+        data["gate"]["passed"] = None
     data["run"]["target_fingerprint"] = {
         **(outcome.fingerprint or {}),
         "system_fingerprints": sorted({a.system_fingerprint for a in outcome.report.answers.values()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -136,6 +137,40 @@ def test_a_shard_gated_on_its_own_when_asked(pytester: pytest.Pytester,
     # Three safe prompts are refused: some shard holds one and fails its own gate.
     assert any(result.ret == pytest.ExitCode.TESTS_FAILED for result in results)
     assert all(verdict(result).startswith("orbench gate: ") for result in results)
+
+
+def test_a_shards_results_and_report_say_no_gate_decided_it(
+        pytester: pytest.Pytester, plugin_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The results file, the JUnit property and `orbench report` of a shard alone say it was
+    not gated (passed: null), so nothing reading them takes its own rates for the run's
+    verdict; a shard gated on its own records its gate."""
+    write_suite(pytester.path)
+    reports = {"alone": [], "gated": []}
+    with OpenAIServer(reply) as server:
+        for k in range(1, SHARDS + 1):
+            for how, extra in (("alone", ()), ("gated", ("--orbench-shard-gate",))):
+                name = f"{how}{k}"
+                pytester.runpytest_inprocess(
+                    *command(plugin_args, server.url, "c.sqlite3", f"--orbench-shard={k}/3",
+                             f"--orbench-results={name}.json", f"--junitxml={name}.xml",
+                             *extra))
+                data = json.loads((pytester.path / f"{name}.json").read_text("utf-8"))
+                capsys.readouterr()
+                code = orbench(["report", str(pytester.path / f"{name}.xml"), "--fail-on-gate"])
+                reports[how].append((data, code, capsys.readouterr().out))
+    for k, (data, code, markdown) in enumerate(reports["alone"], start=1):
+        assert data["run"]["ungated"] == f"shard {k}/3 alone"
+        assert data["gate"]["passed"] is None
+        assert "## ⏸️ orbench gate not computed" in markdown
+        assert f"Not computed on `shard {k}/3 alone`" in markdown
+        assert "passed" not in markdown.splitlines()[1] and code == 0
+    for data, code, markdown in reports["gated"]:
+        assert "ungated" not in data["run"]
+        assert isinstance(data["gate"]["passed"], bool)
+        assert ("✅ orbench gate passed" in markdown) is data["gate"]["passed"]
+        assert code == (0 if data["gate"]["passed"] else 1)
+    assert any(not data["gate"]["passed"] for data, _, _ in reports["gated"])
 
 
 # --------------------------------------------------------------------------- cache merge
