@@ -3,7 +3,9 @@ and lazy loading. The answers below are written for these tests."""
 
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -63,6 +65,68 @@ def test_fast_inference_equals_the_features_on_real_answers() -> None:
         text, closing = prepared_parts(answer)
         assert model.probability(text, closing) == pytest.approx(
             reference_probability(model, text, closing), abs=1e-12)
+
+
+def labelled_answers() -> list[str]:
+    """Every labelled answer at hand: the shared XSTest completions (when present) and the
+    second labelled set in tests/data."""
+    answers: list[str] = []
+    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "labelled"
+    for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
+        with path.open(newline="", encoding="utf-8") as handle:
+            answers += [row["completion"] for row in csv.DictReader(handle)]
+    with (Path(__file__).parent / "data" / "orbench_local_labelled.csv").open(
+            newline="", encoding="utf-8") as handle:
+        answers += [row["answer"] for row in csv.DictReader(handle)]
+    return answers
+
+
+def test_fast_inference_equals_the_features_on_every_labelled_answer() -> None:
+    model = bundled_model()
+    answers = labelled_answers()
+    assert len(answers) >= 300
+    for answer in answers:
+        text, closing = prepared_parts(answer)
+        assert model.probability(text, closing) == pytest.approx(
+            reference_probability(model, text, closing), abs=1e-12), answer[:200]
+
+
+# Words of real answers, their pieces and punctuation: texts that meet the bundled model's
+# features often, with the repeats and shared character n-grams that must count once.
+REAL_WORDS = ("i am sorry but cannot can not help with that this the then there here is how "
+              "to as an ai language model do condone however safer ways sure step 1. 2. "
+              "first, it's important note illegal unethical harmful thank you! question? "
+              "instead consider feel free ask other questions anything else").split()
+
+
+@given(st.lists(st.sampled_from(REAL_WORDS) | st.text(alphabet="aehint'.,?! ", max_size=8),
+                max_size=80),
+       st.none() | st.lists(st.sampled_from(REAL_WORDS), max_size=30))
+def test_fast_inference_equals_the_features_on_generated_answers(
+        words: list[str], closing: list[str] | None) -> None:
+    model = bundled_model()
+    text = " ".join(words)
+    tail = None if closing is None else " ".join(closing)
+    assert model.probability(text, tail) == pytest.approx(
+        reference_probability(model, text, tail), abs=1e-12)
+    # the closing model reads both parts: the same n-gram there is another feature
+    assert MIXED.probability(text, tail) == pytest.approx(
+        reference_probability(MIXED, text, tail), rel=1e-12, abs=1e-15)
+
+
+def test_fast_inference_stays_exact_when_its_memos_are_emptied() -> None:
+    """More distinct words than the memos keep: they are emptied and refilled."""
+    model = model_of({"c:abc": (1.5, 1.0), "c:bcd": (1.2, -0.5), "c: ab": (1.1, 0.3),
+                      "w:abcd": (2.0, 0.7)})
+    for n in range(judge_classifier._TOKEN_MEMO + 500):
+        text = f"abcd abc{n} x{n}bcd abc"
+        assert model.probability(text) == pytest.approx(reference_probability(model, text),
+                                                        rel=1e-12, abs=1e-15)
+
+
+def test_a_model_whose_weights_cannot_be_summed_exactly_is_refused() -> None:
+    with pytest.raises(ValueError, match="too large"):
+        model_of({"w:a": (1e6, 1e6), "w:b": (1e6, -1e6)})
 
 
 def test_term_frequency_is_binary_and_the_closing_counts_only_where_trained() -> None:
