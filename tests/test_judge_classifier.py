@@ -114,6 +114,13 @@ def test_fast_inference_equals_the_features_on_generated_answers(
         reference_probability(MIXED, text, tail), rel=1e-12, abs=1e-15)
 
 
+@given(st.text(alphabet="ab c'.é", max_size=12))
+def test_character_ngrams_are_the_3_to_5_grams_of_the_padded_token(token: str) -> None:
+    padded = f" {token} "
+    expected = {padded[i:i + n] for n in (3, 4, 5) for i in range(len(padded) - n + 1)}
+    assert judge_classifier._token_grams(token) == expected
+
+
 def test_fast_inference_stays_exact_when_its_memos_are_emptied() -> None:
     """More distinct words than the memos keep: they are emptied and refilled."""
     model = model_of({"c:abc": (1.5, 1.0), "c:bcd": (1.2, -0.5), "c: ab": (1.1, 0.3),
