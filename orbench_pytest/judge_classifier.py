@@ -133,9 +133,9 @@ _TOKEN_MEMO = 16_384  # tokens whose known character n-grams a model keeps (a fe
 # iterate in a different order on every run), and far cheaper than math.fsum. The rounding,
 # below 1e-12 per term, is a thousand times finer than the JSON file's six decimals.
 _SCALE = 2.0**40
-# Each n-gram's two weights travel as one integer, idf² << _PACK | idf·coef (the second signed),
-# so one sum adds both: the idf·coef sum stays far inside ±2**63 (checked at load), so the two
-# are split again exactly by `_unpack`.
+# Each feature's two weights travel as one integer, idf² << _PACK plus idf·coef (signed), so one
+# sum adds both; any sum of idf·coef stays inside ±2**63 (checked at load), so `_unpack` splits
+# the two again exactly.
 _PACK = 64
 _HALF = 1 << (_PACK - 1)
 
@@ -182,8 +182,8 @@ class _TokenMasks(dict[str, tuple[int, int]]):
             self.clear()
         table = self.table
         mask = packed = 0
-        # only its known n-grams: this token's are not cached twice
-        for gram in table.vocabulary.intersection(_grams(f" {token} ")):
+        # its known n-grams only: a new word's other n-grams are never built into a set
+        for gram in table.vocabulary.intersection(_grams(token)):
             bit = table.bit_of[gram]
             mask |= 1 << bit
             packed += table.packed_of_bit[bit]
@@ -257,17 +257,20 @@ def _gram_slices(length: int) -> tuple[slice, ...]:
     return tuple(slice(start, start + n) for n in (3, 4, 5) for start in range(length - n + 1))
 
 
-def _grams(padded: str) -> Iterator[str]:
+def _grams(token: str) -> Iterator[str]:
+    """Character 3-5-grams of one space-separated token, padded with a space each side
+    (repeats included).
+
+    Within tokens only: words repeat across answers, so the caches of a token's n-grams make
+    them nearly free (n-grams across a space would be new strings for every answer)."""
+    padded = f" {token} "
     return map(padded.__getitem__, _gram_slices(len(padded)))
 
 
 @lru_cache(maxsize=8192)
 def _token_grams(token: str) -> frozenset[str]:
-    """Character 3-5-grams of one space-separated token, padded with a space each side.
-
-    Within tokens only: words repeat across answers, so this cache makes character n-grams
-    nearly free (n-grams across a space would be new strings for every answer)."""
-    return frozenset(_grams(f" {token} "))
+    """The distinct `_grams` of a token, for `features`."""
+    return frozenset(_grams(token))
 
 
 def _word_key(kind: str, gram: str) -> object | None:
