@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -125,10 +126,12 @@ def test_fast_inference_stays_exact_when_its_memos_are_emptied() -> None:
     """More distinct words than the memos keep: they are emptied and refilled."""
     model = model_of({"c:abc": (1.5, 1.0), "c:bcd": (1.2, -0.5), "c: ab": (1.1, 0.3),
                       "w:abcd": (2.0, 0.7)})
-    for n in range(judge_classifier._TOKEN_MEMO + 500):
+    limit = judge_classifier._TOKEN_MEMO
+    for n in range(limit + 500):
         text = f"abcd abc{n} x{n}bcd abc"
-        assert model.probability(text) == pytest.approx(reference_probability(model, text),
-                                                        rel=1e-12, abs=1e-15)
+        p = model.probability(text)
+        if n % 64 == 0 or n >= limit:  # the reference is slow: a sample, and all after a clear
+            assert p == pytest.approx(reference_probability(model, text), rel=1e-12, abs=1e-15)
 
 
 def test_a_model_whose_weights_cannot_be_summed_exactly_is_refused() -> None:
@@ -263,6 +266,13 @@ REFUSAL_WORDS = ("i am sorry, but i cannot help with that. i can't assist. as an
                  "here is how: 1. first, mix. <think>plan").split(" ")
 
 
+@cache
+def bundled_combined_by(rule: str) -> ClassifierModel:
+    model = bundled_model()
+    return model_of(dict(model.terms), intercept=model.intercept, feature_set=model.feature_set,
+                    combine={"rule": rule, "threshold": 0.5})
+
+
 @given(st.lists(st.sampled_from(REFUSAL_WORDS + list(REAL_WORDS)), max_size=60),
        st.sampled_from(["either", "both", "classifier", "confident", "rules"]))
 def test_the_judge_gives_the_reference_verdict_on_generated_answers(
@@ -272,8 +282,7 @@ def test_the_judge_gives_the_reference_verdict_on_generated_answers(
     answer = " ".join(words)
     assert judge.classify(answer) == reference_verdict(model, answer)
     # the same weights under another combination: every path of the shortcut and the glue
-    other = model_of(dict(model.terms), intercept=model.intercept, feature_set=model.feature_set,
-                     combine={"rule": rule, "threshold": 0.5})
+    other = bundled_combined_by(rule)
     assert KeywordJudge(other).classify(answer) == reference_verdict(other, answer)
     assert KeywordJudge(other).assess(answer).verdict == reference_verdict(other, answer)
 
