@@ -8,7 +8,8 @@
    (median of 5 processes each), against a bare interpreter.
 2. Per answer: the keyword judge (rules + classifier) on N distinct, realistic answers
    (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
-   two are equal and the memo never helps), then the same answers again (memo hits).
+   two are equal and the memo never helps), then the same answers again (memo hits); and the
+   classifier alone (`ClassifierModel.probability`) on the answers whose verdict needs it.
 3. Shares, each the judge's CPU seconds in that run (the run's own "judged:" summary line:
    thread CPU of judging and of reading stored verdicts) over the run's wall time, target at
    most 5%: (a) N prompts through pytest end to end, `--orbench-target` returning those
@@ -113,6 +114,25 @@ def judge_cost(answers: list[str]) -> tuple[float, float, int]:
     return cold, warm, refusals
 
 
+def classifier_cost(answers: list[str]) -> tuple[float, int]:
+    """CPU seconds of the classifier alone on the answers the rules do not settle, and their
+    number: what the classifier costs per answer that reaches it."""
+    from orbench_pytest.judge_text import prepared_parts
+    from orbench_pytest.judges import KeywordJudge
+
+    judge = KeywordJudge()
+    model = judge.model
+    reaching = []
+    for answer in answers:
+        text, closing = prepared_parts(answer, model.reads_closing)
+        if judge._settled_by_rules(judge.rules.classify_prepared(text)) is None:
+            reaching.append((text, closing))
+    started = time.process_time()
+    for text, closing in reaching:
+        model.probability(text, closing)
+    return time.process_time() - started, len(reaching)
+
+
 def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> None:
     """Run one pytest command; print its wall, the judge's CPU and share, and the load."""
     before = load()
@@ -157,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
               f"({cold:.1f} s CPU for {len(answers)}, {refusals} refusals), "
               f"{warm / repeats * 1e6:.1f} µs repeated (memo: the last "
               f"{repeats} answers again); load {load()}")
+        clf, reaching = classifier_cost(answers)
+        print(f"classifier alone: {clf / reaching * 1e6:.0f} µs per answer that reaches it "
+              f"({reaching} of {len(answers)}); load {load()}")
         if args.skip_e2e:
             return 0
         env, plugin = pytest_env(root)

@@ -5,10 +5,12 @@ character 3-5-grams within the space-separated tokens of the answer's opening (a
 model was trained so, of its closing sentence), then logistic regression. `features()` is the
 one definition of the features: the training script (`benchmarks/train_judge.py`,
 scikit-learn, extra `train`) hands it to scikit-learn as the analyzer. Inference here computes
-the same sum without building those strings: per kind of n-gram, the distinct n-grams meet the
-vocabulary in one set operation (a word's character n-grams are memoised), and the weights are
-pre-multiplied (idf², idf·coefficient) at load and summed as integers. No pickle: the model is
-a JSON file of its nonzero terms, (feature, idf, coefficient), with its sha256 checked on load.
+the same sum without building those strings: the word features' distinct keys (words, word
+pairs, (position, word)) meet the vocabulary in one set operation, and each token's known
+character n-grams are a memoised bit mask with their summed weights, the n-grams two tokens
+share subtracted once. The weights are pre-multiplied (idf², idf·coefficient) at load and
+summed exactly as integers, both in one. No pickle: the model is a JSON file of its nonzero
+terms, (feature, idf, coefficient), with its sha256 checked on load.
 
 The file also carries how the classifier is combined with the rules (`Combination`): which
 rule, and its threshold, were chosen by leave-one-model-out cross-validation on the training
@@ -21,6 +23,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -122,7 +125,7 @@ class Combination:
 
 
 _POSITIONS = ("s0", "s1", "s2", "s3")
-_KINDS = ("w", "b", *_POSITIONS, "c", "ew", "eb", "ec")
+_POSITION_INDEX = range(len(_POSITIONS))
 
 
 _TOKEN_MEMO = 16_384  # tokens whose known character n-grams a model keeps (a few MB)
@@ -130,55 +133,156 @@ _TOKEN_MEMO = 16_384  # tokens whose known character n-grams a model keeps (a fe
 # iterate in a different order on every run), and far cheaper than math.fsum. The rounding,
 # below 1e-12 per term, is a thousand times finer than the JSON file's six decimals.
 _SCALE = 2.0**40
+# Each feature's two weights travel as one integer, idf² << _PACK plus idf·coef (signed), so one
+# sum adds both; any sum of idf·coef stays inside ±2**63 (checked at load), so `_unpack` splits
+# the two again exactly.
+_PACK = 64
+_HALF = 1 << (_PACK - 1)
+
+
+def _pack(square: int, product: int) -> int:
+    return (square << _PACK) + product
+
+
+def _unpack(total: int) -> tuple[int, int]:
+    """(Σ idf², Σ idf·coef) of a sum of `_pack`ed weights."""
+    square = (total + _HALF) >> _PACK
+    return square, total - (square << _PACK)
 
 
 @dataclass(slots=True)
-class _Weights:
-    """One kind of n-gram (the prefix before ':' in `features`): gram -> idf², idf·coef."""
+class _WordTable:
+    """The word-level features of one part of the answer, one dict for all their kinds: a word
+    is its string, a bigram the pair of its words (no joined string is built per answer), a
+    first word (position, word). The three kinds of key never collide."""
 
-    squares: dict[str, int] = field(default_factory=dict)  # idf², in units of 1 / _SCALE
-    products: dict[str, int] = field(default_factory=dict)  # idf·coef, likewise
-    # set & set walks the smaller one (the answer's n-grams) in C; a dict's keys() view
-    # would first be copied whole
+    packed: dict[object, int] = field(default_factory=dict)
+    # set & frozenset walks the smaller one (the answer's keys) in C
+    vocabulary: frozenset[object] = frozenset()
+
+    def total(self, words: list[str], positions: bool) -> int:
+        """The packed weights summed over the distinct known features of these words."""
+        keys: set[object] = set(words)
+        keys.update(pairwise(words))
+        if positions:
+            keys.update(zip(_POSITION_INDEX, words, strict=False))  # the first four words
+        return sum(map(self.packed.__getitem__, keys & self.vocabulary))
+
+
+class _TokenMasks(dict[str, tuple[int, int]]):
+    """Token -> (mask of its known character n-grams, their packed sum), made on first sight
+    (`__missing__`: the lookups of known tokens stay in C)."""
+
+    def __init__(self, table: _CharTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, token: str) -> tuple[int, int]:
+        if len(self) >= _TOKEN_MEMO:
+            self.clear()
+        table = self.table
+        mask = packed = 0
+        # its known n-grams only: a new word's other n-grams are never built into a set
+        for gram in table.vocabulary.intersection(_grams(token)):
+            bit = table.bit_of[gram]
+            mask |= 1 << bit
+            packed += table.packed_of_bit[bit]
+        entry = self[token] = (mask, packed)
+        return entry
+
+
+class _SharedSums(dict[int, int]):
+    """Mask -> packed sum of its n-grams, made on first sight."""
+
+    def __init__(self, table: _CharTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, mask: int) -> int:
+        if len(self) >= _TOKEN_MEMO:
+            self.clear()
+        packed_of_bit = self.table.packed_of_bit
+        key, total = mask, 0
+        while mask:
+            low = mask & -mask
+            total += packed_of_bit[low.bit_length() - 1]
+            mask ^= low
+        self[key] = total
+        return total
+
+
+@dataclass(slots=True)
+class _CharTable:
+    """Character n-grams of one part: each known n-gram is a bit, each token a mask of its
+    known n-grams with their packed sum (memoised: words repeat across answers). An answer's
+    sum is its distinct tokens' sums less what each shares with the tokens before it, found
+    by and-ing masks: shared n-grams are few and recur ("the" and "then"), so their sums are
+    memoised too. Binary term frequency, exactly, without building the answer's n-grams."""
+
     vocabulary: frozenset[str] = frozenset()
-    by_token: dict[str, frozenset[str]] = field(default_factory=dict)  # char kinds only
+    bit_of: dict[str, int] = field(default_factory=dict)
+    packed_of_bit: list[int] = field(default_factory=list)
+    by_token: _TokenMasks = field(init=False)
+    shared: _SharedSums = field(init=False)
 
-    def token_hits(self, tokens: list[str]) -> set[str]:
-        """The known character n-grams of these tokens: per token from a memo (words repeat
-        across answers), so only a new word's n-grams are ever built."""
-        memo = self.by_token
-        hits: set[str] = set()
-        for token in tokens:
-            known = memo.get(token)
-            if known is None:
-                if len(memo) >= _TOKEN_MEMO:
-                    memo.clear()
-                known = memo[token] = _token_grams(token) & self.vocabulary
-            hits |= known
-        return hits
+    def __post_init__(self) -> None:
+        self.by_token = _TokenMasks(self)
+        self.shared = _SharedSums(self)
 
-    def sums(self, grams: set[str] | frozenset[str], known: bool = False) -> tuple[int, int]:
-        """(Σ idf², Σ idf·coef) in units of 1 / _SCALE over the known n-grams among `grams`
-        (all of them known already when `known`)."""
-        hits = grams if known else grams & self.vocabulary
-        if not hits:
-            return 0, 0
-        return sum(map(self.squares.__getitem__, hits)), sum(map(self.products.__getitem__, hits))
+    def build(self, packed: dict[str, int]) -> None:
+        # frequent n-grams (low idf) on the low bits: the masks of common words stay short
+        order = sorted(packed, key=lambda gram: (packed[gram] >> _PACK, gram))
+        self.vocabulary = frozenset(order)
+        self.bit_of = {gram: bit for bit, gram in enumerate(order)}
+        self.packed_of_bit = [packed[gram] for gram in order]
+
+    def total(self, tokens: list[str]) -> int:
+        """The packed weights summed over the distinct known n-grams of these tokens."""
+        by_token, shared = self.by_token, self.shared
+        seen = total = 0
+        for token in set(tokens):
+            mask, packed = by_token[token]
+            total += packed
+            common = seen & mask
+            if common:  # n-grams an earlier token had: counted once
+                total -= shared[common]
+            seen |= mask
+        return total
+
+
+@lru_cache(maxsize=256)
+def _gram_slices(length: int) -> tuple[slice, ...]:
+    """The slices that cut a string of this length into its 3-, 4- and 5-grams (the strings'
+    slicing then runs in C, a few times cheaper than joining zipped characters)."""
+    return tuple(slice(start, start + n) for n in (3, 4, 5) for start in range(length - n + 1))
+
+
+def _grams(token: str) -> Iterator[str]:
+    """Character 3-5-grams of one space-separated token, padded with a space each side
+    (repeats included).
+
+    Within tokens only: words repeat across answers, so the caches of a token's n-grams make
+    them nearly free (n-grams across a space would be new strings for every answer)."""
+    padded = f" {token} "
+    return map(padded.__getitem__, _gram_slices(len(padded)))
 
 
 @lru_cache(maxsize=8192)
 def _token_grams(token: str) -> frozenset[str]:
-    """Character 3-5-grams of one space-separated token, padded with a space each side.
+    """The distinct `_grams` of a token, for `features`."""
+    return frozenset(_grams(token))
 
-    Within tokens only: words repeat across answers, so this cache makes character n-grams
-    nearly free (n-grams across a space would be new strings for every answer)."""
-    padded = f" {token} "
-    a, b, c, d = padded[1:], padded[2:], padded[3:], padded[4:]
-    # zip stops at the shortest: exactly the n-grams that fit
-    grams = set(map("".join, zip(padded, a, b, strict=False)))
-    grams.update(map("".join, zip(padded, a, b, c, strict=False)))
-    grams.update(map("".join, zip(padded, a, b, c, d, strict=False)))
-    return frozenset(grams)
+
+def _word_key(kind: str, gram: str) -> object | None:
+    """The key of a word-level feature in its `_WordTable`, or None for no such feature."""
+    if kind in ("w", "ew"):
+        return gram
+    if kind in ("b", "eb"):
+        pair = tuple(gram.split(" "))
+        return pair if len(pair) == 2 else None
+    if kind in _POSITIONS:
+        return (_POSITIONS.index(kind), gram)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,19 +296,31 @@ class ClassifierModel:
     meta: dict[str, Any]
     feature_set: str = "opening"
     combination: Combination = Combination()
-    _by_kind: dict[str, _Weights] = field(default_factory=dict, repr=False, compare=False)
+    _opening: _WordTable = field(default_factory=_WordTable, repr=False, compare=False)
+    _closing: _WordTable = field(default_factory=_WordTable, repr=False, compare=False)
+    _chars: _CharTable = field(default_factory=_CharTable, repr=False, compare=False)
+    _closing_chars: _CharTable = field(default_factory=_CharTable, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for kind in _KINDS:
-            self._by_kind[kind] = _Weights()
+        chars: dict[str, dict[str, int]] = {"c": {}, "ec": {}}
+        limit = 0
         for term, (idf, coef) in self.terms.items():
             kind, _, gram = term.partition(":")
-            weights = self._by_kind.get(kind)
-            if weights is not None:  # an unknown kind never occurs in `features`
-                weights.squares[gram] = round(idf * idf * _SCALE)
-                weights.products[gram] = round(idf * coef * _SCALE)
-        for weights in self._by_kind.values():
-            weights.vocabulary = frozenset(weights.squares)
+            packed = _pack(round(idf * idf * _SCALE), round(idf * coef * _SCALE))
+            limit += abs(round(idf * coef * _SCALE))
+            if kind in chars:
+                chars[kind][gram] = packed
+                continue
+            key = _word_key(kind, gram)
+            if key is not None:  # else a feature `features` never makes: it never counts
+                table = self._closing if kind.startswith("e") else self._opening
+                table.packed[key] = packed
+        if limit >= _HALF:
+            raise ValueError("judge classifier: weights too large to sum exactly")
+        for table in (self._opening, self._closing):
+            table.vocabulary = frozenset(table.packed)
+        self._chars.build(chars["c"])
+        self._closing_chars.build(chars["ec"])
 
     @property
     def version(self) -> str:
@@ -218,28 +334,13 @@ class ClassifierModel:
         """P(refusal) for an answer already `judge_text.prepared` (and its closing sentence,
         `judge_text.prepared_closing`, for a model that reads it): the sum over the distinct
         features of `features(text, closing)`, as scikit-learn's binary TF-IDF computes it."""
-        kinds = self._by_kind
         text = classifier_text(text, self.feature_set)[:OPENING_CHARS]
-        words = _WORD.findall(text)
-        norm_sq, dot = kinds["w"].sums(set(words))
-        sq, pr = kinds["b"].sums(set(map(" ".join, pairwise(words))))
-        norm_sq += sq
-        dot += pr
-        sq, pr = kinds["c"].sums(kinds["c"].token_hits(text[:_CHAR_CHARS].split()), known=True)
-        norm_sq += sq
-        dot += pr
-        for position, word in zip(_POSITIONS, words, strict=False):  # the first four words
-            weights = kinds[position]
-            if word in weights.vocabulary:
-                norm_sq += weights.squares[word]
-                dot += weights.products[word]
+        total = self._opening.total(_WORD.findall(text), positions=True)
+        total += self._chars.total(text[:_CHAR_CHARS].split())
         if closing is not None and self.reads_closing:
-            tail_words = _WORD.findall(closing)
-            for sq, pr in (kinds["ew"].sums(set(tail_words)),
-                           kinds["eb"].sums(set(map(" ".join, pairwise(tail_words)))),
-                           kinds["ec"].sums(kinds["ec"].token_hits(closing.split()), known=True)):
-                norm_sq += sq
-                dot += pr
+            total += self._closing.total(_WORD.findall(closing), positions=False)
+            total += self._closing_chars.total(closing.split())
+        norm_sq, dot = _unpack(total)
         if not norm_sq:
             return _sigmoid(self.intercept)
         return _sigmoid(dot / math.sqrt(norm_sq * _SCALE) + self.intercept)
