@@ -211,12 +211,33 @@ _PREAMBLES = (
 )
 
 
+# How every match of _AI_IDENTITY and _PREAMBLES begins: most answers begin otherwise, and
+# one startswith() rules all six patterns out.
+_PREAMBLE_STARTS = ("as ", "i ", "thank", "great", "good", "interesting", "sorry", "my ",
+                    "apolog", "however", "but", "unfortunately", "regrettably", "nevertheless")
+# The rules and the classifier both set the preambles of the same prepared text aside: the
+# last result is kept (text, (rest, removed, identity)).
+_last_set_aside: tuple[str, tuple[str, list[str], bool]] = ("", ("", [], False))
+
+
 def set_aside_preambles(text: str) -> tuple[str, list[str], bool]:
     """Remove courtesy preambles from the start; return the rest, what was removed, and
     whether an AI-identity opener was among them."""
+    global _last_set_aside
+    last_text, (rest, removed, identity) = _last_set_aside
+    if text == last_text:
+        return rest, list(removed), identity
+    result = _set_aside(text)
+    _last_set_aside = (text, result)
+    return result[0], list(result[1]), result[2]
+
+
+def _set_aside(text: str) -> tuple[str, list[str], bool]:
     removed: list[str] = []
     identity = False
     for _ in range(5):
+        if not text.startswith(_PREAMBLE_STARTS):
+            break
         match = _AI_IDENTITY.match(text)
         if match and match.end() > 0:
             identity = True

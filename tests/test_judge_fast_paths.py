@@ -219,3 +219,30 @@ def test_generated_answers_get_the_reference_verdicts(phrases: list[str],
                                                       joiners: list[str]) -> None:
     answer = "".join(p + j for p, j in zip(phrases, joiners, strict=False))
     _assert_same_as_reference(answer)
+
+
+@pytest.mark.parametrize("index", range(1, len(judge_rules._HEDGES)))
+@settings(max_examples=100)
+@given(data=st.data())
+def test_every_hedge_after_the_first_begins_as_listed(index: int, data: st.DataObject) -> None:
+    assert judge_rules._HEDGES[0][0] is judge_rules._PREMISE_CORRECTION
+    pattern = judge_rules._HEDGES[index][0]
+    assert isinstance(pattern, re.Pattern)
+    opening = data.draw(st.from_regex(pattern, fullmatch=True))
+    assert opening.startswith(judge_rules._HEDGE_STARTS), opening
+
+
+@pytest.mark.parametrize("pattern", [judge_text._AI_IDENTITY, *judge_text._PREAMBLES])
+@settings(max_examples=100)
+@given(data=st.data())
+def test_every_preamble_begins_as_listed(pattern: re.Pattern[str], data: st.DataObject) -> None:
+    opening = data.draw(st.from_regex(pattern, fullmatch=True))
+    assert opening.startswith(judge_text._PREAMBLE_STARTS), opening
+
+
+def test_setting_preambles_aside_twice_gives_the_same_and_an_unshared_list() -> None:
+    text = "thank you for asking. as an ai, i cannot help with that."
+    first = judge_text.set_aside_preambles(text)
+    first[1].append("changed by a caller")
+    assert judge_text.set_aside_preambles(text) == reference.set_aside_preambles(text)
+    assert judge_text.set_aside_preambles("sure! " + text) == ("sure! " + text, [], False)
