@@ -74,7 +74,7 @@ def normalise(text: str) -> str:
         text = unicodedata.normalize("NFKC", text).lower()
         text = text.translate(_QUOTES).translate(_INVISIBLE).translate(_MARKDOWN)
         text = collapse_space(text)
-        if text == before:
+        if text == before or text.isascii():  # an ASCII result is already a fixed point
             break
     return text
 

@@ -246,3 +246,13 @@ def test_setting_preambles_aside_twice_gives_the_same_and_an_unshared_list() -> 
     first[1].append("changed by a caller")
     assert judge_text.set_aside_preambles(text) == reference.set_aside_preambles(text)
     assert judge_text.set_aside_preambles("sure! " + text) == ("sure! " + text, [], False)
+
+
+@settings(max_examples=500)
+@given(text=st.text(st.sampled_from("aB \n\t*_#\u2019\u201c\u00e9\u00c9\ufb01\u2460\u200b\u00ad"
+                                    "\u212a\u0130\u00df\u1e9e\uff21"), max_size=30))
+def test_normalising_stops_once_the_text_is_ascii_where_another_pass_changes_nothing(
+        text: str) -> None:
+    once = judge_text.normalise(text)
+    assert once == reference.normalise(text)
+    assert judge_text.normalise(once) == once
