@@ -38,6 +38,8 @@ _QUOTES = str.maketrans({
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 _MARKDOWN_CHARS = "*_#>`~|"  # emphasis, headings, quotes, code, tables
 _MARKDOWN = str.maketrans("", "", _MARKDOWN_CHARS)
+# The three tables in one pass: the quotes they map to are none of the characters deleted.
+_QUOTES_INVISIBLE_MARKDOWN = {**_QUOTES, **_INVISIBLE, **_MARKDOWN}
 
 
 def _ascii_table() -> bytes:
@@ -72,11 +74,17 @@ def normalise(text: str) -> str:
     for _ in range(4):  # lower() can expose new compatibility forms: repeat to a fixed point
         before = text
         text = unicodedata.normalize("NFKC", text).lower()
-        text = text.translate(_QUOTES).translate(_INVISIBLE).translate(_MARKDOWN)
-        text = collapse_space(text)
-        if text == before or text.isascii():  # an ASCII result is already a fixed point
+        text = collapse_space(text.translate(_QUOTES_INVISIBLE_MARKDOWN))
+        if text == before or _fixed_point(text):
             break
     return text
+
+
+def _fixed_point(text: str) -> bool:
+    """Whether another pass of `normalise` would leave this result of a pass unchanged,
+    without the pass: its tables and the collapse already hold, so only NFKC and lower()
+    can change it (an ASCII text neither)."""
+    return text.isascii() or (unicodedata.is_normalized("NFKC", text) and text.lower() == text)
 
 
 def _normalise_ascii(text: str) -> str:

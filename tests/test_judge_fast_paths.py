@@ -250,7 +250,8 @@ def test_setting_preambles_aside_twice_gives_the_same_and_an_unshared_list() -> 
 
 @settings(max_examples=500)
 @given(text=st.text(st.sampled_from("aB \n\t*_#\u2019\u201c\u00e9\u00c9\ufb01\u2460\u200b\u00ad"
-                                    "\u212a\u0130\u00df\u1e9e\uff21"), max_size=30))
+                                    "\u212a\u0130\u00df\u1e9e\uff21\u0301\u0327\u2014"),
+                    max_size=30) | st.text(max_size=40))
 def test_normalising_stops_once_the_text_is_ascii_where_another_pass_changes_nothing(
         text: str) -> None:
     once = judge_text.normalise(text)
