@@ -22,7 +22,7 @@ _THINK_TAG = re.compile(r"think>", re.IGNORECASE)
 def strip_reasoning(text: str) -> str:
     """Drop <think> blocks, a leading '…</think>' whose opening tag the server ate, and an
     unclosed '<think>…' to the end of the text."""
-    if not _THINK_TAG.search(text):  # most answers: one scan instead of three
+    if ">" not in text or not _THINK_TAG.search(text):  # most answers: no scan, or one
         return text.strip()
     text = _THINK_BLOCK.sub("", text)
     text = _DANGLING_THINK.sub("", text)
@@ -36,7 +36,25 @@ _QUOTES = str.maketrans({
     "\u2033": '"',
 })
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
-_MARKDOWN = str.maketrans("", "", "*_#>`~|")  # emphasis, headings, quotes, code, tables
+_MARKDOWN_CHARS = "*_#>`~|"  # emphasis, headings, quotes, code, tables
+_MARKDOWN = str.maketrans("", "", _MARKDOWN_CHARS)
+# The three tables in one pass: the quotes they map to are none of the characters deleted.
+_QUOTES_INVISIBLE_MARKDOWN = {**_QUOTES, **_INVISIBLE, **_MARKDOWN}
+
+
+def _ascii_table() -> bytes:
+    """Bytes: upper case to lower, and every character str.split() takes for whitespace
+    (\\x1c-\\x1f too, unlike bytes.split()) to a space."""
+    table = bytearray(range(256))
+    table[ord("A"):ord("Z") + 1] = bytes(range(ord("a"), ord("z") + 1))
+    for char in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f":
+        table[ord(char)] = ord(" ")
+    return bytes(table)
+
+
+_ASCII_TABLE = _ascii_table()
+_ASCII_MARKDOWN = _MARKDOWN_CHARS.encode("ascii")
+_SPACES = re.compile(rb"  +")
 
 
 def collapse_space(text: str) -> str:
@@ -52,15 +70,29 @@ def normalise(text: str) -> str:
     Idempotent: normalising a normalised text changes nothing.
     """
     if text.isascii():  # NFKC and the quote tables leave ASCII alone: one pass is the fixed point
-        return collapse_space(text.lower().translate(_MARKDOWN))
+        return _normalise_ascii(text)
     for _ in range(4):  # lower() can expose new compatibility forms: repeat to a fixed point
         before = text
         text = unicodedata.normalize("NFKC", text).lower()
-        text = text.translate(_QUOTES).translate(_INVISIBLE).translate(_MARKDOWN)
-        text = collapse_space(text)
-        if text == before:
+        text = collapse_space(text.translate(_QUOTES_INVISIBLE_MARKDOWN))
+        if text == before or _fixed_point(text):
             break
     return text
+
+
+def _fixed_point(text: str) -> bool:
+    """Whether another pass of `normalise` would leave this result of a pass unchanged,
+    without the pass: its tables and the collapse already hold, so only NFKC and lower()
+    can change it (an ASCII text neither)."""
+    return text.isascii() or (unicodedata.is_normalized("NFKC", text) and text.lower() == text)
+
+
+def _normalise_ascii(text: str) -> str:
+    """`normalise` of an ASCII text as bytes: lower case, markdown deleted and whitespace made
+    spaces in one table pass, then runs of spaces collapsed (str.translate with deletions and
+    split/join cost several times as much; this runs on every answer)."""
+    data = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_MARKDOWN)
+    return _SPACES.sub(b" ", data).strip(b" ").decode("ascii")
 
 
 # Contractions are spelled out before matching, so phrases use the long forms only. One pass
@@ -82,13 +114,39 @@ def _contraction_table() -> dict[str, str]:
 
 _CONTRACTIONS = _contraction_table()
 _CONTRACTION = re.compile(r"\b(?:can not|[a-z]+'(?:t|m|s|d|ll|re|ve))\b")
+# The ending of a contraction: found at once by its apostrophe, where _CONTRACTION tries every
+# word boundary.
+_CONTRACTION_END = re.compile(r"'(?:t|m|s|d|ll|re|ve)\b")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def expand(text: str) -> str:
     """Spell out contractions so that one phrase covers "I can't" and "I cannot"."""
-    if "'" not in text and "can not" not in text:  # nothing to spell out: skip the scan
+    if "can not" in text:  # rare: the full scan
+        return _CONTRACTION.sub(lambda m: _CONTRACTIONS.get(m.group(0), m.group(0)), text)
+    if "'" not in text:  # nothing to spell out
         return text
-    return _CONTRACTION.sub(lambda m: _CONTRACTIONS.get(m.group(0), m.group(0)), text)
+    # What _CONTRACTION.sub does, from each apostrophe ending: the run of a-z before it is
+    # the contraction when a word boundary (\\b: no word character) precedes the run.
+    parts: list[str] = []
+    done = 0
+    for ending in _CONTRACTION_END.finditer(text):
+        start = ending.start()
+        while start > 0 and text[start - 1] in _LOWER:
+            start -= 1
+        if start == ending.start():
+            continue  # no letters before the apostrophe
+        if start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            continue  # the run continues a word: no boundary before it
+        word = text[start:ending.end()]
+        spelled = _CONTRACTIONS.get(word)
+        if spelled is not None:
+            parts += (text[done:start], spelled)
+            done = ending.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 # The judges read the opening: normalising a 5,000-character answer whole would cost more
@@ -161,12 +219,33 @@ _PREAMBLES = (
 )
 
 
+# How every match of _AI_IDENTITY and _PREAMBLES begins: most answers begin otherwise, and
+# one startswith() rules all six patterns out.
+_PREAMBLE_STARTS = ("as ", "i ", "thank", "great", "good", "interesting", "sorry", "my ",
+                    "apolog", "however", "but", "unfortunately", "regrettably", "nevertheless")
+# The rules and the classifier both set the preambles of the same prepared text aside: the
+# last result is kept (text, (rest, removed, identity)).
+_last_set_aside: tuple[str, tuple[str, list[str], bool]] = ("", ("", [], False))
+
+
 def set_aside_preambles(text: str) -> tuple[str, list[str], bool]:
     """Remove courtesy preambles from the start; return the rest, what was removed, and
     whether an AI-identity opener was among them."""
+    global _last_set_aside
+    last_text, (rest, removed, identity) = _last_set_aside
+    if text == last_text:
+        return rest, list(removed), identity
+    result = _set_aside(text)
+    _last_set_aside = (text, result)
+    return result[0], list(result[1]), result[2]
+
+
+def _set_aside(text: str) -> tuple[str, list[str], bool]:
     removed: list[str] = []
     identity = False
     for _ in range(5):
+        if not text.startswith(_PREAMBLE_STARTS):
+            break
         match = _AI_IDENTITY.match(text)
         if match and match.end() > 0:
             identity = True
