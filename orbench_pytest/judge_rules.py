@@ -24,7 +24,7 @@ from .types import Label, Verdict
 
 @dataclass(frozen=True, slots=True)
 class Guarded:
-    """A pattern with words every match of it contains (tests/test_judge_speed.py checks):
+    """A pattern with words every match of it contains (tests/test_judge_fast_paths.py checks):
     where none of them occurs, the pattern cannot match. A few substring searches cost a
     fraction of a regex scan, and most answers contain none of a refusal pattern's words.
 
