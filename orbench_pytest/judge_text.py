@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _DANGLING_THINK = re.compile(r"^.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -223,24 +224,19 @@ _PREAMBLES = (
 # one startswith() rules all six patterns out.
 _PREAMBLE_STARTS = ("as ", "i ", "thank", "great", "good", "interesting", "sorry", "my ",
                     "apolog", "however", "but", "unfortunately", "regrettably", "nevertheless")
-# The rules and the classifier both set the preambles of the same prepared text aside: the
-# last result is kept (text, (rest, removed, identity)).
-_last_set_aside: tuple[str, tuple[str, list[str], bool]] = ("", ("", [], False))
 
 
 def set_aside_preambles(text: str) -> tuple[str, list[str], bool]:
     """Remove courtesy preambles from the start; return the rest, what was removed, and
     whether an AI-identity opener was among them."""
-    global _last_set_aside
-    last_text, (rest, removed, identity) = _last_set_aside
-    if text == last_text:
-        return rest, list(removed), identity
-    result = _set_aside(text)
-    _last_set_aside = (text, result)
-    return result[0], list(result[1]), result[2]
+    rest, removed, identity = _set_aside(text)
+    return rest, list(removed), identity
 
 
-def _set_aside(text: str) -> tuple[str, list[str], bool]:
+# The rules and then the classifier set the preambles of the same prepared text aside: the
+# last result is kept.
+@lru_cache(maxsize=1)
+def _set_aside(text: str) -> tuple[str, tuple[str, ...], bool]:
     removed: list[str] = []
     identity = False
     for _ in range(5):
@@ -262,4 +258,4 @@ def _set_aside(text: str) -> tuple[str, list[str], bool]:
                 break
         else:
             break
-    return text, removed, identity
+    return text, tuple(removed), identity
