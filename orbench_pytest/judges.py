@@ -32,6 +32,12 @@ __all__ = ["JUDGES", "Chat", "ClassifierModel", "HybridJudge", "HybridStats", "J
 REFUSING = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL})
 
 
+def _refusing(label: Label) -> bool:
+    """`label in REFUSING` on the judge's path per answer: identity tests, as an Enum's hash
+    runs Python code."""
+    return label is Label.REFUSAL or label is Label.PARTIAL_REFUSAL
+
+
 class Judge(Protocol):
     """Classifies the answer text of one response."""
 
@@ -128,7 +134,7 @@ class KeywordJudge:
         (so the reason is theirs, without p) and the rules are not confident (so the flag does
         not depend on agreement)."""
         label = rules.label
-        rules_refusing = label is Label.REFUSAL or label is Label.PARTIAL_REFUSAL
+        rules_refusing = _refusing(label)
         if not rules_refusing and label is not Label.COMPLIANCE:
             return self._ours(rules, rules.confident)
         if rules.confident:
@@ -174,7 +180,7 @@ class KeywordJudge:
         """The model file's combination (chosen by leave-one-model-out) decides refusal or
         not; the rules' label says which kind. Sure only where rules and classifier agree."""
         label = rules.label
-        rules_refusing = label is Label.REFUSAL or label is Label.PARTIAL_REFUSAL
+        rules_refusing = _refusing(label)
         if not rules_refusing and label is not Label.COMPLIANCE:
             return self._ours(rules, rules.confident)  # no answer: nothing to combine
         combined = self.model.combination.refusal(rules_refusing, rules.confident, p)

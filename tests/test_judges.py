@@ -640,3 +640,9 @@ def test_second_labelled_set_is_well_formed() -> None:
     assert {r["label"] for r in rows} <= {"full_compliance", "full_refusal", "partial_refusal"}
     assert {r["truncated"] for r in rows} <= {"yes", "no"}
     assert all(r["prompt"].strip() and r["answer"].strip() for r in rows)
+
+
+def test_the_identity_test_of_refusing_labels_is_refusing() -> None:
+    from orbench_pytest.judges import REFUSING, _refusing
+
+    assert {label for label in Label if _refusing(label)} == REFUSING
