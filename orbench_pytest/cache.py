@@ -16,7 +16,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +189,7 @@ class ResponseCache:
             # A read-only look at a file from before the table: no judgments cached.
             self._has_judgments = "judgments" in tables
             if self._has_judgments:
-                self._check_judgment_columns()
+                self._check_columns("judgments", JUDGMENT_COLUMNS)
             columns = set(columns_of(self._db, "responses"))
             if "system_fingerprint" not in columns and writable:  # a file from before it
                 self._db.execute("ALTER TABLE responses ADD COLUMN system_fingerprint TEXT")
@@ -218,18 +218,20 @@ class ResponseCache:
         if "responses" in tables:
             self._check_columns()
 
-    def _check_columns(self) -> None:
-        """Another program's SQLite file may have a `responses` table too: not ours."""
-        columns = set(columns_of(self._db, "responses"))
-        if not RESPONSE_COLUMNS <= columns:
-            raise ConfigError(f"{self.path}: not an orbench response cache (its responses "
+    def _check_columns(self, table: str = "responses",
+                       required: Iterable[str] = RESPONSE_COLUMNS) -> None:
+        """Another program's SQLite file may have a table of ours by name too: not ours."""
+        if not set(required) <= set(columns_of(self._db, table)):
+            raise ConfigError(f"{self.path}: not an orbench response cache (its {table} "
                               "table has other columns); pass --orbench-cache-path=NEW")
 
-    def _check_judgment_columns(self) -> None:
-        columns = set(columns_of(self._db, "judgments"))
-        if not set(JUDGMENT_COLUMNS) <= columns:
-            raise ConfigError(f"{self.path}: not an orbench response cache (its judgments "
-                              "table has other columns); pass --orbench-cache-path=NEW")
+    def _rows_of_keys(self, select: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (ending "WHERE key IN") for these keys, one query per chunk
+        of 500 (not one per key)."""
+        key_list = list(dict.fromkeys(keys))
+        for start in range(0, len(key_list), 500):
+            chunk = key_list[start:start + 500]
+            yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
 
     def close(self) -> None:
         self._db.close()
@@ -240,20 +242,14 @@ class ResponseCache:
         if not self._has_judgments:
             return {}
         found: dict[str, Verdict] = {}
-        key_list = list(dict.fromkeys(keys))
         try:
-            for start in range(0, len(key_list), 500):
-                chunk = key_list[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    "SELECT key, label, reason, confident, judge FROM judgments "
-                    f"WHERE key IN ({marks})", chunk)
-                for key, label, reason, confident, judge in rows:
-                    known = _LABELS.get(label)
-                    if known is None or not isinstance(reason, str) \
-                            or not isinstance(judge, str):
-                        continue
-                    found[key] = Verdict(known, reason, judge, confident=bool(confident))
+            for key, label, reason, confident, judge in self._rows_of_keys(
+                    "SELECT key, label, reason, confident, judge FROM judgments WHERE key IN",
+                    keys):
+                known = _LABELS.get(label)
+                if known is None or not isinstance(reason, str) or not isinstance(judge, str):
+                    continue
+                found[key] = Verdict(known, reason, judge, confident=bool(confident))
         except sqlite3.DatabaseError as exc:
             raise cache_error(self.path, exc) from None
         return found
@@ -272,23 +268,18 @@ class ResponseCache:
 
     def _get_many(self, keys: Iterable[str]) -> dict[str, Response]:
         found: dict[str, Response] = {}
-        key_list = list(dict.fromkeys(keys))
-        for start in range(0, len(key_list), 500):
-            chunk = key_list[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                "SELECT key, text, finish_reason, content_filter, refusal, reasoning, usage, "
-                f"latency_ms, created, {self._fingerprint_column} FROM responses "
-                f"WHERE key IN ({marks})", chunk,
+        rows = self._rows_of_keys(
+            "SELECT key, text, finish_reason, content_filter, refusal, reasoning, usage, "
+            f"latency_ms, created, {self._fingerprint_column} FROM responses WHERE key IN",
+            keys)
+        for (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
+             fingerprint) in rows:
+            found[key] = Response(
+                text=text, finish_reason=finish, latency_ms=latency or 0.0,
+                content_filter=bool(blocked), refusal=refusal, reasoning=reasoning,
+                usage=_usage(usage), cached=True, attempts=0,
+                system_fingerprint=fingerprint, created=created,
             )
-            for (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
-                 fingerprint) in rows:
-                found[key] = Response(
-                    text=text, finish_reason=finish, latency_ms=latency or 0.0,
-                    content_filter=bool(blocked), refusal=refusal, reasoning=reasoning,
-                    usage=_usage(usage), cached=True, attempts=0,
-                    system_fingerprint=fingerprint, created=created,
-                )
         return found
 
     def put(self, key: str, response: Response) -> None:
