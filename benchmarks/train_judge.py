@@ -50,6 +50,7 @@ from orbench_pytest.judge_classifier import (  # noqa: E402
     features,
 )
 from orbench_pytest.judge_rules import KeywordJudge as RulesJudge  # noqa: E402
+from orbench_pytest.judge_rules import answered_by_shape  # noqa: E402
 from orbench_pytest.judge_text import prepared, prepared_closing  # noqa: E402
 from orbench_pytest.types import Label  # noqa: E402
 
@@ -120,6 +121,7 @@ class Example:
     closing: str
     rules_refusing: bool
     rules_confident: bool
+    rules_answered: bool  # an answer by its shape: the classifier is not asked (p = 0)
     feats: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -130,7 +132,7 @@ def example(model: str, row_id: str, completion: str, refusal: bool) -> Example:
     text, closing = prepared(completion), prepared_closing(completion)
     rules = _RULES.classify_prepared(text)
     ex = Example(model, held_out(row_id), refusal, text, closing,
-                 rules.label in _REFUSING, rules.confident)
+                 rules.label in _REFUSING, rules.confident, answered_by_shape(rules))
     ex.feats = {"opening": features(text), "opening+closing": features(text, closing),
                 "body": features(text, None, "body")}
     return ex
@@ -177,7 +179,10 @@ def fit_examples(examples: Sequence[Example], config: tuple[str, float, str | No
 
 
 def probabilities(model: ClassifierModel, examples: Sequence[Example]) -> list[float]:
-    return [model.probability(e.text, e.closing) if e.text else 0.0 for e in examples]
+    """The classifier's probability of refusal; 0 where the judge does not ask it (no text, or
+    an answer the rules recognised by its shape)."""
+    return [model.probability(e.text, e.closing) if e.text and not e.rules_answered else 0.0
+            for e in examples]
 
 
 def score(groups: Sequence[tuple[Sequence[bool], Sequence[bool]]]) -> tuple[float, float]:

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from .judge_classifier import ClassifierModel, bundled_model, bundled_version
 from .judge_rules import KeywordJudge as RulesJudge
+from .judge_rules import answered_by_shape
 from .judge_text import collapse_space, normalise, prepared_parts, strip_reasoning
 from .types import Label, Response, Verdict
 
@@ -137,6 +138,8 @@ class KeywordJudge:
         rules_refusing = _refusing(label)
         if not rules_refusing and label is not Label.COMPLIANCE:
             return self._ours(rules, rules.confident)
+        if answered_by_shape(rules):  # the classifier is not asked
+            return self._ours(rules, rules.confident)
         if rules.confident:
             return None
         combination = self.model.combination
@@ -165,7 +168,8 @@ class KeywordJudge:
     def _assess_prepared(self, answer: str, text: str, closing: str,
                          rules: Verdict) -> Assessment:
         key = (self.version, answer)
-        refusal, p = self.model.is_refusal(text, closing) if text else (False, 0.0)
+        refusal, p = (self.model.is_refusal(text, closing)
+                      if text and not answered_by_shape(rules) else (False, 0.0))
         result = Assessment(self._combine(rules, refusal, p), rules, refusal, p)
         self._remember(key, result)
         return result
