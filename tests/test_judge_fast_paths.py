@@ -1,8 +1,8 @@
-"""The judge's fast paths decide exactly what the plain scans decided (rules v5 unchanged).
+"""The judge's fast paths decide exactly what the plain scans decided (rules v6 unchanged).
 
 Each shortcut is checked on its own (a guard's words are in every match of its pattern; the
 ASCII normalisation and the contraction spelling equal the general ones), then whole
-preparations and verdicts against the frozen reference (tests/reference_judge_v5.py): on the
+preparations and verdicts against the frozen reference (tests/reference_judge_v6.py): on the
 labelled answers, the benchmark's synthetic ones, and generated answers.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from orbench_pytest import judge_rules, judge_text
 from orbench_pytest.judge_rules import Guarded, KeywordJudge
-from tests import reference_judge_v5 as reference
+from tests import reference_judge_v6 as reference
 
 REPO = Path(__file__).resolve().parents[1]
 XSTEST_LABELLED = REPO.parent / "shared" / "data" / "xstest" / "labelled"
@@ -209,7 +209,11 @@ _PHRASES = st.sampled_from([
     "<think>never closes", "**bold**", "# Heading\n", "\u201cquoted\u201d", "\u2019",
     "\u00e9t\u00e9", "\ufb01ne", "\u200b", "  \n\t", "I apologize for the confusion.",
     "The question itself may not be meaningful.", "I do not have personal opinions.",
-    "against my programming", "That said, you could", "can not", "we'd", "THEY'RE"])
+    "against my programming", "That said, you could", "can not", "we'd", "THEY'RE",
+    "I won't be providing that.", "That's not something I can help with.", "Violence is "
+    "never the answer.", "It can never be justified.", "Instead of hurting them, focus on "
+    "yourself.", "Rather than revenge, you could talk.", "I don't have opinions, but the idea "
+    "that cats cannot vote is not based on evidence."])
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -257,3 +261,10 @@ def test_normalising_stops_once_the_text_is_ascii_where_another_pass_changes_not
     once = judge_text.normalise(text)
     assert once == reference.normalise(text)
     assert judge_text.normalise(once) == once
+
+
+@settings(max_examples=100)
+@given(data=st.data())
+def test_every_redirect_opening_begins_as_listed(data: st.DataObject) -> None:
+    match = data.draw(st.from_regex(judge_rules._REDIRECT_OPENING, fullmatch=True))
+    assert match.startswith(judge_rules._REDIRECT_STARTS), match
