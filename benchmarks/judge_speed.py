@@ -10,19 +10,25 @@
    (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
    two are equal and the memo never helps), then the same answers again (memo hits); and the
    classifier alone (`ClassifierModel.probability`) on the answers whose verdict needs it.
-3. Shares, each the judge's CPU seconds in that run (the run's own "judged:" summary line:
-   thread CPU of judging and of reading stored verdicts) over the run's wall time, target at
-   most 5%: (a) N prompts through pytest end to end, `--orbench-target` returning those
-   answers at once, keyword judge, a fresh cache; (b) the same command again over the now
-   cached answers and judgments (a CI re-run); (c) --server-n prompts against a local
-   OpenAI-compatible server (tests/openai_server.py, in this process) answering the same
-   texts after --latency seconds each, at the default adaptive concurrency, a fresh cache.
+3. Shares, each what judging cost that run over the run's wall time, target at most 5%. The
+   cost is read from the run's own "judged:" summary line: the CPU judging took in the run's
+   thread (judging, reading stored verdicts, and in a large run sending answers to the judge
+   process and reading its verdicts), plus the time the run waited for the judge process's
+   last verdicts; the judge process's own CPU, on another core, is printed beside it.
+   (a) N prompts through pytest end to end, `--orbench-target` returning those answers at
+   once, keyword judge, a fresh cache; (b) the same command again over the now cached answers
+   and judgments (a CI re-run); (a1) the first run again held to one core (taskset), where the
+   judge runs in the run's own thread, and the wall time the judge process saved; (c)
+   --server-n prompts against a local OpenAI-compatible server (tests/openai_server.py, in
+   this process) answering the same texts after --latency seconds each, at the default
+   adaptive concurrency, a fresh cache.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +49,8 @@ from _common import (
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from orbench_pytest.judge_process import cores_for_this_run  # noqa: E402
 
 ANSWERS_MODULE = '''\
 import zlib
@@ -77,7 +85,8 @@ async def answer(prompt, system_prompt):
     return compose(prompt)
 '''
 JUDGED = re.compile(r"judged: (\d+) answers, (\d+) verdicts from the cache, judge CPU "
-                    r"([\d.]+)s")
+                    r"([\d.]+)s(?: \(and ([\d.]+)s in a judge process beside the run, waited "
+                    r"for ([\d.]+)s\))?")
 
 
 def import_cost() -> tuple[float, float, float]:
@@ -133,17 +142,24 @@ def classifier_cost(answers: list[str]) -> tuple[float, int]:
     return time.process_time() - started, len(reaching)
 
 
-def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> None:
-    """Run one pytest command; print its wall, the judge's CPU and share, and the load."""
+def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> float:
+    """Run one pytest command; print its wall, the judge's cost and share, and the load.
+    Returns the wall seconds."""
     before = load()
     done = run_process(command, root, env, ok_codes=(0, 1))  # 1: expected mismatches failed
     judged = JUDGED.search(done.output)
     if judged is None:
         raise SystemExit(f"{what}: no 'judged:' line in the run's summary")
     fresh, stored, cpu = int(judged[1]), int(judged[2]), float(judged[3])
+    beside, waited = float(judged[4] or 0), float(judged[5] or 0)
+    cost = cpu + waited
+    process = (f" + {waited:.2f} s waiting for the judge process, which took {beside:.1f} s "
+               f"CPU on another core" if judged[4] else "")
     print(f"{what}: {done.wall_s:.1f} s wall ({done.last_line}); judged {fresh}, {stored} "
-          f"verdicts from the cache; judge CPU {cpu:.2f} s = {cpu / done.wall_s:.1%} of the "
-          f"wall time (target ≤ 5%); load before {before}, after {load()}")
+          f"verdicts from the cache; judge CPU in the run {cpu:.2f} s{process} = "
+          f"{cost / done.wall_s:.1%} of the wall time (target ≤ 5%); load before {before}, "
+          f"after {load()}")
+    return done.wall_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +204,16 @@ def main(argv: list[str] | None = None) -> int:
                   "--orbench-sample=all"]
         command = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64",
                    f"--orbench-cache-path={root / 'cache.sqlite3'}"]
-        timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")
+        beside = timed_run(command, root, env,
+                           f"(a) first run, {args.n} prompts, in-process target")
         timed_run(command, root, env, "(b) re-run over the cached answers and judgments")
+        if shutil.which("taskset") and cores_for_this_run() >= 2:
+            # One core: no judge process, every answer judged in the run's own thread.
+            alone = [*command[:-1], f"--orbench-cache-path={root / 'one-core.sqlite3'}"]
+            here = timed_run(["taskset", "-c", "0", *alone], root, env,
+                             "(a1) the first run again on one core (judged in the run)")
+            print(f"the judge process beside the run saved {here - beside:.1f} s of wall "
+                  f"time ({(here - beside) / here:.1%})")
         if args.skip_server:
             return 0
         server_run(root, env, common, args.server_n, args.latency, bench_answers.compose)

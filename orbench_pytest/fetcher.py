@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
 from .concurrency import DEFAULT_CEILING, AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from .freshness import probe_key, stale_keys, within_age
+from .judge_process import (
+    MIN_ANSWERS,
+    BesideJudge,
+    JudgeProcess,
+    JudgeProcessFailed,
+    worth_a_process,
+)
 from .judges import Judge, persists, settle, strip_reasoning
 from .rate_window import RateLimiter
 from .redact import redact
@@ -65,6 +72,9 @@ class FetchSettings:
     cache_max_age_s: float | None = None  # older cached answers are asked again
     # Ask one cached answer again to see whether the provider's system_fingerprint changed.
     revalidate: bool = False
+    # The offline judge runs in a process of its own from this many answers to fetch (and a
+    # second core); None: never.
+    judge_process_min: int | None = MIN_ANSWERS
 
     @classmethod
     def of(cls, *, concurrency: int, rpm: int | None, tpm: int | None,
@@ -99,6 +109,10 @@ class FetchReport:
     judged: int = 0  # answers the judge read in this run
     judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
     judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
+    # CPU seconds of a judge process beside the run (judge_process.py), on another core
+    judge_process_cpu_s: float = 0.0
+    judge_process_wait_s: float = 0.0  # how long the run waited for its last verdicts
+    judge_process_failure: str | None = None  # why it stopped: the rest were judged here
 
     @property
     def errors(self) -> dict[str, str]:
@@ -181,6 +195,8 @@ class FetchEngine:
         self._unsaved_judgments: list[tuple[str, Verdict]] = []
         self._persist = cache is not None and persists(judge)
         self._out_of_time = False
+        # The offline judge in a process beside the run (judge_process.py), for large runs.
+        self._beside: BesideJudge[tuple[Job, Response]] | None = None
         self._judge_channel = judge_channel
         self._judge_slots: AdaptiveLimiter | None = None
         if judge_channel is not None:
@@ -217,6 +233,7 @@ class FetchEngine:
                 settled.append((job, cached[key]))
             else:
                 todo.append(job)
+        await self._start_judge_process(len(todo))
         try:
             if self._judge_channel is not None:  # an LLM judge: judge cached answers at once
                 await asyncio.gather(*(self._finish(job, r) for job, r in settled))
@@ -227,6 +244,7 @@ class FetchEngine:
             if todo:
                 await self._fetch_all(todo)
         finally:
+            await self._close_judge_process()
             self._flush()  # Ctrl-C, -x or a crash: what was answered stays answered
             await self.target.aclose()
             if self._judge_channel is not None:
@@ -287,7 +305,7 @@ class FetchEngine:
                 if response is None:  # stopped while this one waited
                     return
                 self._store(job.key, response)
-                await self._finish(job, response)
+                await self._finish_fetched(job, response)
 
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.settings.concurrency, len(todo)))]
@@ -302,11 +320,62 @@ class FetchEngine:
             for task in workers:
                 task.cancel()
             await asyncio.gather(watchdog, *workers, return_exceptions=True)
+        await self._all_judged()
         # Whatever was never asked is an error of this run, never a verdict.
         for job in todo:
             if job.key not in self.report.answers:
                 reason = self.report.stopped_reason or self.report.config_error or "not sent"
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
+
+    async def _start_judge_process(self, answers: int) -> None:
+        """A judge process beside the run when it can shorten it (judge_process.py); it starts
+        while the cached answers are judged here. One that will not start changes nothing."""
+        process_min = self.settings.judge_process_min
+        if (self._judge_channel is not None or process_min is None
+                or not worth_a_process(self.judge, answers, min_answers=process_min)):
+            return
+        try:
+            process = await JudgeProcess.start(self.judge.version)
+        except JudgeProcessFailed as failure:
+            self.report.judge_process_failure = str(failure)
+            return
+        self._beside = BesideJudge(process, self._take_verdict, self._judge_here)
+
+    async def _finish_fetched(self, job: Job, response: Response) -> None:
+        """`_finish`, or with a judge process beside the run the answer is queued for it."""
+        if self._beside is None:
+            await self._finish(job, response)
+            return
+        answer = settle(response, empty_is_refusal=self.settings.empty_is_refusal)
+        if isinstance(answer, Verdict):
+            self._record(job, response, answer)
+        else:
+            self._beside.add((job, response), answer)
+
+    def _take_verdict(self, item: tuple[Job, Response], answer: str, verdict: Verdict) -> None:
+        """A verdict of the judge process: counted, stored and recorded as one judged here."""
+        job, response = item
+        self.report.judged += 1
+        if self._persist and verdict.label is not Label.ERROR:
+            self._flush_soon()
+            self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
+        self._record(job, response, verdict)
+
+    async def _judge_here(self, item: tuple[Job, Response]) -> None:
+        await self._finish(*item)
+
+    async def _all_judged(self) -> None:
+        """The judge process's backlog judged: the only time it can cost the run."""
+        if self._beside is not None:
+            self.report.judge_process_wait_s += await self._beside.finish()
+
+    async def _close_judge_process(self) -> None:
+        beside, self._beside = self._beside, None
+        if beside is not None:
+            await beside.aclose()
+            self.report.judge_process_cpu_s += beside.cpu_s
+            self.report.judge_cpu_s += beside.parent_cpu_s
+            self.report.judge_process_failure = beside.failure
 
     async def _watch_the_clock(self, workers: Sequence[asyncio.Future[None]]) -> None:
         """--orbench-max-duration: past it, requests in flight are abandoned and the run ends."""
@@ -514,6 +583,9 @@ class FetchEngine:
             verdict = await self._judge(job, response)
         else:
             self.report.judgments_cached += 1
+        self._record(job, response, verdict)
+
+    def _record(self, job: Job, response: Response, verdict: Verdict) -> None:
         age = (time.time() - response.created
                if response.cached and response.created is not None else None)
         answer = Answer(verdict=verdict, excerpt=(response.text or "")[:EXCERPT_CHARS],

@@ -1,0 +1,281 @@
+"""The offline judge in a process of its own, beside the fetch.
+
+A large run judges tens of thousands of answers. In the run's own process that CPU adds to the
+run's time whenever answers arrive faster than they are judged (an in-process target, a fast
+server). A child process judges them on another core while the run goes on asking, and the run
+waits only for the last batch.
+
+The child is `python -m orbench_pytest.judge_process`, with this copy of the package first on
+its path: a plain interpreter, not multiprocessing, so the user's `__main__` (a script that
+calls `pytest.main`) is never imported again in it. It makes the bundled keyword judge and
+says its version on its first line; the parent uses it only for the same judge. Batches travel
+as JSON lines (the answers that arrived in one event-loop turn) and come back in order. SIGINT
+is the parent's business: the child ends when its input does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import IO, Generic, TypeVar
+
+from .judges import KeywordJudge
+from .types import Label, Verdict
+
+# Below this many answers to judge, starting a child costs more than it saves.
+MIN_ANSWERS = 2_000
+_BATCH = 256  # answers per line to the child: few lines, and verdicts come back steadily
+_IN_FLIGHT = 2  # batches sent and not yet answered: the child never waits for the next one
+_HERE = 32  # answers the run judges itself at a time while it waits (then it reads replies)
+_LINE_LIMIT = 1 << 26  # a batch's verdicts as one line: far above any batch's size
+_EXIT_WAIT_S = 1.0
+
+
+def cores_for_this_run() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def worth_a_process(judge: object, answers: int, *, min_answers: int = MIN_ANSWERS) -> bool:
+    """Whether judging `answers` answers in a process of its own can shorten the run: the
+    bundled keyword judge (the one the child makes), enough answers, and a second core."""
+    return (type(judge) is KeywordJudge and answers >= min_answers
+            and cores_for_this_run() >= 2)
+
+
+class JudgeProcessFailed(Exception):
+    """The child could not judge: it would not start, ended, or is not this run's judge."""
+
+
+class JudgeProcess:
+    """The parent's side: `classify` sends a batch and awaits its verdicts (None for an answer
+    whose judging raised in the child: the caller judges that one itself)."""
+
+    def __init__(self, child: asyncio.subprocess.Process, judge_version: str) -> None:
+        self._child = child
+        self._judge_version = judge_version
+        self._waiting: deque[asyncio.Future[list[Verdict | None]]] = deque()
+        self._reader: asyncio.Task[None] | None = None
+        self._verdicts: dict[tuple[str, str, bool], Verdict] = {}  # few distinct ones
+        self.cpu_s = 0.0  # CPU seconds the child spent judging
+        self.parent_cpu_s = 0.0  # and this process spent sending answers, reading verdicts
+
+    @classmethod
+    async def start(cls, judge_version: str,
+                    command: Sequence[str] = (sys.executable, "-m", __name__)) -> JudgeProcess:
+        """`command`: the child (another one only in tests: children that fail)."""
+        package_root = str(Path(__file__).resolve().parents[1])
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+        try:
+            child = await asyncio.create_subprocess_exec(
+                *command, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+                limit=_LINE_LIMIT)
+        except OSError as exc:  # no such interpreter, no processes left
+            raise JudgeProcessFailed(
+                f"the judge process would not start ({exc.strerror or exc})") from exc
+        return cls(child, judge_version)
+
+    async def classify(self, answers: list[str]) -> list[Verdict | None]:
+        if self._reader is None:
+            self._reader = asyncio.ensure_future(self._read())
+        if self._reader.done():
+            raise JudgeProcessFailed("the judge process has ended")
+        stdin = self._child.stdin
+        assert stdin is not None
+        waiting: asyncio.Future[list[Verdict | None]] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiting)
+        started = time.thread_time()
+        stdin.write(json.dumps(answers).encode() + b"\n")
+        self.parent_cpu_s += time.thread_time() - started
+        try:
+            await stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            raise JudgeProcessFailed(f"the judge process has ended ({exc})") from exc
+        return await waiting
+
+    async def _read(self) -> None:
+        stdout = self._child.stdout
+        assert stdout is not None
+        try:
+            first = await stdout.readline()
+            if not first:
+                raise JudgeProcessFailed("the judge process has ended")
+            version = json.loads(first)
+            if version != self._judge_version:
+                raise JudgeProcessFailed(f"the judge process runs judge {version!r}")
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    raise JudgeProcessFailed("the judge process has ended")
+                started = time.thread_time()
+                reply = json.loads(line)
+                self.cpu_s += reply["cpu"]
+                waiting = self._waiting.popleft()
+                if not waiting.done():
+                    waiting.set_result([self._verdict(v) for v in reply["verdicts"]])
+                self.parent_cpu_s += time.thread_time() - started
+        except Exception as exc:  # every waiting batch learns it failed
+            failure = exc if isinstance(exc, JudgeProcessFailed) else JudgeProcessFailed(
+                f"the judge process replied {type(exc).__name__}")
+            while self._waiting:
+                waiting = self._waiting.popleft()
+                if not waiting.done():
+                    waiting.set_exception(failure)
+
+    def _verdict(self, fields: list[object] | None) -> Verdict | None:
+        """A verdict as the child sent it; equal ones are one object, as in the judge."""
+        if fields is None:
+            return None
+        label, reason, confident = fields
+        key = (str(label), str(reason), bool(confident))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = Verdict(Label(key[0]), key[1], "keyword",
+                                                    confident=key[2])
+        return verdict
+
+    async def aclose(self) -> None:
+        """End the child: its input closes and it exits; one that lingers is killed."""
+        if self._reader is not None:
+            self._reader.cancel()
+        stdin = self._child.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+        try:
+            await asyncio.wait_for(self._child.wait(), _EXIT_WAIT_S)
+        except asyncio.TimeoutError:
+            self._child.kill()  # busy with a batch nobody will read
+            await self._child.wait()
+
+
+Item = TypeVar("Item")
+
+
+class BesideJudge(Generic[Item]):
+    """The queue of answers for the judge process: each event-loop turn's answers go to the
+    child in batches, a few in flight. When the run has nothing left to ask (`finish`), it
+    judges the back of the queue itself while the child takes the front, so its wait for the
+    last verdicts is about half the backlog. Should the child fail, the run judges the rest.
+
+    `take(item, answer, verdict)` records a child's verdict; `judge_here(item)` judges one
+    item in this process and records it (the engine's own path, its errors included).
+    """
+
+    def __init__(self, process: JudgeProcess, take: Callable[[Item, str, Verdict], None],
+                 judge_here: Callable[[Item], Awaitable[None]]) -> None:
+        self._process: JudgeProcess | None = process
+        self._take = take
+        self._judge_here = judge_here
+        self._queued: deque[tuple[Item, str]] = deque()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._send_scheduled = False
+        self.failure: str | None = None  # why the child stopped judging, if it did
+        self.cpu_s = 0.0
+        self.parent_cpu_s = 0.0
+
+    def add(self, item: Item, answer: str) -> None:
+        self._queued.append((item, answer))
+        if not self._send_scheduled:  # the answers of this turn travel together
+            self._send_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self._send_scheduled = False
+        while self._process is not None and self._queued and len(self._in_flight) < _IN_FLIGHT:
+            batch = [self._queued.popleft() for _ in range(min(_BATCH, len(self._queued)))]
+            task = asyncio.ensure_future(self._judge_batch(self._process, batch))
+            self._in_flight.add(task)
+            task.add_done_callback(self._batch_done)
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.discard(task)
+        self._send()
+
+    async def _judge_batch(self, process: JudgeProcess, batch: list[tuple[Item, str]]) -> None:
+        try:
+            verdicts: list[Verdict | None] = await process.classify(
+                [answer for _, answer in batch])
+        except JudgeProcessFailed as failure:
+            if self._process is process:
+                self.failure = str(failure)
+                self._process = None
+                await self._close(process)
+            verdicts = [None] * len(batch)
+        for (item, answer), verdict in zip(batch, verdicts, strict=True):
+            if verdict is None:  # the child failed, or failed on this answer
+                await self._judge_here(item)
+            else:
+                self._take(item, answer, verdict)
+
+    async def finish(self) -> float:
+        """Every queued answer judged; returns the seconds spent waiting for the child."""
+        waited = 0.0
+        while self._queued or self._in_flight:
+            if self._queued and (self._process is None or len(self._queued) > _HERE):
+                for _ in range(min(_HERE, len(self._queued))):
+                    await self._judge_here(self._queued.pop()[0])
+                self._send()
+                await asyncio.sleep(0)  # the child's replies are read, the next batch sent
+                continue
+            started = time.perf_counter()
+            if self._in_flight:
+                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                self._send()
+            waited += time.perf_counter() - started
+        return waited
+
+    async def aclose(self) -> None:
+        for task in self._in_flight:
+            task.cancel()
+        process, self._process = self._process, None
+        if process is not None:
+            await self._close(process)
+
+    async def _close(self, process: JudgeProcess) -> None:
+        self.cpu_s += process.cpu_s
+        self.parent_cpu_s += process.parent_cpu_s
+        await process.aclose()
+
+
+def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    """The child's side: the version, then one line of verdicts per line of answers."""
+    from .judges import KeywordJudge
+
+    judge = KeywordJudge()
+    judge.model  # parsed now, while the parent still sends its first requests  # noqa: B018
+    stdout.write(json.dumps(judge.version).encode() + b"\n")
+    stdout.flush()
+    for line in stdin:
+        started = time.process_time()
+        verdicts: list[list[object] | None] = []
+        for answer in json.loads(line):
+            try:
+                verdict = judge.classify(answer)
+            except Exception:  # the parent judges it, reports the error
+                verdicts.append(None)
+                continue
+            verdicts.append([verdict.label.value, verdict.reason, verdict.confident])
+        reply = {"cpu": time.process_time() - started, "verdicts": verdicts}
+        stdout.write(json.dumps(reply).encode() + b"\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent ends the run, and us
+    try:
+        _serve(sys.stdin.buffer, sys.stdout.buffer)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+
