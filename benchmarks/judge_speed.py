@@ -1,7 +1,7 @@
 """What the offline judge costs: import, per answer, and its share of end-to-end runs.
 
     python benchmarks/judge_speed.py [--n 80359] [--server-n 20000] [--latency 0.3]
-                                     [--skip-e2e] [--skip-server]
+                                     [--repeat 3] [--skip-e2e] [--skip-server]
 
 1. Import: a fresh interpreter imports orbench_pytest.judges and makes the keyword judge (the
    classifier is parsed lazily, on the first answer), then also parses the bundled classifier
@@ -17,8 +17,10 @@
    last verdicts; the judge process's own CPU, on another core, is printed beside it.
    (a) N prompts through pytest end to end, `--orbench-target` returning those answers at
    once, keyword judge, a fresh cache; (b) the same command again over the now cached answers
-   and judgments (a CI re-run); (a1) the first run again held to one core (taskset), where the
-   judge runs in the run's own thread, and the wall time the judge process saved; (c)
+   and judgments (a CI re-run); then the wall time judging adds to (a): (a) again against
+   (a0) the same run whose judge only looks up the same verdicts (computed before it), and
+   (a1) the same run judging in its own thread (no judge process), the three in turn
+   --repeat times, medians; (c)
    --server-n prompts against a local OpenAI-compatible server (tests/openai_server.py, in
    this process) answering the same texts after --latency seconds each, at the default
    adaptive concurrency, a fresh cache.
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,8 +50,6 @@ from _common import (
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-from orbench_pytest.judge_process import cores_for_this_run  # noqa: E402
 
 ANSWERS_MODULE = '''\
 import zlib
@@ -170,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.3,
                     help="the local server's seconds per reply (default 0.3)")
     ap.add_argument("--skip-e2e", action="store_true", help="only import and per-answer cost")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="turns of the three runs measuring the wall time judging adds")
     ap.add_argument("--skip-server", action="store_true", help="no run against the server")
     args = ap.parse_args(argv)
 
@@ -204,20 +205,65 @@ def main(argv: list[str] | None = None) -> int:
                   "--orbench-sample=all"]
         command = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64",
                    f"--orbench-cache-path={root / 'cache.sqlite3'}"]
-        beside = timed_run(command, root, env,
-                           f"(a) first run, {args.n} prompts, in-process target")
+        timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")
         timed_run(command, root, env, "(b) re-run over the cached answers and judgments")
-        if shutil.which("taskset") and cores_for_this_run() >= 2:
-            # One core: no judge process, every answer judged in the run's own thread.
-            alone = [*command[:-1], f"--orbench-cache-path={root / 'one-core.sqlite3'}"]
-            here = timed_run(["taskset", "-c", "0", *alone], root, env,
-                             "(a1) the first run again on one core (judged in the run)")
-            print(f"the judge process beside the run saved {here - beside:.1f} s of wall "
-                  f"time ({(here - beside) / here:.1%})")
+        wall_added(root, env, command, answers, args.repeat)
         if args.skip_server:
             return 0
         server_run(root, env, common, args.server_n, args.latency, bench_answers.compose)
     return 0
+
+
+# The references for the wall time judging adds, chosen by ORBENCH_BENCH_JUDGE in the run:
+# "here" keeps the judge in the run's thread; "lookup" also makes it a lookup of verdicts the
+# benchmark computed before the run, so the run has every verdict and does no judging.
+REFERENCE_CONFTEST = """\
+import os
+import pickle
+
+mode = os.environ.get("ORBENCH_BENCH_JUDGE")
+if mode in ("here", "lookup"):
+    import orbench_pytest.fetcher as fetcher
+    fetcher.worth_a_process = lambda *args, **kwargs: False
+if mode == "lookup":
+    from orbench_pytest.judges import KeywordJudge
+    with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
+        VERDICTS = pickle.load(f)
+    KeywordJudge.classify = lambda self, answer: VERDICTS[answer]
+"""
+
+
+def wall_added(root: Path, env: dict[str, str], command: list[str], answers: list[str],
+               repeat: int) -> None:
+    """(a) again beside (a0) a run that only looks verdicts up and (a1) one judging in its own
+    thread, each with a fresh cache, the three in turn `repeat` times (this host's speed
+    drifts by 10% within minutes): the median wall seconds judging adds, either way."""
+    import pickle
+
+    from orbench_pytest.judges import KeywordJudge
+
+    judge = KeywordJudge()
+    verdicts = root / "verdicts.pickle"
+    verdicts.write_bytes(pickle.dumps({a: judge.classify(a) for a in answers}))
+    (root / "conftest.py").write_text(REFERENCE_CONFTEST)
+    walls: dict[str, list[float]] = {"lookup": [], "here": [], "beside": []}
+    for turn in range(repeat):
+        for mode, what in (("lookup", "(a0) the first run again, its judge a lookup"),
+                           ("here", "(a1) the first run again, judging in the run's thread"),
+                           ("beside", "(a) the first run again, as it runs")):
+            run_env = {**env, "ORBENCH_BENCH_JUDGE": mode,
+                       "ORBENCH_BENCH_VERDICTS": str(verdicts)}
+            fresh = [*command[:-1], f"--orbench-cache-path={root / f'{mode}-{turn}.sqlite3'}"]
+            walls[mode].append(timed_run(fresh, root, run_env, f"{what}, turn {turn + 1}"))
+    (root / "conftest.py").unlink()
+    reference = statistics.median(walls["lookup"])
+    for mode, how in (("beside", "with the judge process"), ("here", "judging in the run")):
+        wall = statistics.median(walls[mode])
+        added = wall - reference
+        print(f"wall time judging adds {how}: median {wall:.1f} s against {reference:.1f} s "
+              f"= {added:.1f} s, {added / wall:.1%} of that run (target ≤ 5%); each turn: "
+              + ", ".join(f"{w - r:+.1f} s" for w, r in zip(walls[mode], walls["lookup"],
+                                                            strict=True)))
 
 
 def server_run(root: Path, env: dict[str, str], common: list[str], n: int, latency_s: float,
