@@ -63,7 +63,8 @@ class JudgeProcess:
     def __init__(self, child: asyncio.subprocess.Process, judge_version: str) -> None:
         self._child = child
         self._judge_version = judge_version
-        self._waiting: deque[asyncio.Future[list[Verdict | None]]] = deque()
+        # Each batch sent and not yet answered: its future and its number of answers.
+        self._waiting: deque[tuple[asyncio.Future[list[Verdict | None]], int]] = deque()
         self._reader: asyncio.Task[None] | None = None
         self._verdicts: dict[tuple[str, str, bool], Verdict] = {}  # few distinct ones
         self.cpu_s = 0.0  # CPU seconds the child spent judging
@@ -94,13 +95,15 @@ class JudgeProcess:
         stdin = self._child.stdin
         assert stdin is not None
         waiting: asyncio.Future[list[Verdict | None]] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiting)
+        self._waiting.append((waiting, len(answers)))
         started = time.thread_time()
         stdin.write(json.dumps(answers).encode() + b"\n")
         self.parent_cpu_s += time.thread_time() - started
         try:
             await stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
+            if not waiting.done():  # else the reader failed it already
+                waiting.cancel()
             raise JudgeProcessFailed(f"the judge process has ended ({exc})") from exc
         return await waiting
 
@@ -120,16 +123,21 @@ class JudgeProcess:
                     raise JudgeProcessFailed("the judge process has ended")
                 started = time.thread_time()
                 reply = json.loads(line)
-                self.cpu_s += reply["cpu"]
-                waiting = self._waiting.popleft()
+                waiting, size = self._waiting[0]
+                verdicts = [self._verdict(v) for v in reply["verdicts"]]
+                if len(verdicts) != size:
+                    raise JudgeProcessFailed(f"the judge process replied {len(verdicts)} "
+                                             f"verdicts to {size} answers")
+                self.cpu_s += float(reply["cpu"])
+                self._waiting.popleft()
                 if not waiting.done():
-                    waiting.set_result([self._verdict(v) for v in reply["verdicts"]])
+                    waiting.set_result(verdicts)
                 self.parent_cpu_s += time.thread_time() - started
         except Exception as exc:  # every waiting batch learns it failed
             failure = exc if isinstance(exc, JudgeProcessFailed) else JudgeProcessFailed(
                 f"the judge process replied {type(exc).__name__}")
             while self._waiting:
-                waiting = self._waiting.popleft()
+                waiting, _ = self._waiting.popleft()
                 if not waiting.done():
                     waiting.set_exception(failure)
 

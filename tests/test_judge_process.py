@@ -99,6 +99,15 @@ ANOTHER_JUDGE = python("import sys; print('\"keyword-0\"', flush=True); sys.stdi
 EXITS = python("import sys; sys.stderr.write('Traceback: a crash nobody should see\\n')")
 GARBAGE = python(f"import json, sys; print(json.dumps({VERSION!r}), flush=True); "
                  "sys.stdin.readline(); print('{not json', flush=True); sys.stdin.read()")
+# Replies one verdict fewer than it was sent answers.
+SHORT = python(
+    "import json, sys\n"
+    "from orbench_pytest.judges import KeywordJudge\n"
+    "print(json.dumps(KeywordJudge().version), flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    answers = json.loads(line)[1:]\n"
+    "    out = [['compliance', 'answers', True] for _ in answers]\n"
+    "    print(json.dumps({'cpu': 0.001, 'verdicts': out}), flush=True)\n")
 # Replies null for the second answer of each batch, as the child does when judging raises.
 ONE_FAILS = python(
     "import json, sys\n"
@@ -158,6 +167,7 @@ def test_the_child_judges_the_front_of_the_queue_and_the_run_the_back() -> None:
     (EXITS, "the judge process has ended"),
     (ANOTHER_JUDGE, "runs judge 'keyword-0'"),
     (GARBAGE, "replied JSONDecodeError"),
+    (SHORT, "replied 255 verdicts to 256 answers"),
 ])
 def test_a_child_that_fails_leaves_every_answer_judged_here(
         command: tuple[str, ...], failure: str, capfd: pytest.CaptureFixture[str]) -> None:
