@@ -116,7 +116,8 @@ class JudgeProcess:
                 raise JudgeProcessFailed("the judge process has ended")
             version = json.loads(first)
             if version != self._judge_version:
-                raise JudgeProcessFailed(f"the judge process runs judge {version!r}")
+                # repr: escaped, and cut short, whatever the child printed
+                raise JudgeProcessFailed(f"the judge process runs judge {repr(version)[:80]}")
             while True:
                 line = await stdout.readline()
                 if not line:
