@@ -356,9 +356,7 @@ class FetchEngine:
         """A verdict of the judge process: counted, stored and recorded as one judged here."""
         job, response = item
         self.report.judged += 1
-        if self._persist and verdict.label is not Label.ERROR:
-            self._flush_soon()
-            self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
+        self._keep_judgment(job, answer, verdict)
         self._record(job, response, verdict)
 
     async def _judge_here(self, item: tuple[Job, Response]) -> None:
@@ -543,10 +541,14 @@ class FetchEngine:
                            self.judge.name)
         finally:
             self.report.judge_cpu_s += time.thread_time() - started
+        self._keep_judgment(job, settled, verdict)
+        return verdict
+
+    def _keep_judgment(self, job: Job, answer: str, verdict: Verdict) -> None:
+        """A persistent judge's verdict is written with the answers (an error never is)."""
         if self._persist and verdict.label is not Label.ERROR:
             self._flush_soon()
-            self._unsaved_judgments.append((self._judgment_key(job, settled), verdict))
-        return verdict
+            self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
 
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive
