@@ -200,27 +200,37 @@ class BesideJudge(Generic[Item]):
             asyncio.get_running_loop().call_soon(self._send)
 
     def _send(self) -> None:
+        """Batches to the child, a few in flight; once it has failed, whatever is queued is
+        judged here at once (not left for `finish`)."""
         self._send_scheduled = False
+        if self._process is None and self._queued:
+            self._start(None, list(self._queued))
+            self._queued.clear()
         while self._process is not None and self._queued and len(self._in_flight) < _IN_FLIGHT:
-            batch = [self._queued.popleft() for _ in range(min(_BATCH, len(self._queued)))]
-            task = asyncio.ensure_future(self._judge_batch(self._process, batch))
-            self._in_flight.add(task)
-            task.add_done_callback(self._batch_done)
+            self._start(self._process,
+                        [self._queued.popleft() for _ in range(min(_BATCH, len(self._queued)))])
+
+    def _start(self, process: JudgeProcess | None, batch: list[tuple[Item, str]]) -> None:
+        task = asyncio.ensure_future(self._judge_batch(process, batch))
+        self._in_flight.add(task)
+        task.add_done_callback(self._batch_done)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         self._in_flight.discard(task)
         self._send()
 
-    async def _judge_batch(self, process: JudgeProcess, batch: list[tuple[Item, str]]) -> None:
-        try:
-            verdicts: list[Verdict | None] = await process.classify(
-                [answer for _, answer in batch])
-        except JudgeProcessFailed as failure:
-            if self._process is process:
-                self.failure = str(failure)
-                self._process = None
-                await self._close(process)
-            verdicts = [None] * len(batch)
+    async def _judge_batch(self, process: JudgeProcess | None,
+                           batch: list[tuple[Item, str]]) -> None:
+        """The child's verdicts of a batch (`process`), or None: the batch is judged here."""
+        verdicts: list[Verdict | None] = [None] * len(batch)
+        if process is not None:
+            try:
+                verdicts = await process.classify([answer for _, answer in batch])
+            except JudgeProcessFailed as failure:
+                if self._process is process:
+                    self.failure = str(failure)
+                    self._process = None
+                    await self._close(process)
         for (item, answer), verdict in zip(batch, verdicts, strict=True):
             if verdict is None:  # the child failed, or failed on this answer
                 await self._judge_here(item)

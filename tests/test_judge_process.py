@@ -247,3 +247,35 @@ def test_the_judged_line_says_what_the_child_took_and_when_it_failed() -> None:
 def test_a_child_that_cannot_be_started_is_a_failure_not_a_crash(tmp_path: Path) -> None:
     with pytest.raises(JudgeProcessFailed, match="the judge process would not start"):
         asyncio.run(JudgeProcess.start(VERSION, (str(tmp_path / "no-such-python"),)))
+
+
+def test_after_the_child_fails_new_answers_are_judged_as_they_come_not_at_the_end() -> None:
+    answers = labelled_answers()[:20]
+    judge = KeywordJudge()
+    here: dict[int, Verdict] = {}
+
+    async def judge_here(item: int) -> None:
+        here[item] = judge.classify(answers[item])
+
+    def take(item: int, answer: str, verdict: Verdict) -> None:
+        raise AssertionError("a child that exits gives no verdict")
+
+    async def main() -> BesideJudge[int]:
+        beside = BesideJudge(await JudgeProcess.start(VERSION, EXITS), take, judge_here)
+        beside.add(0, answers[0])
+        for _ in range(200):  # the child's end is noticed within a few turns
+            if beside.failure is not None and 0 in here:
+                break
+            await asyncio.sleep(0.01)
+        for item in range(1, len(answers)):
+            beside.add(item, answers[item])
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert sorted(here) == list(range(len(answers)))  # before finish() was called
+        assert await beside.finish() == 0.0
+        await beside.aclose()
+        return beside
+
+    beside = asyncio.run(main())
+    assert beside.failure == "the judge process has ended"
+    assert here == {i: judge.classify(a) for i, a in enumerate(answers)}
