@@ -102,9 +102,9 @@ class JudgeProcess:
         try:
             await stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
-            if not waiting.done():  # else the reader failed it already
+            if not waiting.done():  # else the reader failed it already, and says why below
                 waiting.cancel()
-            raise JudgeProcessFailed(f"the judge process has ended ({exc})") from exc
+                raise JudgeProcessFailed("the judge process has ended") from exc
         return await waiting
 
     async def _read(self) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
+import logging
 import os
 import signal
 import sys
@@ -279,3 +281,19 @@ def test_after_the_child_fails_new_answers_are_judged_as_they_come_not_at_the_en
     beside = asyncio.run(main())
     assert beside.failure == "the judge process has ended"
     assert here == {i: judge.classify(a) for i, a in enumerate(answers)}
+
+
+def test_a_child_gone_while_a_batch_is_written_fails_it_once_and_logs_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The reader sees the end first and fails the batch; the write then fails too: the batch
+    says so once, and asyncio has no unretrieved exception to complain of."""
+    async def main() -> None:
+        process = await JudgeProcess.start(VERSION, EXITS)
+        with pytest.raises(JudgeProcessFailed, match=r"^the judge process has ended$"):
+            await process.classify(["x" * (1 << 20)])  # more than a pipe holds: drain waits
+        await process.aclose()
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    asyncio.run(main())
+    gc.collect()  # an unretrieved future exception is logged when the future is collected
+    assert not caplog.records
