@@ -297,3 +297,41 @@ def test_a_child_gone_while_a_batch_is_written_fails_it_once_and_logs_nothing(
     asyncio.run(main())
     gc.collect()  # an unretrieved future exception is logged when the future is collected
     assert not caplog.records
+
+
+# Replies to each batch with its size as every verdict's reason.
+SIZES = python(
+    "import json, sys\n"
+    "from orbench_pytest.judges import KeywordJudge\n"
+    "print(json.dumps(KeywordJudge().version), flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    answers = json.loads(line)\n"
+    "    out = [['compliance', f'batch of {len(answers)}', True] for _ in answers]\n"
+    "    print(json.dumps({'cpu': 0.001, 'verdicts': out}), flush=True)\n")
+
+
+def test_answers_arriving_over_several_turns_travel_to_the_child_together() -> None:
+    """Against a server answers come a few per event-loop turn; a line each would cost the
+    child more than the judging. They gather (up to a batch) before an idle child gets them."""
+    reasons: dict[int, str] = {}
+
+    def take(item: int, answer: str, verdict: Verdict) -> None:
+        reasons[item] = verdict.reason
+
+    async def judge_here(item: int) -> None:
+        raise AssertionError("the child judges every answer")
+
+    async def main() -> None:
+        beside = BesideJudge(await JudgeProcess.start(VERSION, SIZES), take, judge_here)
+        for item in range(10):  # one answer per turn
+            beside.add(item, f"answer {item}")
+            await asyncio.sleep(0)
+        for _ in range(300):  # not finish(), which sends at once: the gathering sends them
+            if len(reasons) == 10:
+                break
+            await asyncio.sleep(0.01)
+        await beside.finish()
+        await beside.aclose()
+
+    asyncio.run(main())
+    assert reasons == {item: "batch of 10" for item in range(10)}
