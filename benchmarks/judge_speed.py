@@ -17,7 +17,9 @@
    last verdicts; the judge process's own CPU, on another core, is printed beside it.
    (a) N prompts through pytest end to end, `--orbench-target` returning those answers at
    once, keyword judge, a fresh cache; (b) the same command again over the now cached answers
-   and judgments (a CI re-run); then the wall time judging adds to (a): (a) again against
+   and judgments (a CI re-run); (d) the same command after the cache's verdicts are deleted,
+   as a new judge version finds it (every cached answer judged again); then the wall time
+   judging adds to (a): (a) again against
    (a0) the same run whose judge only looks up the same verdicts (computed before it), and
    (a1) the same run judging in its own thread (no judge process), the three in turn
    --repeat times, medians; (c)
@@ -161,6 +163,15 @@ def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) ->
     return done.wall_s
 
 
+def forget_verdicts(cache: Path) -> None:
+    """The cache as a new judge version finds it: every answer, none of its verdicts."""
+    import sqlite3
+
+    with sqlite3.connect(cache) as db:
+        db.execute("DELETE FROM judgments")
+    db.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=OR_BENCH_80K)
@@ -207,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                    f"--orbench-cache-path={root / 'cache.sqlite3'}"]
         timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")
         timed_run(command, root, env, "(b) re-run over the cached answers and judgments")
+        forget_verdicts(root / "cache.sqlite3")
+        timed_run(command, root, env, "(d) re-run after a judge upgrade: cached answers, "
+                                      "none judged by this judge")
         wall_added(root, env, command, answers, args.repeat)
         if args.skip_server:
             return 0

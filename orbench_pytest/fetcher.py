@@ -233,16 +233,23 @@ class FetchEngine:
                 settled.append((job, cached[key]))
             else:
                 todo.append(job)
-        await self._start_judge_process(len(todo))
         try:
             if self._judge_channel is not None:  # an LLM judge: judge cached answers at once
                 await asyncio.gather(*(self._finish(job, r) for job, r in settled))
             else:  # offline judge: a plain loop is cheapest at 80K items
                 known = self._stored_judgments(settled)
+                # a changed judge re-judges every cached answer: as many as a first run's
+                await self._start_judge_process(len(todo) + len(settled) - len(known))
                 for job, response in settled:
-                    await self._finish(job, response, known.get(job.key))
+                    verdict = known.get(job.key)
+                    if verdict is None:
+                        await self._finish_fetched(job, response)
+                    else:
+                        await self._finish(job, response, verdict)
             if todo:
                 await self._fetch_all(todo)
+            else:
+                await self._all_judged()
         finally:
             await self._close_judge_process()
             self._flush()  # Ctrl-C, -x or a crash: what was answered stays answered
@@ -328,8 +335,9 @@ class FetchEngine:
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
 
     async def _start_judge_process(self, answers: int) -> None:
-        """A judge process beside the run when it can shorten it (judge_process.py); it starts
-        while the cached answers are judged here. One that will not start changes nothing."""
+        """A judge process beside the run when it can shorten it (judge_process.py): for
+        `answers` fetched, or cached without this judge's verdict. One that will not start
+        changes nothing."""
         process_min = self.settings.judge_process_min
         if (self._judge_channel is not None or process_min is None
                 or not worth_a_process(self.judge, answers, min_answers=process_min)):
@@ -342,7 +350,8 @@ class FetchEngine:
         self._beside = BesideJudge(process, self._take_verdict, self._judge_here)
 
     async def _finish_fetched(self, job: Job, response: Response) -> None:
-        """`_finish`, or with a judge process beside the run the answer is queued for it."""
+        """`_finish` of an answer with no verdict yet, or with a judge process beside the run
+        the answer is queued for it."""
         if self._beside is None:
             await self._finish(job, response)
             return

@@ -78,6 +78,34 @@ def test_a_run_judged_beside_gives_and_stores_the_verdicts_judging_in_the_run_gi
 
 
 @needs_two_cores
+def test_cached_answers_a_changed_judge_has_not_judged_go_to_the_judge_process(
+        tmp_path: Path) -> None:
+    """After a judge upgrade every cached answer is judged again, as many as a first run's:
+    they go to the judge process too, with the same verdicts, stored, and nothing is asked."""
+    answers = labelled_answers()
+    jobs = [Job(f"key-{i}", f"prompt {i}", None) for i in range(len(answers))]
+    responses = [(job.key, Response(text=answer)) for job, answer in zip(jobs, answers,
+                                                                        strict=True)]
+    here_cache, beside_cache = (ResponseCache(tmp_path / f"{name}.sqlite3")
+                                for name in ("here", "beside"))
+    for cache in (here_cache, beside_cache):
+        cache.put_many(responses)  # answers, and no verdict of this judge
+    with OpenAIServer() as server:
+        here = run(server, here_cache, jobs, process_min=None)
+        beside = run(server, beside_cache, jobs, process_min=1)
+        again = run(server, ResponseCache(tmp_path / "beside.sqlite3"), jobs, process_min=1)
+        assert server.requests == 0
+    assert beside.cache_hits == here.cache_hits == len(jobs)
+    assert beside.judge_process_cpu_s > 0 and beside.judge_process_failure is None
+    assert here.judge_process_cpu_s == 0
+    assert beside.judged == here.judged == len(jobs)
+    assert {k: a.verdict for k, a in beside.answers.items()} == \
+        {k: a.verdict for k, a in here.answers.items()}
+    assert again.judgments_cached == len(jobs) and again.judged == 0  # they were stored
+    assert again.judge_process_cpu_s == 0  # and nothing was left to judge: no process
+
+
+@needs_two_cores
 def test_a_small_run_or_another_judge_is_judged_in_the_run(tmp_path: Path) -> None:
     jobs = [Job(f"key-{i}", f"prompt {i}", None) for i in range(5)]
     with OpenAIServer() as server:
