@@ -194,6 +194,9 @@ class FetchEngine:
         self._unsaved: list[tuple[str, Response]] = []
         self._unsaved_judgments: list[tuple[str, Verdict]] = []
         self._persist = cache is not None and persists(judge)
+        # job key -> the judgment key of its cached answer, left by the lookup of stored
+        # verdicts for the answers it did not find: hashing an answer costs a sixth of judging it
+        self._judgment_keys: dict[str, str] = {}
         self._out_of_time = False
         # The offline judge in a process beside the run (judge_process.py), for large runs.
         self._beside: BesideJudge[tuple[Job, Response]] | None = None
@@ -273,13 +276,18 @@ class FetchEngine:
         for job, response in settled:
             answer = settle(response, empty_is_refusal=self.settings.empty_is_refusal)
             if isinstance(answer, str):
-                by_judgment[self._judgment_key(job, answer)] = job.key
+                by_judgment[judgment_key(self.judge.name, self.judge.version, job.prompt,
+                                         answer)] = job.key
         stored = self.cache.get_judgments(by_judgment)
+        self._judgment_keys = {job_key: key for key, job_key in by_judgment.items()
+                               if key not in stored}
         self.report.judge_cpu_s += time.thread_time() - started
         return {by_judgment[key]: verdict for key, verdict in stored.items()}
 
     def _judgment_key(self, job: Job, answer: str) -> str:
-        return judgment_key(self.judge.name, self.judge.version, job.prompt, answer)
+        """`answer` is the job's cached answer whenever the lookup left its key."""
+        known = self._judgment_keys.pop(job.key, None)
+        return known or judgment_key(self.judge.name, self.judge.version, job.prompt, answer)
 
     async def _revalidate(self, unique: dict[str, Job],
                           cached: dict[str, Response]) -> dict[str, Response]:
@@ -554,10 +562,13 @@ class FetchEngine:
         return verdict
 
     def _keep_judgment(self, job: Job, answer: str, verdict: Verdict) -> None:
-        """A persistent judge's verdict is written with the answers (an error never is)."""
+        """A persistent judge's verdict is written with the answers (an error never is); its
+        key's hashing counts as judging."""
         if self._persist and verdict.label is not Label.ERROR:
+            started = time.thread_time()
             self._flush_soon()
             self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
+            self.report.judge_cpu_s += time.thread_time() - started
 
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive
