@@ -23,6 +23,7 @@ from .errors import ConfigError
 from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import register_secret, url_password, without_userinfo
 from .shards import Shard, parse_shard
+from .types import LONE_SURROGATE_ERROR, has_lone_surrogate
 
 CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
@@ -277,15 +278,17 @@ def _variants(system_prompts: list[str], named: list[str], here: Path) -> tuple[
 
 
 def _text_or_file(option: str, spec: str, here: Path) -> str:
-    if not spec.startswith("@"):
-        return spec
-    from .bounded import OPTION_FILE_LIMIT, read_text
+    text = spec
+    if spec.startswith("@"):
+        from .bounded import OPTION_FILE_LIMIT, read_text
 
-    path = here / spec[1:]
-    try:
-        return read_text(path, OPTION_FILE_LIMIT).strip()
-    except ConfigError as exc:
-        raise ConfigError(f"{option}: {exc}") from None
+        try:
+            text = read_text(here / spec[1:], OPTION_FILE_LIMIT).strip()
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    if has_lone_surrogate(text):
+        raise ConfigError(f"{option}: {LONE_SURROGATE_ERROR}")
+    return text
 
 
 def _choice(option: str, raw: Any, allowed: tuple[str, ...]) -> str:

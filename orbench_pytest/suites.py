@@ -15,7 +15,13 @@ from typing import Any
 
 from .choices import JUDGE_NAMES
 from .errors import ConfigError
-from .types import EXPECTATIONS, Expectation, PromptCase
+from .types import (
+    EXPECTATIONS,
+    LONE_SURROGATE_ERROR,
+    Expectation,
+    PromptCase,
+    has_lone_surrogate,
+)
 
 SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "prompt",
               "category", "expect", "id", "sample", "judge")
@@ -210,6 +216,9 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         prompt = row.get(prompt_col) or ""
         if not prompt.strip():
             raise ConfigError(f"{path}: row {index}: empty prompt")
+        for column in (prompt_col, category_col, id_col):  # a JSONL source's escapes
+            if column and has_lone_surrogate(row.get(column) or ""):
+                raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
         category = (row.get(category_col) or "uncategorised").strip() or "uncategorised"
         raw_id = row.get(id_col) if id_col else None
         case_id = (_safe_id(raw_id) if raw_id else f"{_safe_id(category)}-{index:04d}")

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
+
+# A surrogate code point alone is no character: JSON and YAML escapes such as \ud800 decode to
+# one, and it cannot be encoded as UTF-8, so hashing, storing or reporting text holding it fails.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+LONE_SURROGATE_ERROR = ("the text holds a lone surrogate escape (such as \\ud800), which is no "
+                        "character: write the character itself")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
+
+
+def well_formed(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, the replacement character."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+
 
 Expectation = Literal["comply", "refuse"]
 EXPECTATIONS: tuple[Expectation, ...] = ("comply", "refuse")
@@ -72,3 +91,12 @@ class Response:
     attempts: int = 1
     system_fingerprint: str | None = None  # the provider's backend configuration, if it says
     created: float | None = None  # when a cached answer was stored (epoch seconds)
+
+    def __post_init__(self) -> None:
+        # An endpoint's text is untrusted: a lone surrogate in it would stop the run when the
+        # answer is hashed, stored or reported. It is shown as U+FFFD instead.
+        for name in ("text", "refusal", "reasoning", "raw", "error", "finish_reason",
+                     "system_fingerprint"):
+            value = getattr(self, name)
+            if isinstance(value, str) and not value.isascii():
+                setattr(self, name, well_formed(value))

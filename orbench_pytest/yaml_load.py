@@ -5,7 +5,8 @@ file is cheap to load but explodes in whoever walks the result (2 GB, then Memor
 Here the composed node graph is measured first: expanded through its aliases it may hold at
 most a few times the nodes the file spells out, and nest at most MAX_DEPTH deep. Integers
 longer than Python converts (4,300 digits) and nesting deeper than Python recurses are
-one-line errors too, never a traceback.
+one-line errors too, never a traceback, and so is a lone surrogate escape ("\\ud800"), which
+no file can hold as UTF-8 and which would stop the run when a prompt is hashed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .types import LONE_SURROGATE_ERROR, has_lone_surrogate
 
 MAX_DEPTH = 64  # suites and thresholds nest 4 levels; more is an attack or a mistake
 EXPANSION_SLACK = 10_000  # aliases may add this many nodes beyond twice the written ones
@@ -88,6 +90,9 @@ def _check_shape(root: yaml.Node, name: str) -> None:
                               "its own anchor")
         on_path.add(key)
         distinct += 1
+        if isinstance(node, yaml.ScalarNode) and has_lone_surrogate(node.value):
+            raise ConfigError(f"{name}: line {node.start_mark.line + 1}: "
+                              f"{LONE_SURROGATE_ERROR}")
         stack.append((node, depth, True))
         stack.extend((child, depth + 1, False) for child in children
                      if id(child) not in sizes)

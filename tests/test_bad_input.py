@@ -123,6 +123,10 @@ bad_suites = st.one_of(
     bombs.map(lambda bomb: f"name: ok\nprompts: [hi]\n{bomb}".encode()),
     deep.map(lambda nested: f"name: ok\nprompts: {nested}\n".encode()),
     huge_int.map(lambda n: f"name: ok\nprompts: [hi]\nsample: {{n: 1, seed: {n}}}\n".encode()),
+    # A lone surrogate escape (no character; it cannot be hashed or stored) in any text.
+    st.sampled_from(["prompt", "category", "id"]).map(
+        lambda key: f'name: ok\nprompts:\n  - {{prompt: hi, {key}: "a \\ud800 b"}}\n'.encode()),
+    st.just(b'name: ok\ndescription: "\\udfff"\nprompts: [hi]\n'),
     # A list or a mapping where text belongs.
     st.builds(lambda key, value: _doc(with_(GOOD_SUITE, prompts=[with_(GOOD_ROW, **{key: value})])),
               st.sampled_from(["prompt", "category", "id"]),
@@ -248,6 +252,8 @@ bad_options = st.one_of(
     text.map(lambda f: [f"--orbench-thresholds=missing/{f}.yaml"]),
     text.map(lambda f: [f"--orbench-baseline=missing/{f}.json"]),
     text.map(lambda f: [f"--orbench-system-prompt=@missing/{f}.txt"]),
+    # Bytes the locale cannot decode arrive as lone surrogates: not text to send.
+    st.just(["--orbench-system-prompt=be \udcff nice"]),
     # Special files would stream forever: refused before they are read.
     st.sampled_from(["/dev/zero", "/dev/urandom", "/proc/self/fd/0", "."])
     .map(lambda f: [f"--orbench-system-prompt=@{f}"]),

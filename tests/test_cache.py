@@ -199,3 +199,20 @@ def test_a_write_lock_held_past_the_timeout_fails_the_write_naming_the_file(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+ANY_CODE_POINT = st.text(st.characters(blacklist_categories=()), max_size=40)  # lone surrogates too
+
+
+@given(text=ANY_CODE_POINT, error=ANY_CODE_POINT)
+def test_any_endpoint_text_is_stored_and_read_back_as_utf_8(tmp_path_factory, text: str,
+                                                            error: str) -> None:
+    """A lone surrogate (JSON can escape one) becomes U+FFFD; any other text is unchanged."""
+    response = Response(text=text, raw=text, error=error or None)
+    for value in (response.text, response.raw, response.error or ""):
+        value.encode("utf-8")  # no lone surrogate is left
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        assert response.text == text
+    cache = ResponseCache(tmp_path_factory.mktemp("c") / "c.sqlite3")
+    cache.put("k", Response(text=text, raw=text))
+    assert cache.get_many(["k"])["k"].text == response.text

@@ -5,6 +5,7 @@ command or carry a control character; the PR report has no live mention or link.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -144,3 +145,32 @@ def test_the_pr_report_has_no_live_mention_link_or_emphasis(pytester, plugin_arg
     assert not re.search(r"(?<!\\)\[[^\]\n]*(?<!\\)\]\(", report)  # no [text](link)
     assert "**bold**" not in report and "<b>" not in report
     assert_no_forged_line(report)
+
+
+LONE = "\ud800"  # JSON can escape it ("\\ud800"); it is no character and has no UTF-8 form
+
+
+@pytest.mark.parametrize(("reply", "outcome"), [
+    (hs.answer(f"I can't help {LONE} with that."), "failed"),
+    (hs.completion(text=f"Sure, bread {LONE}.", finish=f"stop{LONE}"), "passed"),
+    (hs.completion({"content": None, "refusal": f"No {LONE}."}), "failed"),
+    (hs.http(200, json.dumps({"object": "chat.completion", "system_fingerprint": f"fp{LONE}",
+                              "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                  "role": "assistant", "content": "Sure, bread."}}]}).encode()),
+     "passed"),
+    (hs.error(503, f"down {LONE} now"), "errors"),
+], ids=["answer", "finish_reason", "refusal", "system_fingerprint", "error"])
+def test_a_lone_surrogate_in_endpoint_text_is_shown_replaced_and_cached(
+        pytester, plugin_args, reply: bytes, outcome: str) -> None:
+    write_suite(pytester.path, [{"prompt": "hi", "expect": "comply"}])
+    for attempt in ("asked", "from the cache"):
+        result, _ = run(pytester, plugin_args, lambda prompt: reply, "-rA",
+                        "--orbench-results=r.json", "--junitxml=junit.xml")
+        assert_no_crash(result)
+        assert result.parseoutcomes() == {outcome: 1}, attempt
+    db = sqlite3.connect(pytester.path / "cache.sqlite3")
+    stored = [value for row in db.execute("SELECT * FROM responses") for value in row
+              if isinstance(value, str)]
+    db.close()
+    assert "\ufffd" in " ".join(stored) or outcome == "errors"  # errors are never cached
+    assert LONE not in " ".join(stored)

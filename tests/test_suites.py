@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,10 @@ def test_category_filter_keeps_only_named_categories(tmp_path: Path) -> None:
             "rows 0 and 1 have the same id 'd'",
         ),
         ({"name": "x", "prompts": [{"prompt": " ", "expect": "comply"}]}, "row 0: empty prompt"),
+        ('name: x\nprompts:\n  - {prompt: "a \\ud800", expect: comply}\n',
+         "line 3: the text holds a lone surrogate escape (such as \\ud800)"),
+        ('name: x\nprompts:\n  - {prompt: a, category: "\\udfff", expect: comply}\n',
+         "line 3: the text holds a lone surrogate escape"),
         ("name: [unclosed", "not valid YAML"),
         ({"name": "x", "prompts": ["a"], "judge": "oracle"},
          "judge: 'oracle' is not allowed (allowed: keyword, llm, hybrid, llm-paper, hybrid-paper)"),
@@ -108,3 +113,16 @@ def test_bad_suite_files_are_one_line_errors_naming_the_file(
         load_suite(path, SuiteOptions())
     text = str(info.value)
     assert text.startswith(str(path)) and message in text and "\n" not in text
+
+
+@pytest.mark.parametrize("column", ["prompt", "category", "id"])
+def test_a_lone_surrogate_in_a_jsonl_source_is_an_error_naming_the_row(
+        tmp_path: Path, column: str) -> None:
+    row = {"prompt": "How do I knit?", "category": "craft", "id": "k1", column: "a \ud800"}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")  # escaped as \ud800
+    path = write(tmp_path, {"name": "j", "source": "rows.jsonl", "expect": "comply", "id": "id"})
+    with pytest.raises(ConfigError) as info:
+        load_suite(path, SuiteOptions())
+    assert str(info.value) == (f"{path}: row 0: {column}: the text holds a lone surrogate "
+                               "escape (such as \\ud800), which is no character: write the "
+                               "character itself")
