@@ -154,7 +154,7 @@ class JudgeProcess:
         key = (str(label), str(reason), bool(confident))
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = self._verdicts[key] = Verdict(Label(key[0]), key[1], "keyword",
+            verdict = self._verdicts[key] = Verdict(Label(key[0]), key[1], KeywordJudge.name,
                                                     confident=key[2])
         return verdict
 
@@ -193,8 +193,8 @@ class BesideJudge(Generic[Item]):
         self._judge_here = judge_here
         self._queued: deque[tuple[Item, str]] = deque()
         self._in_flight: set[asyncio.Task[None]] = set()
+        # the pending _send: a call_soon (Handle) or, while answers gather, a TimerHandle
         self._send_timer: asyncio.TimerHandle | asyncio.Handle | None = None
-        self._send_now = False  # the timer is a call_soon, not a gathering delay
         self.failure: str | None = None  # why the child stopped judging, if it did
         self.cpu_s = 0.0
         self.parent_cpu_s = 0.0
@@ -202,13 +202,13 @@ class BesideJudge(Generic[Item]):
     def add(self, item: Item, answer: str) -> None:
         self._queued.append((item, answer))
         now = self._process is None or len(self._queued) >= _BATCH
-        if self._send_timer is None or (now and not self._send_now):
+        gathering = isinstance(self._send_timer, asyncio.TimerHandle)
+        if self._send_timer is None or (now and gathering):
             if self._send_timer is not None:
                 self._send_timer.cancel()
             loop = asyncio.get_running_loop()
             self._send_timer = (loop.call_soon(self._send) if now
                                 else loop.call_later(_GATHER_S, self._send))
-            self._send_now = now
 
     def _send(self) -> None:
         """Batches to the child, a few in flight; once it has failed, whatever is queued is
@@ -285,8 +285,6 @@ class BesideJudge(Generic[Item]):
 
 def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The child's side: the version, then one line of verdicts per line of answers."""
-    from .judges import KeywordJudge
-
     judge = KeywordJudge()
     judge.model  # parsed now, while the parent still sends its first requests  # noqa: B018
     stdout.write(json.dumps(judge.version).encode() + b"\n")
