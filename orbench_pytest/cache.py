@@ -311,10 +311,10 @@ class ResponseCache:
                     self._db.execute("ROLLBACK")
                 raise
         except (sqlite3.Error, OSError) as exc:
-            raise CacheWriteError(
-                f"{self.path}: cannot write the response cache ({exc}); "
-                f"{len(rows)} answer(s) not stored"
-                f"{f' (nor {len(verdicts)} judgment(s))' if verdicts else ''}") from None
+            lost = [f"{n} {what}(s)" for n, what in ((len(rows), "answer"),
+                                                      (len(verdicts), "judgment")) if n]
+            raise CacheWriteError(f"{self.path}: cannot write the response cache ({exc}); "
+                                  f"{' and '.join(lost)} not stored") from None
 
     def count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])

@@ -1,5 +1,5 @@
 """Judgments kept in the response cache: the table, its key, the engine reading them in one
-batch and writing new ones with the answers, and a re-run through pytest that judges nothing.
+batch and writing new ones many to a write, and a re-run through pytest that judges nothing.
 Also: the keyword judge's shortcut (classifier skipped) gives exactly the full verdict."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,59 @@ def test_a_judge_that_does_not_persist_stores_no_judgments(tmp_path: Path) -> No
     assert judge.calls == 8 and cache.count_judgments() == 0
 
 
+class WriteLog(ResponseCache):
+    """The cache, noting how many answers and judgments each write held."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.writes: list[tuple[int, int]] = []
+
+    def put_many(self, items: Iterable[tuple[str, Response]],
+                 judgments: Iterable[tuple[str, Verdict]] = ()) -> None:
+        items, judgments = list(items), list(judgments)
+        self.writes.append((len(items), len(judgments)))
+        super().put_many(items, judgments)
+
+
+def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
+        tmp_path: Path) -> None:
+    cache = WriteLog(tmp_path / "c.sqlite3")
+    with OpenAIServer(poison_refused()) as server:
+        report = run_phase(engine(server, cache, CountingJudge()), jobs(12))
+    assert report.judged == 12
+    assert len(cache.writes) > 2  # answers as they arrived, a few at a time
+    assert all(judgments == 0 for _, judgments in cache.writes[:-1])
+    assert cache.writes[-1] == (0, 12)
+    assert sum(answers for answers, _ in cache.writes) == 12 == cache.count_judgments()
+
+
+class SmallWrites(FetchEngine):
+    judgments_per_write = 4
+
+
+@pytest.mark.parametrize("stop_after", [None, 9])
+def test_verdicts_are_written_as_soon_as_a_write_of_them_is_full_and_the_rest_at_the_end(
+        tmp_path: Path, stop_after: int | None) -> None:
+    # stop_after: the server refuses the key from that request on, so the run stops early.
+    cache = WriteLog(tmp_path / "c.sqlite3")
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        if stop_after is not None and int(prompt.split()[1].rstrip(":")) >= stop_after:
+            return Reply(status=401, body=b'{"error": {"message": "bad key"}}')
+        return Reply(text="Sure: flour and water.")
+
+    target_jobs = jobs(12)
+    with OpenAIServer(script) as server:
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
+        report = run_phase(SmallWrites(target, CountingJudge(), cache,  # type: ignore[arg-type]
+                                       FetchSettings(concurrency=1)), target_jobs)
+    answered = 12 if stop_after is None else stop_after
+    assert report.judged == answered
+    written = [judgments for _, judgments in cache.writes if judgments]
+    assert sum(written) == answered == cache.count_judgments()
+    assert len(written) >= 2 and all(n >= 4 for n in written[:-1])
+    assert cache.writes.index((0, written[0])) < len(cache.writes) - 1  # one before the end
+
+
 def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     with OpenAIServer(poison_refused()) as server:
@@ -222,7 +276,7 @@ def test_a_failed_write_is_a_cache_write_error_naming_the_judgments(tmp_path: Pa
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(CacheWriteError, match=r"0 answer\(s\) not stored \(nor 1 judgment"):
+        with pytest.raises(CacheWriteError, match=r"; 1 judgment\(s\) not stored$"):
             ResponseCache(path, busy_timeout_s=0.2).put_many([], [("j", COMPLIED)])
     finally:
         holder.execute("ROLLBACK")
