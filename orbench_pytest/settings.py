@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import register_secret, url_password, without_userinfo
 from .shards import Shard, parse_shard
-from .types import LONE_SURROGATE_ERROR, has_lone_surrogate
+from .types import has_lone_surrogate
 
 CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
@@ -286,8 +286,9 @@ def _text_or_file(option: str, spec: str, here: Path) -> str:
             text = read_text(here / spec[1:], OPTION_FILE_LIMIT).strip()
         except ConfigError as exc:
             raise ConfigError(f"{option}: {exc}") from None
-    if has_lone_surrogate(text):
-        raise ConfigError(f"{option}: {LONE_SURROGATE_ERROR}")
+    if has_lone_surrogate(text):  # a file is strict UTF-8: only the command line gets here
+        raise ConfigError(f"{option}: holds bytes that do not decode as text (they arrive as "
+                          f"lone surrogates): pass UTF-8 text, or read it from a file with @path")
     return text
 
 

@@ -409,6 +409,21 @@ def test_broken_thresholds_file_is_one_line_naming_the_file(pytester, plugin_arg
     assert server.requests == before
 
 
+@pytest.mark.parametrize("option, flag, value", [
+    ("orbench_system_prompt", "--orbench-system-prompt", "be \udcff nice"),
+    ("orbench_variant", "--orbench-variant", "kind=be \udcff nice"),
+])
+def test_command_line_bytes_that_do_not_decode_are_named_as_such(option: str, flag: str,
+                                                                 value: str) -> None:
+    # What the locale cannot decode reaches sys.argv as lone surrogates (surrogateescape).
+    from orbench_pytest.errors import ConfigError
+    from orbench_pytest.settings import build_settings
+
+    with pytest.raises(ConfigError) as info:
+        build_settings({"orbench_model": "m", option: [value]}, env={})
+    assert str(info.value).startswith(f"{flag}: holds bytes that do not decode as text")
+
+
 @HYPOTHESIS
 @given(args=bad_options)
 def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, server,
