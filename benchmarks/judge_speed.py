@@ -12,9 +12,10 @@
    classifier alone (`ClassifierModel.probability`) on the answers whose verdict needs it.
 3. Shares, each what judging cost that run over the run's wall time, target at most 5%. The
    cost is read from the run's own "judged:" summary line: the CPU judging took in the run's
-   thread (judging, reading stored verdicts, and in a large run sending answers to the judge
-   process and reading its verdicts), plus the time the run waited for the judge process's
-   last verdicts; the judge process's own CPU, on another core, is printed beside it.
+   thread (judging, hashing verdicts' keys, reading and writing stored verdicts, and in a large
+   run sending answers to the judge process and reading its verdicts), plus the time the run
+   waited for the judge process's last verdicts; the judge process's own CPU, on another core,
+   is printed beside it.
    (a) N prompts through pytest end to end, `--orbench-target` returning those answers at
    once, keyword judge, a fresh cache; (b) the same command again over the now cached answers
    and judgments (a CI re-run); (d) the same command after the cache's verdicts are deleted,
