@@ -658,5 +658,14 @@ def run_phase(engine: FetchEngine, jobs: Iterable[Job],
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(engine.run(jobs, cached))
-    raise RuntimeError("orbench: the fetch phase cannot run inside a running event loop")
+        pass
+    else:
+        raise RuntimeError("orbench: the fetch phase cannot run inside a running event loop")
+
+    async def phase() -> None:
+        # Returns nothing: when asyncio.run restores Ctrl-C's handler it writes out the main
+        # task, its result in full (the report of 80K answers: 0.4 s and 44 MB of text).
+        await engine.run(jobs, cached)
+
+    asyncio.run(phase())
+    return engine.report
