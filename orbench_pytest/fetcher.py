@@ -35,6 +35,9 @@ from .targets import ConfigFault, FaultKind, OpenAICompatibleTarget, Target, Tra
 from .types import Label, Response, Verdict
 
 EXCERPT_CHARS = 300
+# Cached answers queued for a judge process between turns of the event loop: it judges the
+# first while the rest are queued (80K queued in one turn left it idle for a quarter second).
+QUEUED_PER_TURN = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,12 +253,14 @@ class FetchEngine:
                 known = self._stored_judgments(settled)
                 # a changed judge re-judges every cached answer: as many as a first run's
                 await self._start_judge_process(len(todo) + len(settled) - len(known))
-                for job, response in settled:
+                for index, (job, response) in enumerate(settled, 1):
                     verdict = known.get(job.key)
                     if verdict is None:
                         await self._finish_fetched(job, response)
                     else:
                         await self._finish(job, response, verdict)
+                    if self._beside is not None and not index % QUEUED_PER_TURN:
+                        await asyncio.sleep(0)  # the judge process's first batches leave
             if todo:
                 await self._fetch_all(todo)
             else:
@@ -363,7 +368,7 @@ class FetchEngine:
         except JudgeProcessFailed as failure:
             self.report.judge_process_failure = str(failure)
             return
-        self._beside = BesideJudge(process, self._take_verdict, self._judge_here)
+        self._beside = BesideJudge(process, self._take_verdicts, self._judge_here)
 
     async def _finish_fetched(self, job: Job, response: Response) -> None:
         """`_finish` of an answer with no verdict yet, or with a judge process beside the run
@@ -377,12 +382,16 @@ class FetchEngine:
         else:
             self._beside.add((job, response), answer)
 
-    def _take_verdict(self, item: tuple[Job, Response], answer: str, verdict: Verdict) -> None:
-        """A verdict of the judge process: counted, stored and recorded as one judged here."""
-        job, response = item
-        self.report.judged += 1
-        self._keep_judgment(job, answer, verdict)
-        self._record(job, response, verdict)
+    def _take_verdicts(self, judged: list[tuple[tuple[Job, Response], str, Verdict]]) -> None:
+        """A batch of the judge process's verdicts: counted, stored and recorded as ones
+        judged here (their keeping timed once: a clock read per answer would cost more)."""
+        started = time.thread_time()
+        for (job, _), answer, verdict in judged:
+            self._keep_judgment(job, answer, verdict)
+        self.report.judged += len(judged)
+        self.report.judge_cpu_s += time.thread_time() - started
+        for (job, response), _, verdict in judged:
+            self._record(job, response, verdict)
 
     async def _judge_here(self, item: tuple[Job, Response]) -> None:
         await self._finish(*item)
@@ -564,21 +573,20 @@ class FetchEngine:
         except Exception as exc:  # a judge that fails yields an error, never a refusal
             return Verdict(Label.ERROR, redact(f"judge failed: {type(exc).__name__}: {exc}"),
                            self.judge.name)
+        else:
+            self._keep_judgment(job, settled, verdict)
         finally:
             self.report.judge_cpu_s += time.thread_time() - started
-        self._keep_judgment(job, settled, verdict)
         return verdict
 
     def _keep_judgment(self, job: Job, answer: str, verdict: Verdict) -> None:
         """A persistent judge's verdict is kept for the cache (an error never is), written
-        judgments_per_write at a time and at the run's end; its key's hashing counts as
-        judging, as does the writing."""
+        judgments_per_write at a time and at the run's end. Its key's hashing counts as
+        judging, as does the writing: the callers time it with the judging."""
         if self._persist and verdict.label is not Label.ERROR:
-            started = time.thread_time()
             self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
             if len(self._unsaved_judgments) >= self.judgments_per_write:
                 self._flush_soon()
-            self.report.judge_cpu_s += time.thread_time() - started
 
     def _store(self, key: str, response: Response) -> None:
         """Write through to the cache at the end of this event-loop turn: answers that arrive

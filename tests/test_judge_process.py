@@ -20,6 +20,7 @@ from orbench_pytest.cache import ResponseCache, judgment_key
 from orbench_pytest.fetcher import FetchEngine, FetchReport, FetchSettings, Job, run_phase
 from orbench_pytest.judge_process import (
     MIN_ANSWERS,
+    PIPE_BYTES,
     BesideJudge,
     JudgeProcess,
     JudgeProcessFailed,
@@ -160,9 +161,10 @@ def judge_all(answers: list[str], command: tuple[str, ...] | None = None
     from_child: dict[int, Verdict] = {}
     here: dict[int, Verdict] = {}
 
-    def take(item: int, answer: str, verdict: Verdict) -> None:
-        assert answer == answers[item] and item not in from_child and item not in here
-        from_child[item] = verdict
+    def take(judged: list[tuple[int, str, Verdict]]) -> None:
+        for item, answer, verdict in judged:
+            assert answer == answers[item] and item not in from_child and item not in here
+            from_child[item] = verdict
 
     async def judge_here(item: int) -> None:
         assert item not in from_child and item not in here
@@ -287,7 +289,7 @@ def test_after_the_child_fails_new_answers_are_judged_as_they_come_not_at_the_en
     async def judge_here(item: int) -> None:
         here[item] = judge.classify(answers[item])
 
-    def take(item: int, answer: str, verdict: Verdict) -> None:
+    def take(judged: list[tuple[int, str, Verdict]]) -> None:
         raise AssertionError("a child that exits gives no verdict")
 
     async def main() -> BesideJudge[int]:
@@ -328,6 +330,35 @@ def test_a_child_gone_while_a_batch_is_written_fails_it_once_and_logs_nothing(
 
 
 # Replies to each batch with its size as every verdict's reason.
+def pipe_limit() -> int:
+    try:
+        return int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except OSError:  # not Linux: pipes keep their size there
+        return 0
+
+
+@pytest.mark.skipif(pipe_limit() < PIPE_BYTES, reason="this system's pipes cannot be widened")
+def test_the_pipe_to_the_child_holds_the_batches_in_flight(tmp_path: Path) -> None:
+    """A pipe holds 64 KB by default, a fraction of a batch of long answers: the rest left one
+    piece per turn of the run's event loop, the child idle between pieces."""
+    told = tmp_path / "pipe_size"
+    child = python("import fcntl, sys\n"
+                   f"size = fcntl.fcntl(0, fcntl.F_GETPIPE_SZ)\n"
+                   f"open({str(told)!r}, 'w').write(str(size))\n"
+                   "sys.stdin.read()\n")
+
+    async def main() -> None:
+        process = await JudgeProcess.start(VERSION, child)
+        for _ in range(300):
+            if told.exists() and told.read_text():
+                break
+            await asyncio.sleep(0.01)
+        await process.aclose()
+
+    asyncio.run(main())
+    assert int(told.read_text()) >= PIPE_BYTES
+
+
 SIZES = python(
     "import json, sys\n"
     "from orbench_pytest.judges import KeywordJudge\n"
@@ -343,8 +374,9 @@ def test_answers_arriving_over_several_turns_travel_to_the_child_together() -> N
     child more than the judging. They gather (up to a batch) before an idle child gets them."""
     reasons: dict[int, str] = {}
 
-    def take(item: int, answer: str, verdict: Verdict) -> None:
-        reasons[item] = verdict.reason
+    def take(judged: list[tuple[int, str, Verdict]]) -> None:
+        for item, _, verdict in judged:
+            reasons[item] = verdict.reason
 
     async def judge_here(item: int) -> None:
         raise AssertionError("the child judges every answer")
