@@ -225,6 +225,7 @@ class BesideJudge(Generic[Item]):
         # the pending _send: a call_soon (Handle) or, while answers gather, a TimerHandle
         self._send_timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self.failure: str | None = None  # why the child stopped judging, if it did
+        self._finishing = False  # the run judges the back of the queue too (`finish`)
         self.cpu_s = 0.0
         self.parent_cpu_s = 0.0
 
@@ -249,8 +250,11 @@ class BesideJudge(Generic[Item]):
             self._start(None, list(self._queued))
             self._queued.clear()
         while self._process is not None and self._queued and len(self._in_flight) < _IN_FLIGHT:
-            self._start(self._process,
-                        [self._queued.popleft() for _ in range(min(_BATCH, len(self._queued)))])
+            size = min(_BATCH, len(self._queued))
+            if self._finishing:  # batches shrink with the queue: what the child holds when
+                # the run has judged the back of it is a few answers, not _IN_FLIGHT batches
+                size = max(1, min(size, len(self._queued) // (2 * _IN_FLIGHT)))
+            self._start(self._process, [self._queued.popleft() for _ in range(size)])
 
     def _start(self, process: JudgeProcess | None, batch: list[tuple[Item, str]]) -> None:
         task = asyncio.ensure_future(self._judge_batch(process, batch))
@@ -285,6 +289,7 @@ class BesideJudge(Generic[Item]):
 
     async def finish(self) -> float:
         """Every queued answer judged; returns the seconds spent waiting for the child."""
+        self._finishing = True
         waited = 0.0
         while self._queued or self._in_flight:
             if self._queued and (self._process is None or len(self._queued) > _HERE):
