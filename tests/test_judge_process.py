@@ -330,7 +330,6 @@ def test_a_child_gone_while_a_batch_is_written_fails_it_once_and_logs_nothing(
     assert not caplog.records
 
 
-# Replies to each batch with its size as every verdict's reason.
 def pipe_limit() -> int:
     try:
         return int(Path("/proc/sys/fs/pipe-max-size").read_text())
@@ -344,7 +343,7 @@ def test_the_pipe_to_the_child_holds_the_batches_in_flight(tmp_path: Path) -> No
     piece per turn of the run's event loop, the child idle between pieces."""
     told = tmp_path / "pipe_size"
     child = python("import fcntl, sys\n"
-                   f"size = fcntl.fcntl(0, fcntl.F_GETPIPE_SZ)\n"
+                   "size = fcntl.fcntl(0, fcntl.F_GETPIPE_SZ)\n"
                    f"open({str(told)!r}, 'w').write(str(size))\n"
                    "sys.stdin.read()\n")
 
@@ -360,6 +359,7 @@ def test_the_pipe_to_the_child_holds_the_batches_in_flight(tmp_path: Path) -> No
     assert int(told.read_text()) >= PIPE_BYTES
 
 
+# Replies to each batch with its size as every verdict's reason.
 SIZES = python(
     "import json, sys\n"
     "from orbench_pytest.judges import KeywordJudge\n"
