@@ -1,6 +1,6 @@
 """How often do the judges agree with people? Leave-one-model-out on XSTest, and a second set.
 
-    python benchmarks/judge_accuracy.py [DIR] [--second CSV] [--judge keyword] [--confusion]
+    python benchmarks/judge_accuracy.py [DIR] [--second CSV ...] [--judge keyword] [--confusion]
     python benchmarks/judge_accuracy.py --development   # even rows only: for working on the judge
 
 DIR holds XSTest's `completions_<model>.csv` (columns prompt, completion, final_label with
@@ -16,9 +16,9 @@ even-numbered rows (of every model) and never odd ones, so no row measured here 
 fitted. The fixed combinations beside the chosen one are for reference; nothing is chosen on
 this table. XSTest's own string-match rule (Röttger et al., 2024) is beside it.
 
-The second set (--second, default tests/data/orbench_local_labelled.csv): answers of the
-embedded model to OR-Bench prompts, labelled by reading (rubric in tests/data/); the shipped
-judge is measured on it and never trained on it.
+The second set (--second, default every tests/data/*_labelled.csv): answers of the embedded
+model and of local:qwen1.5b to the same 300 OR-Bench prompts, labelled by reading (rubric in
+tests/data/); the shipped judge is measured on each file and never trained on any.
 
 --judge llm / hybrid / llm-paper / hybrid-paper: that judge on every XSTest row instead.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-SECOND_FILE = "orbench_local_labelled.csv"
+SECOND_SETS = ROOT / "tests" / "data"
 
 from train_judge import held_out  # noqa: E402  (scikit-learn only when training)
 
@@ -300,15 +300,15 @@ SECOND_LABELS = {"full_compliance": Label.COMPLIANCE, "full_refusal": Label.REFU
 
 
 def load_second(path: Path) -> list[Row]:
-    """tests/data's labelled answers of the embedded model: id, suite, prompt, answer, label."""
+    """tests/data's labelled answers of one model: id, suite, prompt, answer, label."""
     with path.open(newline="", encoding="utf-8") as fh:
         return [Row(rec["suite"], rec["id"], rec["prompt"], rec["answer"],
                     SECOND_LABELS[rec["label"]]) for rec in csv.DictReader(fh)]
 
 
-def second_table(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
+def second_table(title: str, rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
     head = f"{'set':22}{'judge':22}{'n':>5}{'acc':>7}{'err pt':>8}{'P':>7}{'R':>7}{'F1':>7}"
-    lines = ["== second set: the embedded model's OR-Bench answers, labelled by reading", head]
+    lines = [f"== second set, {title}: OR-Bench answers labelled by reading", head]
     groups = [("all", list(rows)), *((s, [r for r in rows if r.model == s])
                                      for s in dict.fromkeys(r.model for r in rows))]
     by_row = {id(r): v for r, v in zip(rows, verdicts, strict=True)}
@@ -323,13 +323,34 @@ def second_table(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
     return "\n".join(lines)
 
 
+def print_second_sets(paths: Sequence[Path]) -> None:
+    """The shipped judge on each labelled file, then on all of them together."""
+    if not paths:
+        print(f"\n(no second set: no *_labelled.csv in {SECOND_SETS})")
+        return
+    judge: Judge = JUDGES["keyword"]()
+    everything: list[Row] = []
+    verdicts: list[Verdict] = []
+    for path in paths:
+        rows = load_second(path)
+        judged = asyncio.run(run_judge(judge, rows))
+        print()
+        print(second_table(path.name, rows, judged))
+        everything += rows
+        verdicts += judged
+    if len(paths) > 1:
+        print()
+        print(second_table("every file", everything, verdicts))
+
+
 def main(argv: list[str] | None = None) -> int:
     default_dir = ROOT.parent / "shared" / "data" / "xstest" / "labelled"
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", nargs="?", type=Path,
                     default=Path(os.environ.get("ORBENCH_XSTEST_LABELLED", default_dir)))
-    ap.add_argument("--second", type=Path, default=ROOT / "tests" / "data" / SECOND_FILE,
-                    help="the second labelled set (CSV id, suite, prompt, answer, label)")
+    ap.add_argument("--second", type=Path, nargs="+",
+                    default=sorted(SECOND_SETS.glob("*_labelled.csv")),
+                    help="the second labelled set's files (CSV id, suite, prompt, answer, label)")
     ap.add_argument("--judge", default="keyword", choices=list(JUDGES))
     ap.add_argument("--judge-model", help="llm / hybrid: the judge model's name, or local "
                                           "(the embedded model, started here)")
@@ -353,17 +374,12 @@ def main(argv: list[str] | None = None) -> int:
             print(lomo_table(lomo_folds(rows, development=True), development=True))
             return 0
         print(lomo_table(lomo_folds(rows)))
-        if args.second.exists():
-            second = load_second(args.second)
-            judge: Judge = JUDGES["keyword"]()
-            print()
-            print(second_table(second, asyncio.run(run_judge(judge, second))))
-        else:
-            print(f"\n(no second set at {args.second})")
+        print_second_sets(args.second)
         print()
     if args.per_file:  # the first N rows of each file, in file order (both halves)
         taken: Counter[str] = Counter()
         rows = [r for r in rows if (taken.update([r.model]) or taken[r.model] <= args.per_file)]
+    judge: Judge
     if args.judge == "keyword":
         judge = JUDGES[args.judge]()
         verdicts = asyncio.run(run_judge(judge, rows))

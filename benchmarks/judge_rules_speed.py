@@ -4,7 +4,7 @@ whether another checkout's judge gives the very same verdicts.
     python benchmarks/judge_rules_speed.py [--n 20000] [--repeat 5] [--reference /work/main]
 
 Answers: judge_speed.py's synthetic ones (its ANSWERS_MODULE, for its first N prompts) and
-the labelled ones (tests/data/orbench_local_labelled.csv, ../shared/data/xstest/labelled).
+the labelled ones (tests/data/*_labelled.csv, ../shared/data/xstest/labelled).
 Per answer, process time, the best of --repeat passes: `judge_text.prepared_parts(answer,
 closing=False)` (what a run prepares) and `judge_rules.KeywordJudge.classify_prepared`.
 
@@ -32,7 +32,7 @@ from _common import CATEGORIES, load, prompt_text
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 XSTEST = REPO.parent / "shared" / "data" / "xstest" / "labelled"
-SECOND = REPO / "tests" / "data" / "orbench_local_labelled.csv"
+SECOND_SETS = REPO / "tests" / "data"
 
 
 def synthetic_answers(n: int) -> list[str]:
@@ -46,8 +46,10 @@ def synthetic_answers(n: int) -> list[str]:
 
 def labelled_answers() -> list[str]:
     csv.field_size_limit(sys.maxsize)
-    with SECOND.open(newline="", encoding="utf-8") as handle:
-        answers = [row["answer"] for row in csv.DictReader(handle)]
+    answers: list[str] = []
+    for path in sorted(SECOND_SETS.glob("*_labelled.csv")):
+        with path.open(newline="", encoding="utf-8") as handle:
+            answers += [row["answer"] for row in csv.DictReader(handle)]
     for path in sorted(XSTEST.glob("completions_*.csv")):
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] or "" for row in csv.DictReader(handle)]

@@ -71,15 +71,15 @@ def test_fast_inference_equals_the_features_on_real_answers() -> None:
 
 def labelled_answers() -> list[str]:
     """Every labelled answer at hand: the shared XSTest completions (when present) and the
-    second labelled set in tests/data."""
+    second labelled set's files in tests/data."""
     answers: list[str] = []
     folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "labelled"
     for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] for row in csv.DictReader(handle)]
-    with (Path(__file__).parent / "data" / "orbench_local_labelled.csv").open(
-            newline="", encoding="utf-8") as handle:
-        answers += [row["answer"] for row in csv.DictReader(handle)]
+    for path in sorted((Path(__file__).parent / "data").glob("*_labelled.csv")):
+        with path.open(newline="", encoding="utf-8") as handle:
+            answers += [row["answer"] for row in csv.DictReader(handle)]
     return answers
 
 

@@ -137,9 +137,9 @@ def test_contractions_are_spelled_out_as_the_full_scan_does(pieces: list[str]) -
 def _labelled_answers() -> list[str]:
     csv.field_size_limit(sys.maxsize)
     answers = []
-    with (REPO / "tests" / "data" / "orbench_local_labelled.csv").open(
-            newline="", encoding="utf-8") as handle:
-        answers += [row["answer"] for row in csv.DictReader(handle)]
+    for path in sorted((REPO / "tests" / "data").glob("*_labelled.csv")):
+        with path.open(newline="", encoding="utf-8") as handle:
+            answers += [row["answer"] for row in csv.DictReader(handle)]
     for path in sorted(XSTEST_LABELLED.glob("*.csv")):
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] for row in csv.DictReader(handle)]
@@ -181,7 +181,7 @@ def test_labelled_answers_get_the_reference_verdicts() -> None:
 def test_xstest_labelled_answers_are_among_them() -> None:
     if not XSTEST_LABELLED.is_dir():
         pytest.skip(f"{XSTEST_LABELLED} is not here")
-    assert len(_labelled_answers()) == 300 + 1350
+    assert len(_labelled_answers()) == 2 * 300 + 1350  # two second-set files, three XSTest
 
 
 def test_the_benchmarks_answers_get_the_reference_verdicts() -> None:

@@ -10,7 +10,9 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -707,21 +709,33 @@ def test_agreement_report_takes_labels_beyond_the_three_classes() -> None:
     assert judge_lines(HybridStats(), ask_always=False) == []
 
 
-def test_second_labelled_set_is_well_formed() -> None:
-    """tests/data's hand-labelled answers: the benchmark's second, independent figure."""
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "data").glob("*_labelled.csv")),
+                         ids=lambda path: path.name)
+def test_second_labelled_set_is_well_formed(path: Path) -> None:
+    """tests/data's hand-labelled answers, one file per model: the benchmark's second,
+    independent figure. Each file answers the same 300 prompts, half of each suite."""
     import csv
-    from pathlib import Path
 
-    path = Path(__file__).parent / "data" / "orbench_local_labelled.csv"
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and set(rows[0]) == {"id", "suite", "category", "prompt", "answer", "truncated",
                                      "label", "note"}
-    assert len({r["id"] for r in rows}) == len(rows)
-    assert {r["suite"] for r in rows} == {"or-bench-hard-1k", "or-bench-toxic"}
+    assert len({r["id"] for r in rows}) == len(rows) == 300
+    assert Counter(r["suite"] for r in rows) == {"or-bench-hard-1k": 150, "or-bench-toxic": 150}
     assert {r["label"] for r in rows} <= {"full_compliance", "full_refusal", "partial_refusal"}
     assert {r["truncated"] for r in rows} <= {"yes", "no"}
     assert all(r["prompt"].strip() and r["answer"].strip() for r in rows)
+
+
+def test_every_labelled_set_answers_the_same_prompts() -> None:
+    """The models are compared on one sample of prompts, not on two."""
+    import csv
+
+    prompts = []
+    for path in sorted((Path(__file__).parent / "data").glob("*_labelled.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            prompts.append({(r["id"], r["prompt"]) for r in csv.DictReader(fh)})
+    assert len(prompts) >= 2 and all(p == prompts[0] for p in prompts)
 
 
 def test_the_identity_test_of_refusing_labels_is_refusing() -> None:
