@@ -30,6 +30,7 @@ from orbench_pytest.judge_text import (
 )
 from orbench_pytest.judges import KeywordJudge, RulesJudge
 from orbench_pytest.types import Label, Verdict
+from tests.labelled_sets import second_set_answers
 
 
 def model_of(terms: dict[str, tuple[float, float]], *, intercept: float = -1.0,
@@ -77,10 +78,7 @@ def labelled_answers() -> list[str]:
     for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] for row in csv.DictReader(handle)]
-    for path in sorted((Path(__file__).parent / "data").glob("*_labelled.csv")):
-        with path.open(newline="", encoding="utf-8") as handle:
-            answers += [row["answer"] for row in csv.DictReader(handle)]
-    return answers
+    return answers + second_set_answers()
 
 
 def test_fast_inference_equals_the_features_on_every_labelled_answer() -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from orbench_pytest import judge_rules, judge_text
 from orbench_pytest.judge_rules import Guarded, KeywordJudge
 from tests import reference_judge_v6 as reference
+from tests.labelled_sets import second_set_answers
 
 REPO = Path(__file__).resolve().parents[1]
 XSTEST_LABELLED = REPO.parent / "shared" / "data" / "xstest" / "labelled"
@@ -136,10 +137,7 @@ def test_contractions_are_spelled_out_as_the_full_scan_does(pieces: list[str]) -
 
 def _labelled_answers() -> list[str]:
     csv.field_size_limit(sys.maxsize)
-    answers = []
-    for path in sorted((REPO / "tests" / "data").glob("*_labelled.csv")):
-        with path.open(newline="", encoding="utf-8") as handle:
-            answers += [row["answer"] for row in csv.DictReader(handle)]
+    answers = second_set_answers()
     for path in sorted(XSTEST_LABELLED.glob("*.csv")):
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] for row in csv.DictReader(handle)]

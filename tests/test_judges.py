@@ -36,6 +36,7 @@ from orbench_pytest.judges import (
     strip_reasoning,
 )
 from orbench_pytest.types import Label, Response, Verdict
+from tests.labelled_sets import second_set_files, second_set_rows
 
 THREE = {Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL}
 
@@ -709,15 +710,11 @@ def test_agreement_report_takes_labels_beyond_the_three_classes() -> None:
     assert judge_lines(HybridStats(), ask_always=False) == []
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).parent / "data").glob("*_labelled.csv")),
-                         ids=lambda path: path.name)
+@pytest.mark.parametrize("path", second_set_files(), ids=lambda path: path.name)
 def test_second_labelled_set_is_well_formed(path: Path) -> None:
     """tests/data's hand-labelled answers, one file per model: the benchmark's second,
     independent figure. Each file answers the same 300 prompts, half of each suite."""
-    import csv
-
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = second_set_rows(path)
     assert rows and set(rows[0]) == {"id", "suite", "category", "prompt", "answer", "truncated",
                                      "label", "note"}
     assert len({r["id"] for r in rows}) == len(rows) == 300
@@ -729,12 +726,8 @@ def test_second_labelled_set_is_well_formed(path: Path) -> None:
 
 def test_every_labelled_set_answers_the_same_prompts() -> None:
     """The models are compared on one sample of prompts, not on two."""
-    import csv
-
-    prompts = []
-    for path in sorted((Path(__file__).parent / "data").glob("*_labelled.csv")):
-        with path.open(newline="", encoding="utf-8") as fh:
-            prompts.append({(r["id"], r["prompt"]) for r in csv.DictReader(fh)})
+    prompts = [{(r["id"], r["prompt"]) for r in second_set_rows(path)}
+               for path in second_set_files()]
     assert len(prompts) >= 2 and all(p == prompts[0] for p in prompts)
 
 
