@@ -56,7 +56,7 @@ _EXIT_WAIT_S = 1.0
 def widen_pipe(stream: asyncio.StreamWriter) -> None:
     """The pipe under `stream` made to hold PIPE_BYTES where the system allows it (Linux, within
     the user's pipe quota); elsewhere it keeps its size: slower, never wrong."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # None: no fcntl, or no such call
     pipe = stream.get_extra_info("pipe")
     if set_size is None or pipe is None:
         return
