@@ -6,13 +6,16 @@ A test that asks the target through `orbench_ask` gets, unless it chose otherwis
   not in `.hypothesis/` of the working tree; a test's own `database=` or a
   $HYPOTHESIS_STORAGE_DIRECTORY is kept;
 - --orbench-seed as its Hypothesis seed (the same rewordings in every run); without it, on CI
-  ($CI set) it is derandomised, as Hypothesis' own CI profile does.
+  ($CI set) it is derandomised, as Hypothesis' own CI profile does;
+- no deadline (a model's answer takes longer than Hypothesis' default 200 ms), unless the test
+  or the profile set one other than the default.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from .prompt_asker import PromptAsker
 from .settings import Settings
 
 FIXTURE = "orbench_ask"
+HYPOTHESIS_DEADLINE = timedelta(milliseconds=200)  # Hypothesis' default
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -79,6 +83,8 @@ def configure_hypothesis(config: pytest.Config, items: Sequence[pytest.Item]) ->
         changes: dict[str, Any] = {}
         if _default_database(current.database):
             changes["database"] = database
+        if current.deadline == HYPOTHESIS_DEADLINE:
+            changes["deadline"] = None  # an answer takes longer than Hypothesis' 200 ms
         seeded = getattr(fn, "_hypothesis_internal_use_seed", None) is not None
         if settings.seed is not None and not seeded:
             fn._hypothesis_internal_use_seed = settings.seed

@@ -124,6 +124,9 @@ class PromptAsker:
         self.requests = 0  # requests sent to the target
         self.wall_s = 0.0
 
+    def __repr__(self) -> str:
+        return f"orbench_ask({terminal_text(self.settings.target or self.settings.model, 80)})"
+
     def key(self, prompt: str) -> str:
         return cache_key(self.identity, self.system_prompt, prompt)
 

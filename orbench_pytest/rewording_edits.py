@@ -117,17 +117,20 @@ def typo(prompt: str, choice: int) -> str:
 
 def synonym(prompt: str, choice: int) -> str:
     """One word swapped for a synonym from the bundled list (orbench_pytest/data/synonyms.csv);
-    `choice` picks the word, then the synonym. Unchanged when no word of the prompt is listed."""
-    table = synonyms()
-    found = [m for m in _words(prompt) if m.group().lower() in table]
-    if not found:
+    `choice` picks one (word, synonym) pair of the prompt's. Unchanged when no word of the
+    prompt is listed."""
+    pairs = _synonym_pairs(prompt)
+    if not pairs:
         return prompt
-    word = found[choice % len(found)]
-    options = table[word.group().lower()]
-    replacement = options[(choice // len(found)) % len(options)]
+    word, replacement = pairs[choice % len(pairs)]
     if word.group()[0].isupper():
         replacement = replacement[0].upper() + replacement[1:]
     return prompt[:word.start()] + replacement + prompt[word.end():]
+
+
+def _synonym_pairs(prompt: str) -> list[tuple[re.Match[str], str]]:
+    table = synonyms()
+    return [(m, option) for m in _words(prompt) for option in table.get(m.group().lower(), ())]
 
 
 def framing(prompt: str, choice: int) -> str:
@@ -154,6 +157,26 @@ Transform = Callable[[str, int], str]
 TRANSFORMS: tuple[Transform, ...] = (whitespace, punctuation, case, typo, synonym, framing,
                                      purpose, persona)
 BY_NAME: dict[str, Transform] = {t.__name__: t for t in TRANSFORMS}
+DEFAULT_CHOICES = 256  # a transformation of the user's: choices drawn from 0..255
+
+# How many distinct edits each transformation offers a prompt: the strategy draws `choice` below
+# it, so the shrinker moves within real candidates (a choice past them wraps around).
+_CHOICES: dict[Transform, Callable[[str], int]] = {
+    whitespace: lambda p: 3 + p.count(" "),
+    punctuation: lambda p: 4,
+    case: lambda p: 3,
+    typo: lambda p: 3 * sum(1 for m in _words(p) if len(m.group()) >= 4),
+    synonym: lambda p: len(_synonym_pairs(p)),
+    framing: lambda p: len(FRAMINGS),
+    purpose: lambda p: len(PURPOSES),
+    persona: lambda p: len(PERSONAS),
+}
+
+
+def choices(transform: Transform, prompt: str) -> int:
+    """The number of distinct edits `transform` offers `prompt` (0: none, e.g. no listed word)."""
+    counted = _CHOICES.get(transform)
+    return DEFAULT_CHOICES if counted is None else counted(prompt)
 
 
 @dataclass(frozen=True, slots=True)

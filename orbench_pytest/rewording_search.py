@@ -27,16 +27,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
-from .gate import Gate, Outcome, RateCheck
+from .gate import FRAGILE_RATE, Gate, Outcome, RateCheck
 from .prompt_asker import Asked, PromptAsker
 from .rewording_edits import Rewording
 from .runner import ItemState, RunOutcome, Selected
 from .settings import Settings
 from .thresholds import Thresholds
+from .untrusted import clip
 
-FRAGILE_RATE = "fragile rate"
+ANSWER_IN_REASON = 120  # characters of the refusing answer an item's reason quotes
 GENERATION_SHARE = 0.8  # of the budget, for the N tries; shrinking gets the rest
-FLIPS_SHOWN = 10  # minimal flips listed in the terminal and the PR comment
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,9 @@ def search(candidates: Sequence[Candidate], settings: Settings, tries: int, budg
     admitted: list[tuple[Candidate, list[str]]] = []
     used = 0
     for candidate in candidates:
-        drawn = _tries(candidate, tries, seed)
-        if used + len(drawn) > generation_budget:
+        # The last prompt that fits is searched over the first of its tries that fit.
+        drawn = _tries(candidate, tries, seed)[:generation_budget - used]
+        if not drawn:
             outcome.not_searched.append(candidate.nodeid)
             continue
         used += len(drawn)
@@ -199,20 +200,24 @@ def _search_one(candidate: Candidate, asker: PromptAsker,
     """One prompt's search, with its flip shrunk; returns the budget left."""
     remaining = left
     out_of_budget = False
+    shrinking = False  # from the first flip on: before it, only the tries asked beforehand
 
     def refused(rewording: Rewording) -> bool:
-        nonlocal remaining, out_of_budget
+        nonlocal remaining, out_of_budget, shrinking
         text = str(rewording)
         if text == candidate.prompt:
             return False  # the original was answered: that is why it is searched
         key = (candidate.system_prompt, text)
         answer = memo.get(key)
         if answer is None:
+            if not shrinking:
+                return False  # past the tries this prompt was given: not asked
             if remaining <= 0:
                 out_of_budget = True
                 return False  # not asked: the shrinker keeps what it has
             remaining -= 1
             answer = memo[key] = asker(text)
+        shrinking = shrinking or answer.refused
         return answer.refused
 
     found = _find(candidate, tries, seed, refused)
@@ -276,7 +281,8 @@ def fragile_outcome(gate: Gate, flip: Flip) -> tuple[Outcome, str]:
     tolerated; the reason names the flip and the rate."""
     row = gate.rows.get((flip.suite, flip.variant, None))
     check = row.check(FRAGILE_RATE) if row is not None else None
-    said = f"fragile: the rewording {flip.rewording!r} ({flip.edits}) was refused"
+    said = (f"fragile: the rewording {flip.rewording!r} ({flip.edits}) was refused: "
+            f"{clip(flip.answer, ANSWER_IN_REASON)!r}")
     if check is None:
         return Outcome.TOLERATED, said
     if gate.strict or not check.passed:

@@ -25,9 +25,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from .rewording_edits import TRANSFORMS, Edit, Rewording, Transform
+from .rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
 
-MAX_CHOICE = 255  # a choice picks a candidate modulo their number: any value is valid
 DEFAULT_MAX_EDITS = 3
 
 
@@ -72,13 +71,19 @@ def safe_prompts(suite: str, category: str | None = None) -> st.SearchStrategy[S
     return st.deferred(lambda: st.sampled_from(load_safe_prompts(suite, category)))
 
 
-def edits(transforms: Sequence[Transform] = TRANSFORMS,
+def edits(prompt: str, transforms: Sequence[Transform] = TRANSFORMS,
           max_edits: int = DEFAULT_MAX_EDITS) -> st.SearchStrategy[list[Edit]]:
-    """Lists of at most `max_edits` edits; the empty list (no edit) is the simplest."""
-    if not transforms:
-        raise ValueError("edits: give at least one transformation")
-    one = st.builds(Edit, st.sampled_from(tuple(transforms)),
-                    st.integers(min_value=0, max_value=MAX_CHOICE))
+    """Lists of at most `max_edits` edits of `prompt`; the empty list (no edit) is the simplest.
+    Each edit's choice is drawn below the number of edits its transformation offers the prompt
+    (rewording_edits.choices), so shrinking moves among real candidates; transformations with
+    nothing to offer it (no listed synonym) are left out."""
+    offered = [(t, choices(t, prompt)) for t in transforms]
+    offered = [(t, n) for t, n in offered if n > 0]
+    if not offered:
+        raise ValueError("edits: no transformation offers an edit of this prompt")
+    # one_of shrinks toward its first branch: the smallest change.
+    one = st.one_of([st.builds(Edit, st.just(t), st.integers(min_value=0, max_value=n - 1))
+                     for t, n in offered])
     return st.lists(one, max_size=max_edits)
 
 
@@ -86,4 +91,4 @@ def rewordings(prompt: str, transforms: Sequence[Transform] = TRANSFORMS,
                max_edits: int = DEFAULT_MAX_EDITS) -> st.SearchStrategy[Rewording]:
     """Rewordings of `prompt` made of at most `max_edits` edits drawn from `transforms` (any
     functions `(prompt, choice) -> prompt`, smallest change first); shrinks toward `prompt`."""
-    return edits(transforms, max_edits).map(lambda drawn: Rewording(prompt, drawn))
+    return edits(prompt, transforms, max_edits).map(lambda drawn: Rewording(prompt, drawn))
