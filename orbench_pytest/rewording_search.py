@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
+from .errors import ConfigError
 from .gate import FRAGILE_RATE, Gate, Outcome, RateCheck
 from .prompt_asker import Asked, PromptAsker
 from .rewording_edits import Rewording
@@ -236,6 +237,11 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
     """The search over a finished run's answered safe prompts; the gate gets its fragile-rate
     checks and every fragile item its outcome (run is changed in place)."""
     assert settings.rewordings is not None
+    import importlib.util
+
+    if importlib.util.find_spec("hypothesis") is None:
+        raise ConfigError("--orbench-rewordings needs Hypothesis: "
+                          "pip install 'orbench-pytest[rewordings]'")
     candidates = []
     for s in selected:
         state = run.states.get(s.nodeid)

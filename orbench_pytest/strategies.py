@@ -23,7 +23,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hypothesis import strategies as st
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # an optional dependency
+    raise ImportError("orbench_pytest.strategies needs Hypothesis: "
+                      "pip install 'orbench-pytest[rewordings]'") from exc
 
 from .rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
 
