@@ -93,6 +93,8 @@ class Settings:
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
+    judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
+    judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
 
     @property
     def is_local(self) -> bool:
@@ -245,6 +247,9 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
                                   DEFAULT_REWORDINGS_BUDGET, low=1)
                            or DEFAULT_REWORDINGS_BUDGET),
+        judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
+        judge_calibration=_existing_file("--orbench-judge-calibration",
+                                         get("judge_calibration"), here),
     )
 
 
