@@ -61,8 +61,7 @@ def test_the_quick_start_is_one_set_up_line_and_exactly_two_commands() -> None:
 
 def test_ci_runs_the_readmes_test_command_as_written() -> None:
     ci = (REPO / ".ci" / "run").read_text()
-    if not re.search(r"^pytest -n 2$", ci, re.MULTILINE):
-        pytest.xfail("the firsthour branch makes .ci/run call `pytest -n 2` exactly")
+    assert re.search(r"^pytest -n 2$", ci, re.MULTILINE)
 
 
 def test_the_wheel_is_built_without_its_dependencies_and_no_placeholder_url() -> None:
