@@ -36,6 +36,8 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"thresholds: {run.thresholds.source}")
     for line in table_lines(gate):
         write(line)
+    if outcome.calibration is not None:
+        write(outcome.calibration.line())
     concurrency = ""
     if report.requests:  # how far the adaptive limit went, and how often the endpoint cut it
         cuts = report.concurrency_cuts
