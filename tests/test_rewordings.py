@@ -282,3 +282,23 @@ def test_under_xdist_the_search_equals_a_serial_run(pytester: pytest.Pytester,
         parallel = search(pytester, plugin_args, server, "--orbench-cache=off", "-n", "2")
     assert flips_of(pytester) == serial_flips
     assert serial.parseoutcomes() == parallel.parseoutcomes()
+
+
+def test_the_tries_do_not_depend_on_the_constants_of_loaded_modules() -> None:
+    """Hypothesis draws some integers from constants found in the modules loaded so far; a
+    serial run and an xdist controller load different ones, and must try the same rewordings."""
+    from hypothesis.internal.conjecture import providers
+
+    from orbench_pytest.rewording_search import Candidate, _tries
+
+    candidate = Candidate("n", "smoke", "", "violence-0000", "violence", PROMPT, None)
+    first = _tries(candidate, 60, 0)
+    pool = providers._get_local_constants()
+    added = set(range(3, 400)) - pool.integers
+    pool.integers.update(added)  # as if a module full of numbers had been imported
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        assert _tries(candidate, 60, 0) == first
+    finally:
+        pool.integers.difference_update(added)
+        providers.CONSTANTS_CACHE.cache.clear()
