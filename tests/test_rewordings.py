@@ -102,11 +102,10 @@ def test_safe_prompts_never_draw_a_toxic_prompt() -> None:
 # --- the fixture in a user's property test -------------------------------------------------------
 
 USER_TEST = '''
-from hypothesis import given, settings
+from hypothesis import given
 from orbench_pytest import strategies
 
 
-@settings(max_examples=60)
 @given(prompt=strategies.safe_prompts("smoke").flatmap(strategies.rewordings))
 def test_rewordings_are_answered(orbench_ask, prompt):
     assert orbench_ask(prompt).complied
@@ -115,7 +114,7 @@ def test_rewordings_are_answered(orbench_ask, prompt):
 
 def test_the_user_property_test_fails_with_the_minimal_rewording(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    pytester.makepyfile(test_user=USER_TEST)
+    pytester.makepyfile(test_user=USER_TEST)  # the issue's test, as written
     script = RefuseOnTrigger(prefixes=("I'm a",))
     cache = Path(os.environ["ORBENCH_CACHE_DIR"])
     with OpenAIServer(script) as server:
