@@ -26,15 +26,13 @@ sys.path.insert(0, str(REPO))
 from benchmarks.local_model import chat, prompts  # noqa: E402
 from orbench_pytest import local_model as lm  # noqa: E402
 
-# name → (slots, llama.cpp settings). "before" is how the plugin started the server until the
-# determinism fix; the others isolate one cause each.
-SETTINGS: dict[str, tuple[int, dict[str, Any]]] = {
-    "before": (4, {"kv_unified": True}),
-    "4slots-noreuse": (4, {"kv_unified": True, "cache_prompt": False,
-                                     "cache_ram_mib": 0}),
-    "1slot": (1, {"kv_unified": True}),
-    "1slot-noreuse": (1, {"kv_unified": True, "cache_prompt": False,
-                                    "cache_ram_mib": 0}),
+# name → (slots, prompt reuse, other llama.cpp settings). "before" is how the plugin started
+# the server until the determinism fix; the others isolate one cause each.
+SETTINGS: dict[str, tuple[int, bool, dict[str, Any]]] = {
+    "before": (4, True, {}),
+    "4slots-noreuse": (4, False, {}),
+    "1slot": (1, True, {}),
+    "1slot-noreuse": (1, False, {}),  # the plugin's server now
 }
 
 
@@ -43,12 +41,12 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_run(cache: Path, slots: int, tuning: dict[str, Any], batch: list[str],
+def one_run(cache: Path, slots: int, reuse: bool, tuning: dict[str, Any], batch: list[str],
             max_tokens: int, threads: int) -> tuple[list[str], float, float, int]:
     cpu = children_cpu()
     started = time.perf_counter()
     with lm.start_local_server("local", threads=threads, n_parallel=slots, n_ctx=4096,
-                               cache_dir=cache, tuning=tuning) as server:
+                               cache_dir=cache, reuse_prompts=reuse, tuning=tuning) as server:
         with ThreadPoolExecutor(slots) as pool:
             replies = list(pool.map(lambda p: chat(server, p, max_tokens), batch))
     wall = time.perf_counter() - started
@@ -79,14 +77,14 @@ def main() -> int:
     figures = []
     cache = Path(os.environ.get("ORBENCH_CACHE_DIR") or tempfile.mkdtemp(prefix="orbench-det-"))
     for name in args.settings.split(","):
-        slots, tuning = SETTINGS[name]
+        slots, reuse, tuning = SETTINGS[name]
         runs = []
         for k in range(args.runs):
             # --reverse: every other run asks in the opposite order (another selection, a cache
             # that already holds some answers, xdist): an answer must not depend on the order.
             order = batch[::-1] if args.reverse and k % 2 else batch
-            answers, wall, cpu, tokens = one_run(cache, slots, tuning, order, args.max_tokens,
-                                                 args.threads)
+            answers, wall, cpu, tokens = one_run(cache, slots, reuse, tuning, order,
+                                                 args.max_tokens, args.threads)
             by_prompt = dict(zip(order, answers, strict=True))
             runs.append(([by_prompt[p] for p in batch], wall, cpu, tokens))
         first = runs[0][0]
