@@ -98,6 +98,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),
+    Option("--orbench-price-input", "Price of a million prompt tokens, in dollars: the run "
+           "prints its cost (e.g. 0.15)", "USD"),
+    Option("--orbench-price-output", "Price of a million completion tokens, in dollars "
+           "(e.g. 0.60)", "USD"),
     Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
            "timeouts (default: 6)", "N"),
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline, Comparison, Pairing, compare
+from .costs import RunCost
 from .errors import ConfigError
 from .gate import (
     OVER_REFUSAL,
@@ -187,6 +188,11 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
     out.append(" · ".join(facts))
     out.append("")
+    cost = RunCost.from_dict(run.meta.get("cost"))
+    if cost is not None:
+        # In a code span: its dollar signs must not start GitHub's inline math.
+        out.append(f"`{_code(cost.line())}`")
+        out.append("")
     out.extend(_gate_table(report, categories))
     out.extend(_variant_section(report))
     out.extend(markdown_lines(run.gate_rows, run.meta, max_items))

@@ -40,7 +40,7 @@ from .ids import key_label
 from .records import SCHEMA, ItemRecord, RunRecord
 from .redact import redact
 from .settings import Settings
-from .summary import judge_agreement_dict
+from .summary import judge_agreement_dict, run_cost
 
 if TYPE_CHECKING:
     from .runner import RunOutcome, Selected
@@ -122,6 +122,8 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     }
     if outcome.calibration is not None:
         data["run"]["judge_calibration"] = outcome.calibration.as_dict()
+    data["run"]["cost"] = run_cost(outcome.report, settings.price_input,
+                                   settings.price_output).to_dict()
     agreement = judge_agreement_dict(outcome.judge_stats)
     if agreement is not None:
         data["run"]["judge_agreement"] = agreement

@@ -37,7 +37,9 @@ from .thresholds import Thresholds
 from .types import Label, PromptCase, Response
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
-LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
+# One slot: an answer of the embedded model must not depend on the requests decoded beside it
+# (local_model.py; benchmarks/local_determinism.py measures what it costs).
+LOCAL_SLOTS = 1
 
 
 def effective_concurrency(settings: Settings) -> int:

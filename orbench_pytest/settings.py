@@ -95,6 +95,8 @@ class Settings:
     rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
+    price_input: float | None = None  # --orbench-price-input: dollars per million tokens
+    price_output: float | None = None  # --orbench-price-output
 
     @property
     def is_local(self) -> bool:
@@ -223,6 +225,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
         max_retries=_whole("--orbench-max-retries", get("max_retries"), 6, low=0) or 0,
         backoff_s=_number("--orbench-backoff", get("backoff"), 0.5, low=0.0),
+        price_input=(None if get("price_input") is None else
+                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
+        price_output=(None if get("price_output") is None else
+                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
         cache_mode=cache_mode,
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,

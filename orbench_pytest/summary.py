@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .baseline import Comparison
+from .costs import Prices, RunCost
 from .fetcher import FetchReport
 from .freshness import format_age
 from .gate import (
@@ -95,6 +96,14 @@ def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
     if report.stale:
         parts.append(f"{report.stale} asked again: the system_fingerprint changed")
     return "cache: " + "; ".join(parts) if parts else None
+
+
+def run_cost(report: FetchReport, price_input: float | None = None,
+             price_output: float | None = None) -> RunCost:
+    """What the run cost: the tokens of the answers it asked, its requests, retries and fetch
+    time, and with prices given, dollars."""
+    return RunCost.of(report.tokens, report.requests, report.retries, report.wall_s,
+                      Prices(price_input, price_output))
 
 
 def judged_line(report: FetchReport) -> str | None:
