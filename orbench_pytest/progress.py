@@ -11,11 +11,13 @@ class ProgressLine:
     """Callable as fetcher.Progress. `write(text, rewrite)` does the printing."""
 
     def __init__(self, write: Callable[[str, bool], None], is_tty: bool,
-                 log_every_s: float = 10.0) -> None:
+                 log_every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._write = write
+        self._clock = clock
         self._tty = is_tty
         self._every = log_every_s
-        self._started = time.monotonic()
+        self._started = clock()
         self._last = 0.0
         self._last_decile = -1
         self._concurrency: int | None = None
@@ -46,7 +48,7 @@ class ProgressLine:
                  concurrency: int | None = None) -> None:
         """`concurrency`: the fetch engine's concurrency limit now (it adapts to the endpoint)."""
         self._concurrency = concurrency
-        now = time.monotonic()
+        now = self._clock()
         final = done == total
         if self._tty:
             if final or now - self._last >= 0.1:
