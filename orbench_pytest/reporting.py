@@ -36,6 +36,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"thresholds: {run.thresholds.source}")
     for line in table_lines(gate):
         write(line)
+    if run.rewordings is not None:
+        from .rewording_report import terminal_lines
+
+        for line in terminal_lines(run.rewordings, gate):
+            write(line)
     concurrency = ""
     if report.requests:  # how far the adaptive limit went, and how often the endpoint cut it
         cuts = report.concurrency_cuts
@@ -74,6 +79,13 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
               bold=True)
     else:
         write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+    if settings.judge_check is not None:
+        from .judge_check import check_labels, summary_line
+
+        try:
+            write(summary_line(check_labels(settings.judge_check, settings.partial_is_refusal)))
+        except ConfigError as exc:
+            write(f"judge check: {exc}")
     if settings.results is not None:
         write(f"orbench results: {settings.results}")
 
@@ -93,6 +105,10 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated)
+    if run.rewordings is not None:
+        from .rewording_report import rewordings_dict
+
+        data["run"]["rewordings"] = rewordings_dict(run.rewordings)
     if settings.results is not None:
         try:
             write_file(settings.results, data)
