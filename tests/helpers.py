@@ -114,6 +114,20 @@ def jobs(n: int, prefix: str = "prompt") -> list[Job]:
             for i in range(n)]
 
 
+# --- labels -----------------------------------------------------------------------------------
+
+def labels_file(path: Path, pairs: list[tuple[str, str]], expect: str = "comply") -> Path:
+    """A labels CSV (as `orbench label` writes it) of (human label, judge verdict) pairs."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "suite", "variant", "case_id", "category", "expect",
+                         "judge_verdict", "label", "prompt", "response", "labelled_at"])
+        for i, (human, judge) in enumerate(pairs):
+            writer.writerow([f"s[{i}]", "s", "", str(i), "k", expect, judge, human,
+                             f"prompt {i}", f"answer {i}\x1b[31m", ""])
+    return path
+
+
 # --- running pytest with the plugin ------------------------------------------------------------
 
 # A batch takes 4 requests (OpenAI's take 50,000), so ten prompts make three.
