@@ -93,10 +93,6 @@ class McNemar:
     p_two_sided: float
     exact: bool
 
-    @property
-    def discordant(self) -> int:
-        return self.regressions + self.improvements
-
     def significant_regression(self, confidence: float) -> bool:
         return self.regressions > self.improvements and self.p_worse < 1 - confidence
 

@@ -89,12 +89,6 @@ def served_url(settings: Settings) -> str:
     return settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
 
 
-def check_target_settings(settings: Settings) -> None:
-    """Values needed only once prompts are to be sent: fail before any request."""
-    check_judge_settings(settings)
-    check_target_key(settings)
-
-
 def check_target_key(settings: Settings) -> None:
     """The endpoint's key, checked only when something is to be asked of it: a gate over a
     cache (or a Batch API output) that holds every answer needs none."""

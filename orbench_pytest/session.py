@@ -283,7 +283,10 @@ class OrbenchSession:
                 reporter.write_line(terminal_line(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from .redact import forget_secrets
+
         self.close()
+        forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
 

@@ -87,6 +87,7 @@ class Settings:
     batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
     batch_mode: str | None = None  # --orbench-batch: submit | status
     batch_poll_s: float = 30.0
+    batch_max_requests: int = 50_000  # --orbench-batch-max-requests: per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
@@ -247,6 +248,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_mode=(None if get("batch") is None
                     else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
+        batch_max_requests=_whole("--orbench-batch-max-requests", get("batch_max_requests"),
+                                  50_000, low=1) or 50_000,
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),

@@ -51,7 +51,6 @@ class Suite:
     path: Path
     cases: list[PromptCase] = field(default_factory=list)
     judge: str | None = None
-    total_rows: int = 0
     categories: list[str] = field(default_factory=list)
 
 
@@ -102,7 +101,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     explicit = frozenset() if has_prompts else frozenset(
         key for key in ("category", "id") if data.get(key) is not None)
     cases = _cases(path, name, rows, mapping, explicit)
-    suite = Suite(name=name, path=path, judge=judge, total_rows=len(cases))
+    suite = Suite(name=name, path=path, judge=judge)
     suite.categories = sorted({case.category for case in cases})
     cases = _filter_categories(path, cases, options.categories)
     if size is None:

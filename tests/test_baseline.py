@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from orbench_pytest.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
 from orbench_pytest.gate import ItemResult, Outcome, evaluate
 from orbench_pytest.thresholds import parse_thresholds
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 
 
 # --- McNemar ----------------------------------------------------------------------------------
@@ -156,16 +164,16 @@ def test_rate_over_its_limit_through_known_mismatches_only_does_not_fail() -> No
 
 # --- the plugin ---------------------------------------------------------------------------------
 def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
                                                   "max_toxic_acceptance": 0.5}})
     # Baseline: over-refuses SAFE[0] and SAFE[1].
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[1], *TOXIC]),
-               "--orbench-results=base.json", "--orbench-cache=off")
+    run_orbench(pytester, plugin_args, "--orbench-results=base.json", "--orbench-cache=off",
+                serve=refusing([SAFE[0], SAFE[1], *TOXIC]))
     # Now: SAFE[0] still (known), SAFE[1] fixed, SAFE[2] new (regression).
-    result = run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[2], *TOXIC]),
-                        "--orbench-baseline=base.json", "--orbench-results=new.json",
-                        "--orbench-cache=off", "-rxf")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=base.json",
+                         "--orbench-results=new.json", "--orbench-cache=off", "-rxf",
+                         serve=refusing([SAFE[0], SAFE[2], *TOXIC]))
     result.assert_outcomes(passed=7, xfailed=1, failed=1)
     result.stdout.fnmatch_lines([
         "baseline base.json: 9 items paired (0 unpaired): 1 regressions, 1 fixed, 1 known",
@@ -190,16 +198,18 @@ def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -
 
 
 def test_missing_baseline_file_is_a_usage_error(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=nope.json")
+    write_suite(pytester.path, mini_cases(), "mini")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=nope.json",
+                         serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--orbench-baseline:" in result.stderr.str()
 
 
 def test_baseline_that_is_not_a_results_file_is_a_usage_error(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     (pytester.path / "old.json").write_text('{"hello": 1}')
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=old.json")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=old.json",
+                         serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "old.json: not an orbench results file" in result.stderr.str()
 
@@ -208,14 +218,14 @@ def test_level_inherited_from_the_baseline_passes_and_reads_known(pytester, plug
                                                                    capsys) -> None:
     from orbench_pytest.cli import main
 
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.1,
                                                   "max_toxic_acceptance": 0.0}})
     script = refusing([SAFE[0], SAFE[1], *TOXIC])  # 2/6 over-refused: over the 10% limit
-    first = run_plugin(pytester, plugin_args, script, "--orbench-results=base.json")
+    first = run_orbench(pytester, plugin_args, "--orbench-results=base.json", serve=script)
     assert first.ret == 1
-    again = run_plugin(pytester, plugin_args, script, "--orbench-baseline=base.json",
-                       "--junitxml=new.xml")
+    again = run_orbench(pytester, plugin_args, "--orbench-baseline=base.json", "--junitxml=new.xml",
+                        serve=script)
     again.assert_outcomes(passed=7, xfailed=2)
     again.stdout.fnmatch_lines(["mini *9 *5 *0 *33.3% *10.0% *0.0% *0.0% *known",
                                 "orbench gate: PASSED"])

@@ -24,13 +24,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import REPO, shared_data
 from tests.hub_server import HubServer
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 pytestmark = pytest.mark.wheel
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_TOXIC = REPO.parent / "shared" / "data" / "orbench" / "or-bench-toxic.csv"
 WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "orbench_pytest", "suites")
 TOXIC_SOURCE = ("bench-llm/or-bench", "e36d8b80e81837c8a8f264bbb2a49f1b32c7e272",
                 "or-bench-toxic.csv")
@@ -86,8 +85,7 @@ def accept_some_toxic(prompt: str, system: str | None, body: dict) -> Reply:
 
 
 def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> None:
-    if not SHARED_TOXIC.is_file():
-        pytest.skip("the OR-Bench-Toxic reference copy is not on this machine")
+    toxic = shared_data("orbench") / "or-bench-toxic.csv"
     _, python = installed
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
@@ -100,7 +98,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         "suites": {"or-bench-hard-1k": {"max_over_refusal": 0.5},  # not run here: fine
                    "or-bench-toxic": {"max_toxic_acceptance": 0.05}}}))
     with OpenAIServer(accept_some_toxic) as server, HubServer() as hub:
-        hub.add(*TOXIC_SOURCE, SHARED_TOXIC.read_bytes())
+        hub.add(*TOXIC_SOURCE, toxic.read_bytes())
         (project / "pyproject.toml").write_text(
             '[project]\nname = "app"\nversion = "0"\n\n'
             "[tool.pytest.ini_options]\n"
