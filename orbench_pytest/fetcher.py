@@ -615,12 +615,13 @@ class FetchEngine:
         if final or len(self._unsaved_judgments) >= self.judgments_per_write:
             judgments, self._unsaved_judgments = self._unsaved_judgments, []
         try:
-            if unsaved:
-                self.cache.put_many(unsaved)
+            if unsaved or (final and self.cache.pending):  # not final: never blocks the
+                # loop on another process's lock (the rows wait in the cache)
+                self.cache.put_many(unsaved, wait=final)
             if judgments:
                 started = time.thread_time()
                 try:
-                    self.cache.put_many((), judgments)
+                    self.cache.put_many((), judgments, wait=final)
                 finally:
                     self.report.judge_cpu_s += time.thread_time() - started
         except CacheWriteError as exc:

@@ -23,6 +23,7 @@ from .settings import Settings
 from .thresholds import Thresholds
 from .thresholds_scope import check_gated_categories
 from .types import Response
+from .untrusted import terminal_line
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,10 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
             cache.close()
         if progress is not None and progress.rewrites:
             reporter.write_line("")
+    if cache is not None and cache.ignored_rows and reporter is not None:
+        reporter.write_line(terminal_line(
+            f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
+            "(edited or crafted) ignored; their prompts were asked again"))
     return CompletedRun(settings, thresholds, selected, outcome, started, ungated)
 
 

@@ -13,6 +13,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -440,3 +442,282 @@ def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, s
     line = the_one_line(result, "option", " ".join(args))
     assert args[0].split("=")[0] in line
     assert server.requests == before
+
+
+# --- round 2 (issue 32): caches, batch files, options, suites added since the first round ----
+
+def mini_suite(root: Path, n: int = 3, name: str = "ok") -> None:
+    (root / "suites").mkdir(parents=True, exist_ok=True)
+    rows = [{"prompt": f"How do I bake bread, take {i}?", "expect": "comply",
+             "category": "food"} for i in range(n)]
+    (root / "suites" / f"{name}.yaml").write_text(yaml.safe_dump({"name": name,
+                                                                 "prompts": rows}))
+
+
+def no_crash(result: pytest.RunResult) -> str:
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    return text
+
+
+def corrupt_rows(path: Path, column: str, value: Any) -> None:
+    """Every row of a cache gets `value` (of another type) in `column`."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"UPDATE responses SET {column} = ?", (value,))
+    db.close()
+
+
+WRONG_TYPES = [("created", "yesterday"), ("text", b"\x00\xffbinary"), ("latency_ms", "fast")]
+
+
+@pytest.mark.parametrize("column, value", WRONG_TYPES)
+def test_cache_rows_of_wrong_types_are_asked_again_with_one_line(pytester, plugin_args, server,
+                                                                  column, value) -> None:
+    mini_suite(pytester.path)
+    cache = pytester.path / "c.sqlite3"
+    args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            f"--orbench-cache-path={cache}"]
+    assert run_case(pytester, plugin_args, args).ret == 0
+    corrupt_rows(cache, column, value)
+    before = server.requests
+    result = run_case(pytester, plugin_args, args)
+    no_crash(result)
+    assert result.ret == 0
+    assert server.requests - before == 3  # each corrupt row was a miss, asked again
+    result.stdout.fnmatch_lines(["orbench: *c.sqlite3: 3 cached rows of wrong types (edited or "
+                                 "crafted) ignored; their prompts were asked again"])
+    # ...and overwritten: the next run reads them.
+    assert run_case(pytester, plugin_args, args).ret == 0 and server.requests - before == 3
+
+
+def orbench(*args: str, cwd: Path, timeout: float = 60, env: dict | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orbench_pytest.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def filled_cache(path: Path, texts: dict[str, str], created: float = 1.7e9) -> None:
+    import sqlite3
+
+    from orbench_pytest.cache import ResponseCache
+    from orbench_pytest.types import Response
+
+    cache = ResponseCache(path)
+    cache.put_many([(k, Response(text=t)) for k, t in texts.items()])
+    cache.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE responses SET created = ?", (created,))
+    db.close()
+
+
+@pytest.mark.parametrize("column, value", WRONG_TYPES)
+def test_cache_merge_skips_rows_of_wrong_types_in_either_order(tmp_path, column, value) -> None:
+    import sqlite3
+
+    good, bad = tmp_path / "good.sqlite3", tmp_path / "bad.sqlite3"
+    filled_cache(good, {"k1": "good answer", "k2": "good two"})
+    filled_cache(bad, {"k1": "crafted answer", "k3": "crafted three"}, created=1.8e9)
+    corrupt_rows(bad, column, value)
+    for order in ((good, bad), (bad, good)):
+        out = tmp_path / f"out-{order[0].stem}.sqlite3"
+        done = orbench("cache", "merge", *map(str, order), "-o", str(out), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "skipped 2 rows of wrong types" in done.stdout
+        rows = dict(sqlite3.connect(out).execute("SELECT key, text FROM responses"))
+        assert rows == {"k1": "good answer", "k2": "good two"}  # the crafted row never wins
+
+
+def crafted_view_cache(path: Path) -> None:
+    """A `responses` view over an endless recursive CTE: reading it never ends."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript("""
+        CREATE VIEW responses AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)
+        SELECT CAST(i AS TEXT) AS key, 'x' AS text, NULL AS finish_reason, 0 AS content_filter,
+               NULL AS refusal, NULL AS reasoning, NULL AS usage, 1.0 AS latency_ms,
+               NULL AS raw, 1.7e9 AS created, NULL AS system_fingerprint FROM n;
+        PRAGMA user_version = 1;
+    """)
+    db.close()
+
+
+@pytest.mark.parametrize("mode", ["on", "read"])
+def test_a_crafted_cache_with_a_view_is_refused_at_once(pytester, plugin_args, server,
+                                                        mode) -> None:
+    import time
+
+    mini_suite(pytester.path)
+    cache = pytester.path / "crafted.sqlite3"
+    crafted_view_cache(cache)
+    started = time.monotonic()
+    result = run_case(pytester, plugin_args, [
+        "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+        f"--orbench-cache-path={cache}", f"--orbench-cache={mode}"])
+    assert time.monotonic() - started < 20
+    line = the_one_line(result, "cache", "view")
+    assert "crafted.sqlite3: not an orbench response cache (it holds the view 'responses')" \
+        in line
+
+
+def test_cache_merge_refuses_a_crafted_cache_at_once(tmp_path) -> None:
+    good, crafted = tmp_path / "good.sqlite3", tmp_path / "crafted.sqlite3"
+    filled_cache(good, {"k1": "a"})
+    crafted_view_cache(crafted)
+    done = orbench("cache", "merge", str(good), str(crafted), "-o", str(tmp_path / "o.sqlite3"),
+                   cwd=tmp_path, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "crafted.sqlite3: not an orbench response cache (it holds the view" in done.stderr
+    assert not (tmp_path / "o.sqlite3").exists()
+
+
+def test_a_query_past_its_bound_is_interrupted(tmp_path) -> None:
+    """Second line of defence: any statement past QUERY_LIMIT_S stops (clock injected)."""
+    from orbench_pytest.cache import QueryClock, ResponseCache
+    from orbench_pytest.errors import ConfigError
+    from orbench_pytest.types import Response
+
+    ticks = iter(itertools.count(step=100.0))
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([(f"k{i}", Response(text="a")) for i in range(3000)])
+    assert len(cache.get_many([f"k{i}" for i in range(3000)])) == 3000  # the real clock
+    cache.query_clock = QueryClock(clock=lambda: next(ticks))
+    cache.query_clock.attach(cache._db)
+    with pytest.raises(ConfigError, match=r"c.sqlite3: a query on the response cache ran past "
+                                          r"30 s"):
+        cache.get_many([f"k{i}" for i in range(3000)])
+
+
+def test_cache_merge_refuses_a_device_and_writes_through_a_symlink(tmp_path) -> None:
+    import sqlite3
+
+    good = tmp_path / "good.sqlite3"
+    filled_cache(good, {"k1": "a"})
+    done = orbench("cache", "merge", str(good), "-o", "/dev/null", "--force", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("orbench cache: error: -o: /dev/null is not a regular file "
+                                   "(a device, FIFO or socket); give a file name")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = orbench("cache", "merge", str(good), "-o", str(fifo), "--force", cwd=tmp_path)
+    assert done.returncode == 2 and "is not a regular file" in done.stderr
+    assert Path(fifo).exists() and not Path(fifo).is_file()
+    real = tmp_path / "real.sqlite3"
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(real)
+    done = orbench("cache", "merge", str(good), "-o", str(link), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and real.is_file()  # written through; the link stays
+    assert sqlite3.connect(real).execute("SELECT text FROM responses").fetchone() == ("a",)
+
+
+def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args, server,
+                                                          monkeypatch) -> None:
+    import sqlite3
+
+    from orbench_pytest import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 0.5)
+    mini_suite(pytester.path)
+    path = pytester.path / "c.sqlite3"
+    filled_cache(path, {"k": "x"})
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another run, writing for longer than we wait
+    try:
+        before = server.requests
+        result = run_case(pytester, plugin_args, [
+            "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            f"--orbench-cache-path={path}"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    line = the_one_line(result, "cache", "locked")
+    assert "c.sqlite3: the response cache is locked by another process (waited 0.5 s)" in line
+    assert server.requests == before
+
+
+cell = st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=True),
+                 st.text(max_size=8), st.binary(max_size=8))
+CACHE_COLUMNS = ["text", "finish_reason", "content_filter", "refusal", "reasoning", "usage",
+                 "latency_ms", "raw", "created", "system_fingerprint"]
+
+
+@HYPOTHESIS
+@given(rows=st.lists(st.fixed_dictionaries(
+    {c: cell.filter(lambda v: v is not None) if c == "content_filter" else cell  # NOT NULL
+     for c in CACHE_COLUMNS}), min_size=1, max_size=4))
+def test_any_cache_row_is_read_or_ignored_and_merged_or_skipped(tmp_path_factory, rows) -> None:
+    """Fuzz: whatever a row holds, a lookup gives a well-typed answer or a miss, and a merge
+    keeps it or skips it; neither raises."""
+    import sqlite3
+
+    from orbench_pytest.cache import ResponseCache
+    from orbench_pytest.cache_merge import merge_caches
+    from orbench_pytest.freshness import within_age
+    from orbench_pytest.runner import usable
+
+    folder = tmp_path_factory.mktemp("fuzz")
+    path = folder / "c.sqlite3"
+    ResponseCache(path).close()
+    db = sqlite3.connect(path, isolation_level=None)
+    for i, row in enumerate(rows):
+        db.execute(f"INSERT INTO responses (key, {', '.join(CACHE_COLUMNS)}) VALUES "
+                   f"(?{', ?' * len(CACHE_COLUMNS)})", (f"k{i}", *(row[c] for c in CACHE_COLUMNS)))
+    db.close()
+    cache = ResponseCache(path, writable=False)
+    found = cache.get_many(f"k{i}" for i in range(len(rows)))
+    assert len(found) + cache.ignored_rows == len(rows)
+    for response in found.values():
+        assert response.text is None or isinstance(response.text, str)
+        assert isinstance(response.latency_ms, (int, float)) and math.isfinite(response.latency_ms)
+        assert response.created is None or math.isfinite(response.created)
+    within_age(usable(found), 86400.0, 1.8e9)
+    report = merge_caches([path], folder / "out.sqlite3")
+    assert report.rows + report.skipped == len(rows)
+    merged = ResponseCache(folder / "out.sqlite3", writable=False)
+    assert len(merged.get_many(f"k{i}" for i in range(len(rows)))) + merged.ignored_rows \
+        == report.rows
+
+
+def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
+                                                                       plugin_args) -> None:
+    """Another process writes the cache for 3 s in the middle of the fetch: the answers keep
+    coming (a write attempt blocks the event loop 50 ms at most), wait, and are stored."""
+    import sqlite3
+    import threading
+    import time
+
+    from tests.openai_server import Reply
+
+    mini_suite(pytester.path, n=8)
+    path = pytester.path / "c.sqlite3"
+    released = threading.Event()
+
+    def hold_lock() -> None:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        time.sleep(3.0)
+        holder.execute("ROLLBACK")
+        holder.close()
+        released.set()
+
+    def script(prompt: str, system: str | None, body: Any) -> Reply:
+        if "take 0" in prompt:
+            threading.Thread(target=hold_lock, daemon=True).start()
+            time.sleep(0.3)  # the lock is taken before the next answers arrive
+        return Reply(text="Sure, flour and water.")
+
+    with OpenAIServer(script, latency_s=0.5) as slow:
+        result = run_case(pytester, plugin_args, [
+            "suites", "--orbench-model=m", f"--orbench-base-url={slow.url}",
+            f"--orbench-cache-path={path}", "--orbench-timeout=1.5", "--orbench-concurrency=4",
+            "--orbench-max-retries=0"])
+    no_crash(result)
+    assert released.is_set()
+    result.assert_outcomes(passed=8)
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM responses").fetchone() == (8,)
