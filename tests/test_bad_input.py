@@ -721,3 +721,116 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
     assert released.is_set()
     result.assert_outcomes(passed=8)
     assert sqlite3.connect(path).execute("SELECT count(*) FROM responses").fetchone() == (8,)
+
+
+# Batch API output files ----------------------------------------------------------------------
+
+def exported_requests(pytester: pytest.Pytester, plugin_args: list[str]) -> list[dict]:
+    from tests.batch_files import read_requests
+
+    mini_suite(pytester.path)
+    done = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
+                                            "--orbench-base-url=http://127.0.0.1:9/v1",
+                                            "--orbench-batch-export=requests.jsonl"])
+    assert done.ret == 0, done.stdout.str()
+    return read_requests(pytester.path / "requests.jsonl")
+
+
+def batch_import(pytester: pytest.Pytester, plugin_args: list[str], lines: list[bytes]
+                 ) -> pytest.RunResult:
+    (pytester.path / "out.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    return run_case(pytester, plugin_args, [
+        "suites", "--orbench-model=m", "--orbench-base-url=http://127.0.0.1:9/v1",
+        "--orbench-batch-import=out.jsonl", "--orbench-max-retries=0"])
+
+
+def answered_line(custom_id: str, content: str) -> bytes:
+    from tests.batch_files import output_line
+    from tests.openai_server import Reply
+
+    return json.dumps(output_line(custom_id, Reply(text=content), {"model": "m"})).encode()
+
+
+def test_a_batch_line_nested_100_000_deep_is_one_line_naming_it(pytester, plugin_args) -> None:
+    requests = exported_requests(pytester, plugin_args)
+    nested = b'{"custom_id": "x", "response": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    result = batch_import(pytester, plugin_args,
+                          [answered_line(requests[0]["custom_id"], "Sure."), nested])
+    line = the_one_line(result, "batch", "nested")
+    assert "out.jsonl, line 2: nested too deep to read" in line
+
+
+def test_a_lone_surrogate_in_a_batch_answer_becomes_u_fffd_like_a_live_one(
+        pytester, plugin_args) -> None:
+    requests = exported_requests(pytester, plugin_args)
+    lines = [answered_line(r["custom_id"], "Sure: flour \ud800 and water.") for r in requests]
+    assert b"\\ud800" in lines[0]  # the escape JSON allows
+    result = batch_import(pytester, plugin_args, lines)
+    no_crash(result)
+    result.assert_outcomes(passed=3)
+    cache = __import__("orbench_pytest.cache", fromlist=["ResponseCache"]).ResponseCache(
+        Path(os.environ["ORBENCH_CACHE_DIR"]) / "responses.sqlite3", writable=False)
+    texts = {r.text for r in cache.get_many(r["custom_id"] for r in requests).values()}
+    assert texts == {"Sure: flour \ufffd and water."}
+
+
+def test_an_unmatched_custom_id_is_shown_redacted_and_escaped(pytester, plugin_args,
+                                                              monkeypatch) -> None:
+    key = "sk-orbench-FAKE-" + "7" * 24
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    requests = exported_requests(pytester, plugin_args)
+    lines = [answered_line(r["custom_id"], "Sure.") for r in requests]
+    lines.append(answered_line(f"{key}\x1b[2J\n::error::forged", "Sure."))
+    result = batch_import(pytester, plugin_args, lines)
+    text = no_crash(result)
+    result.assert_outcomes(passed=3)
+    assert key not in text and "\x1b" not in text
+    assert not any(line.startswith("::") for line in text.splitlines())
+    assert ("orbench: 1 lines match no request of this run (custom_id "
+            "'[REDACTED]\\x1b[2J ::error::forged')") in text
+
+
+output_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+              st.text(st.characters(blacklist_categories=()), max_size=8)),  # lone surrogates too
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.sampled_from(
+                                ["custom_id", "response", "error", "status_code", "body",
+                                 "choices", "message", "content", "code", "message"]),
+                                inner, max_size=4)),
+    max_leaves=12)
+output_lines = st.one_of(
+    output_values.map(lambda v: json.dumps(v).encode()),
+    st.builds(lambda cid, status, body: json.dumps(
+        {"custom_id": cid, "response": {"status_code": status, "body": body}}).encode(),
+        st.text(st.characters(blacklist_categories=()), max_size=8),
+        st.one_of(st.integers(-1, 999), output_values), output_values),
+    st.integers(1, 60_000).map(lambda depth: b'{"custom_id": "k", "response": '
+                               + b"[" * depth + b"]" * depth + b"}"),
+    st.binary(max_size=40),
+)
+
+
+@HYPOTHESIS
+@given(lines=st.lists(output_lines, min_size=1, max_size=4))
+def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> None:
+    """Fuzz: whatever a line holds, the import gives a per-item answer or error, or a
+    one-line error naming the line; never another exception, never a key or control byte."""
+    from orbench_pytest.batch_format import parse_output
+    from orbench_pytest.batch_import import import_lines
+    from orbench_pytest.errors import ConfigError
+
+    try:
+        report = import_lines(parse_output(lines, "out.jsonl"), {"k", "k2"}, "out.jsonl")
+    except ConfigError as exc:
+        message = str(exc)
+        assert message.startswith("out.jsonl, line ") and "\n" not in message
+        return
+    for response in report.responses.values():
+        assert response.error is not None or response.text is None \
+            or isinstance(response.text, str)
+        for value in (response.text, response.error):
+            if value is not None:
+                value.encode("utf-8")  # no lone surrogate is left
+    for line in report.summary("out.jsonl"):
+        assert line.isprintable()
