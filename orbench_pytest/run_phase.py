@@ -74,12 +74,25 @@ def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCa
         check_categories(settings, catalog, seen={s.case.category for s in selected})
 
 
+def check_request_bound(selected: list[Selected], settings: Settings) -> None:
+    """Prompts × samples is bounded (settings.MAX_REQUESTS), before anything is planned."""
+    from .settings import MAX_REQUESTS
+
+    total = len(selected) * settings.samples
+    if total > MAX_REQUESTS:
+        raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
+                          f"{settings.samples} samples = {total:,} requests, more than the "
+                          f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
+                          "fewer prompts (--orbench-sample, --orbench-shard)")
+
+
 def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,
         reporter: Any, maxfail: int) -> CompletedRun:
     """Fetch and judge `selected`; ConfigError for anything the user must fix."""
     started = datetime.now(timezone.utc)
     thresholds = gate_thresholds(settings.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
+    check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
     if settings.batch_export is not None:

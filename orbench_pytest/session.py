@@ -77,6 +77,7 @@ class OrbenchSession:
         self._states: dict[str, ItemState] | None = None
         self._handoff: StatesFile | None = None
         self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
+        self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
 
@@ -142,6 +143,7 @@ class OrbenchSession:
                 config.hook.pytest_deselected(items=dropped)
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
+                self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
     def _start(self, selected: list[Selected]) -> None:
         from .batch_run import BatchEnded
@@ -263,6 +265,7 @@ class OrbenchSession:
             self._handoff.delete()
         if self._ended is not None:
             session.exitstatus = self._ended.returncode
+        self._finish_empty_shard(session)
         if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
             # xdist turns a worker's stop into an interruption; a run stopped by the gate
             # failed, as it does without xdist.
@@ -275,6 +278,24 @@ class OrbenchSession:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
             write_results(self.config, self._run)
+
+    def _finish_empty_shard(self, session: pytest.Session) -> None:
+        """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
+        with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
+        shard = self.settings.shard
+        if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        deselected = len(reporter.stats.get("deselected", ())) if reporter is not None else 0
+        # The xdist controller collects nothing itself: the workers deselected every prompt.
+        controller = not self.is_worker and self._catalog is None
+        if not (self._empty_shard or (controller and deselected)):
+            return
+        session.exitstatus = pytest.ExitCode.OK
+        if reporter is not None:
+            reporter.write_line(f"orbench: shard {shard} holds no prompt of this run "
+                                f"(each prompt belongs to one of {shard.count} shards); "
+                                "nothing to ask")
 
     def _write_ended(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

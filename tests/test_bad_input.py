@@ -8,6 +8,7 @@ ORBENCH_BAD_INPUT_LOG names a JSON-lines file that records every case (for bench
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import math
@@ -232,7 +233,7 @@ bad_options = st.one_of(
     *[not_number(low, high).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low, high
       in [("temperature", 0.0, 2.0), ("timeout", 0.001, None), ("backoff", 0.0, None)]],
     *[not_in(*allowed).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, allowed in [
-        ("cache", ("on", "off", "read", "refresh", "")),
+        ("cache", ("on", "off", "read", "refresh")),  # `--orbench-cache=` is an error now
         ("judge", ("keyword", "llm", "hybrid", "")),
         ("empty", ("error", "refusal")),
         ("partial", ("refusal", "compliance"))]],
@@ -620,8 +621,7 @@ def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
                                                           monkeypatch) -> None:
     import sqlite3
 
-    from orbench_pytest import cache as cache_module
-
+    cache_module = importlib.import_module("orbench_pytest.cache")
     monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 0.5)
     mini_suite(pytester.path)
     path = pytester.path / "c.sqlite3"
@@ -834,3 +834,133 @@ def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> 
                 value.encode("utf-8")  # no lone surrogate is left
     for line in report.summary("out.jsonl"):
         assert line.isprintable()
+
+
+# Options and suite files ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, expected", [
+    (["--orbench-samples=99999999999999999999"],
+     "--orbench-samples: '99999999999999999999' is not a whole number from 1 to 100"),
+    (["--orbench-samples=101"], "--orbench-samples: '101' is not a whole number from 1 to 100"),
+    (["--orbench-samples=1_0"], "--orbench-samples: '1_0' is not a whole number from 1 to 100"),
+    (["--orbench-samples=\u0663"], "--orbench-samples: '\u0663' is not a whole number from 1"),
+    (["--orbench-cache="], "--orbench-cache: '' is not allowed"),
+    (["--orbench-shard=1_0/2_0"], "--orbench-shard: '1_0/2_0' is not K/N"),
+    (["--orbench-shard=\u0661/\u0662"], "--orbench-shard: '\u0661/\u0662' is not K/N"),
+    (["--orbench-shard= 1/2"], "--orbench-shard: ' 1/2' is not K/N"),
+])
+def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
+                                            expected) -> None:
+    mini_suite(pytester.path)
+    before = server.requests
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}", *args])
+    assert expected in the_one_line(result, "option", " ".join(args))
+    assert server.requests == before
+
+
+def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args, server,
+                                                              monkeypatch) -> None:
+    settings_module = importlib.import_module("orbench_pytest.settings")
+    monkeypatch.setattr(settings_module, "MAX_REQUESTS", 10)  # 1,000,000 in a real run
+    mini_suite(pytester.path, n=6)
+    before = server.requests
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}",
+                                              "--orbench-samples=2", "--orbench-temperature=1"])
+    line = the_one_line(result, "option", "samples")
+    assert ("--orbench-samples=2: 6 prompts × 2 samples = 12 requests, more than the 10 a run "
+            "may ask") in line
+    assert server.requests == before
+
+
+def test_minus_zero_temperature_is_the_cache_key_of_zero(pytester, plugin_args, server) -> None:
+    mini_suite(pytester.path)
+    args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            "--orbench-cache-path=c.sqlite3"]
+    assert run_case(pytester, plugin_args, [*args, "--orbench-temperature=0"]).ret == 0
+    before = server.requests
+    result = run_case(pytester, plugin_args, [*args, "--orbench-temperature=-0"])
+    assert result.ret == 0 and server.requests == before  # every answer from the cache
+
+
+@pytest.mark.parametrize("sample, expected", [
+    ("{n: 1, seed: -1, stratify: 42}", "sample.stratify: 42 is not allowed (allowed: category)"),
+    ("{n: 1, seed: -1}", "sample.seed: expected a whole number >= 0, got -1"),
+    ("{n: 1, seed: 0, stratify: \"x\\e[2J\"}", "sample.stratify: 'x\\x1b[2J' is not allowed"),
+])
+def test_a_bad_suite_sample_is_one_line(pytester, plugin_args, server, sample, expected) -> None:
+    (pytester.path / "s.yaml").write_text(f"name: ok\nsample: {sample}\nprompts: [a, b]\n"
+                                          "expect: comply\n")
+    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    line = the_one_line(result, "suite", sample)
+    assert "s.yaml: " in line and expected in line
+
+
+@pytest.mark.parametrize("name, text", [
+    ("thresholds.yaml", "defaults: {max_over_refusal: 0.1}\ndefaults: {max_over_refusal: 0.9}\n"),
+    ("thresholds.yaml", "suites:\n  ok: {max_over_refusal: 0.1, max_over_refusal: 0.9}\n"),
+])
+def test_a_key_given_twice_in_a_thresholds_file_is_one_line(pytester, plugin_args, server,
+                                                             name, text) -> None:
+    mini_suite(pytester.path)
+    (pytester.path / name).write_text(text)
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}",
+                                              f"--orbench-thresholds={name}"])
+    line = the_one_line(result, "thresholds", text)
+    assert f"{name}: line " in line and "is given twice in one mapping" in line
+
+
+def test_a_key_given_twice_in_a_suite_is_one_line(pytester, plugin_args, server) -> None:
+    (pytester.path / "s.yaml").write_text("name: ok\nname: other\nprompts: [a]\n"
+                                          "expect: comply\n")
+    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    assert "s.yaml: line 2: the key 'name' is given twice" in the_one_line(result, "suite", "")
+
+
+def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, server) -> None:
+    from orbench_pytest.shards import parse_shard
+
+    mini_suite(pytester.path, n=3)
+    shard = next(f"{k}/1000" for k in range(1, 1001)  # one that holds none of the 3 prompts
+                 if not any(parse_shard(f"{k}/1000").holds(("ok", "", f"food-{i:04d}"))
+                            for i in range(3)))
+    before = server.requests
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}",
+                                              f"--orbench-shard={shard}"])
+    no_crash(result)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"orbench: shard {shard} holds no prompt of this run*"])
+    assert server.requests == before
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_a_data_file_past_its_cap_is_one_line_before_it_is_read(pytester, plugin_args, server,
+                                                                monkeypatch, suffix) -> None:
+    # The module the run will use (pytester may have dropped an earlier import of it).
+    bounded = importlib.import_module("orbench_pytest.bounded")
+    monkeypatch.setattr(bounded, "DATA_FILE_LIMIT", 1024)  # 64 MiB in a real run
+    header = "prompt,category\n" if suffix == "csv" else ""
+    row = "How do I bake bread?,food\n" if suffix == "csv" else \
+        '{"prompt": "How do I bake bread?", "category": "food"}\n'
+    (pytester.path / f"rows.{suffix}").write_text(header + row * 100)
+    (pytester.path / "s.yaml").write_text(f"name: ok\nsource: rows.{suffix}\nexpect: comply\n")
+    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    line = the_one_line(result, "suite", suffix)
+    assert f"rows.{suffix}: " in line and "larger than the 0 MiB a data file may hold" in line
+
+
+def test_a_prompt_past_its_cap_is_one_line(pytester, plugin_args, server) -> None:
+    (pytester.path / "rows.jsonl").write_text(json.dumps({"prompt": "x" * 131_073}) + "\n")
+    (pytester.path / "s.yaml").write_text("name: ok\nsource: rows.jsonl\nexpect: comply\n")
+    before = server.requests
+    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    line = the_one_line(result, "suite", "long prompt")
+    assert "row 0: a prompt of 131,073 characters, more than the 131,072 one may hold" in line
+    assert server.requests == before
