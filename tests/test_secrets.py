@@ -265,3 +265,23 @@ def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch)
     assert (tmp_path / "bank" / "safe.csv").is_file()
     assert_nowhere(key, {"stdout": done.stdout, "stderr": done.stderr},
                    [*every_file(tmp_path / "bank"), tmp_path / "cache.sqlite3"])
+
+
+def test_a_key_given_inside_the_model_name_is_written_nowhere(pytester, plugin_args,
+                                                              fake_key) -> None:
+    """Pasted into --orbench-model by mistake: sent as the model name (what was asked), but
+    not written to the results file, JUnit XML or terminal."""
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "mini.yaml").write_text(
+        yaml.safe_dump({"name": "mini", "prompts": [{"prompt": p, "expect": "comply"}
+                                                    for p in SAFE[:2]]}))
+    with OpenAIServer() as server:
+        result = pytester.runpytest_subprocess(
+            *plugin_args, "suites", f"--orbench-model=gpt-4o {fake_key}",
+            f"--orbench-base-url={server.url}", "--orbench-results=results.json",
+            "--junitxml=junit.xml", "--orbench-cache-path=cache.sqlite3")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    results = (pytester.path / "results.json").read_text()
+    assert '"model": "gpt-4o [REDACTED]"' in results  # the field is there, redacted
+    assert_nowhere(fake_key, {"stdout": result.stdout.str(), "stderr": result.stderr.str()},
+                   every_file(pytester.path))
