@@ -8,6 +8,7 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,12 @@ class OrbenchSession:
         from .items import SuiteFile
 
         nodeid = node_path(file_path, parent.config.rootpath)
+        refused = forging_name(file_path, parent.config.rootpath)
+        if refused is not None:  # a node id pytest would print as it is: an escaped one
+            shown, reason = refused
+            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
+            node.refused = reason
+            return node
         if nodeid is None:
             return SuiteFile.from_parent(parent, path=file_path)
         return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
@@ -320,3 +327,20 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
+    """A suite file whose path holds a control or format character (a newline, ESC, a bidi
+    override) or `::` (pytest's node id separator) would print forged lines (a workflow
+    command at column 0, a cleared screen) wherever pytest shows its node id, and under xdist
+    its items would not be found again. Such a file is refused: (escaped node id, message)."""
+    try:
+        shown_path = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    except ValueError:  # another drive
+        shown_path = str(path)
+    if shown_path.isprintable() and "::" not in shown_path:
+        return None
+    escaped = terminal_line(shown_path).replace("::", ":\\x3a")
+    return escaped, (f"{escaped}: a suite file name may not hold control characters, line "
+                     "breaks or '::' (pytest prints it as it is, so it could forge output); "
+                     "rename the file")

