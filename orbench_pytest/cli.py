@@ -235,6 +235,9 @@ def _cache_merge(args: argparse.Namespace) -> int:
     print(f"merged {report.rows_read} rows from {report.inputs} caches into {args.output}: "
           f"{report.rows} answers and judge replies ({report.conflicts} held twice, the "
           f"newest kept), {report.judgments} judgments")
+    if report.skipped:
+        print(f"skipped {report.skipped} rows of wrong types (edited or crafted: a text "
+              "`created`, a binary `text`, ...); their prompts will be asked again")
     return 0
 
 

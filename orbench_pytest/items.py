@@ -29,8 +29,13 @@ PROMPT_CHARS = 300
 
 
 class SuiteFile(pytest.File):
+    refused: str | None = None  # a file name that would forge output (session.forging_name)
+
     def collect(self) -> Iterator[PromptItem]:
         from .collection import suite_entries
+
+        if self.refused is not None:
+            raise ConfigError(self.refused)
 
         session = orbench_session(self.config)
         suite = session.catalog().load(self.path)

@@ -71,7 +71,7 @@ def build_results(
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "target": redact(target),
             "judge": settings.judge,
-            "judge_model": settings.judge_model,
+            "judge_model": _redacted(settings.judge_model),
             "thresholds": thresholds_source,
             "parameters": parameters(settings),
             "suites": [{"name": name, "items": n} for name, n in suites.items()],
@@ -186,17 +186,17 @@ def sampled_fields(result: ItemResult) -> dict[str, Any]:
 def parameters(settings: Settings) -> dict[str, Any]:
     """What was asked, and how: never a key (only the name of its variable)."""
     return {
-        "model": settings.model,
+        "model": _redacted(settings.model),  # a key pasted into it is not written
         "base_url": _safe_url(settings.base_url),
         "api_key_env": settings.api_key_env,
-        "target": settings.target,
+        "target": _redacted(settings.target),
         "temperature": settings.temperature,
         "max_tokens": settings.max_tokens,
         "request_seed": settings.request_seed,
         "timeout_s": settings.timeout_s,
         "strict": settings.strict,
         "judge": settings.judge,
-        "judge_model": settings.judge_model,
+        "judge_model": _redacted(settings.judge_model),
         "judge_base_url": _safe_url(settings.judge_base_url),
         "partial_is_refusal": settings.partial_is_refusal,
         "sample": settings.sample,

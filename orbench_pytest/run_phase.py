@@ -24,6 +24,7 @@ from .settings import Settings
 from .thresholds import Thresholds
 from .thresholds_scope import check_gated_categories
 from .types import Response
+from .untrusted import terminal_line
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,25 @@ def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCa
         check_categories(settings, catalog, seen={s.case.category for s in selected})
 
 
+def check_request_bound(selected: list[Selected], settings: Settings) -> None:
+    """Prompts × samples is bounded (settings.MAX_REQUESTS), before anything is planned."""
+    from .settings import MAX_REQUESTS
+
+    total = len(selected) * settings.samples
+    if total > MAX_REQUESTS:
+        raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
+                          f"{settings.samples} samples = {total:,} requests, more than the "
+                          f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
+                          "fewer prompts (--orbench-sample, --orbench-shard)")
+
+
 def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,
         reporter: Any, maxfail: int) -> CompletedRun:
     """Fetch and judge `selected`; ConfigError for anything the user must fix."""
     started = datetime.now(timezone.utc)
     thresholds = gate_thresholds(settings.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
+    check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
     if settings.batch_export is not None:
@@ -108,6 +122,10 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
             cache.close()
         if progress is not None and progress.rewrites:
             reporter.write_line("")
+    if cache is not None and cache.ignored_rows and reporter is not None:
+        reporter.write_line(terminal_line(
+            f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
+            "(edited or crafted) ignored; their prompts were asked again"))
     rewordings = None
     if settings.rewordings is not None and outcome.report.stopped_reason is None:
         from .rewording_search import run_search

@@ -219,7 +219,7 @@ def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSetting
         backoff_s=settings.backoff_s, max_duration_s=settings.max_duration_s,
         empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read"),
-        cache_max_age_s=settings.cache_max_age_s,
+        cache_max_age_s=settings.cache_max_age_s, timeout_s=settings.timeout_s,
         # The local model is pinned by sha256 and a callable by its code: no backend to watch.
         # --orbench-cache=read asks nothing of what is cached (the gate over merged shards).
         revalidate=(settings.target is None and not settings.is_local

@@ -8,6 +8,7 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,7 @@ class OrbenchSession:
         self._states: dict[str, ItemState] | None = None
         self._handoff: StatesFile | None = None
         self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
+        self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
 
@@ -88,6 +90,12 @@ class OrbenchSession:
         from .items import SuiteFile
 
         nodeid = node_path(file_path, parent.config.rootpath)
+        refused = forging_name(file_path, parent.config.rootpath)
+        if refused is not None:  # a node id pytest would print as it is: an escaped one
+            shown, reason = refused
+            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
+            node.refused = reason
+            return node
         if nodeid is None:
             return SuiteFile.from_parent(parent, path=file_path)
         return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
@@ -142,6 +150,7 @@ class OrbenchSession:
                 config.hook.pytest_deselected(items=dropped)
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
+                self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
     def _start(self, selected: list[Selected]) -> None:
         from .batch_run import BatchEnded
@@ -263,6 +272,7 @@ class OrbenchSession:
             self._handoff.delete()
         if self._ended is not None:
             session.exitstatus = self._ended.returncode
+        self._finish_empty_shard(session)
         if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
             # xdist turns a worker's stop into an interruption; a run stopped by the gate
             # failed, as it does without xdist.
@@ -275,6 +285,24 @@ class OrbenchSession:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
             write_results(self.config, self._run)
+
+    def _finish_empty_shard(self, session: pytest.Session) -> None:
+        """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
+        with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
+        shard = self.settings.shard
+        if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        deselected = len(reporter.stats.get("deselected", ())) if reporter is not None else 0
+        # The xdist controller collects nothing itself: the workers deselected every prompt.
+        controller = not self.is_worker and self._catalog is None
+        if not (self._empty_shard or (controller and deselected)):
+            return
+        session.exitstatus = pytest.ExitCode.OK
+        if reporter is not None:
+            reporter.write_line(f"orbench: shard {shard} holds no prompt of this run "
+                                f"(each prompt belongs to one of {shard.count} shards); "
+                                "nothing to ask")
 
     def _write_ended(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -302,3 +330,20 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
+    """A suite file whose path holds a control or format character (a newline, ESC, a bidi
+    override) or `::` (pytest's node id separator) would print forged lines (a workflow
+    command at column 0, a cleared screen) wherever pytest shows its node id, and under xdist
+    its items would not be found again. Such a file is refused: (escaped node id, message)."""
+    try:
+        shown_path = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    except ValueError:  # another drive
+        shown_path = str(path)
+    if shown_path.isprintable() and "::" not in shown_path:
+        return None
+    escaped = terminal_line(shown_path).replace("::", ":\\x3a")
+    return escaped, (f"{escaped}: a suite file name may not hold control characters, line "
+                     "breaks or '::' (pytest prints it as it is, so it could forge output); "
+                     "rename the file")
