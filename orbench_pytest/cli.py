@@ -6,6 +6,7 @@
   orbench serve-local [--model NAME] [--port N] [--threads N]
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
   orbench suites [--thresholds]
+  orbench thresholds --explain [--file thresholds.yaml] [SUITE ...]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
 
 Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
@@ -111,6 +112,18 @@ def _parser() -> argparse.ArgumentParser:
     suites.add_argument("--thresholds", action="store_true",
                         help="Print the starter thresholds.yaml instead")
     suites.set_defaults(run=_suites)
+
+    thresholds = commands.add_parser(
+        "thresholds", help="The effective rule of every gated row, and where each part of it "
+                           "came from")
+    thresholds.add_argument("--explain", action="store_true", required=True,
+                            help="Print limit, decision, baseline mode and source per row")
+    thresholds.add_argument("--file", type=Path, metavar="PATH",
+                            help="The thresholds file (default: ./thresholds.yaml if present, "
+                                 "else the built-in defaults)")
+    thresholds.add_argument("suites", nargs="*", metavar="SUITE",
+                            help="Suites to explain besides those the file names")
+    thresholds.set_defaults(run=_thresholds)
     return parser
 
 
@@ -211,6 +224,21 @@ def _suites(args: argparse.Namespace) -> int:
         print(f"{suite.name:<{width}}  {size:>7}  {suite.expects:<15}  {suite.source}")
     print("Run one: pytest --orbench-suite=NAME --orbench-model=MODEL; "
           "a starter gate file: orbench suites --thresholds > thresholds.yaml")
+    return 0
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    from .summary import aligned_lines
+    from .thresholds import BUILT_IN, explain, load_thresholds
+
+    path = args.file
+    if path is None and Path("thresholds.yaml").is_file():
+        path = Path("thresholds.yaml")
+    thresholds = BUILT_IN if path is None else load_thresholds(path)
+    print(f"thresholds: {thresholds.source} (every key and its default: docs/thresholds.md)")
+    for line in aligned_lines(("row", "key", "value", "from"), explain(thresholds, args.suites),
+                              left=4):
+        print(line)
     return 0
 
 

@@ -66,8 +66,9 @@ class Row:
     errors: int
     over: Rate | None
     toxic: Rate | None
-    verdict: str  # pass | FAIL | known | — (no limits known)
+    verdict: str  # pass | FAIL | ratchet | — (no limits known)
     regression: dict[str, Any] | None = None
+    ratchet: list[str] = field(default_factory=list)  # what a ratchet allowed, per rate
 
     @property
     def key(self) -> GroupKey:
@@ -105,8 +106,16 @@ def _row_from_gate(raw: Mapping[str, Any]) -> Row:
                                         check["passed"], mean)
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
+    ratchet = [f"{check['name']} over its limit ({_pct(check['rate'] or 0.0)} > "
+               f"{_pct(check['limit'])}), allowed by ratchet: the baseline was "
+               f"{_pct(check['baseline_rate'])}"
+               for check in raw.get("checks", []) if check.get("allowed_by_ratchet")]
     return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
-               toxic, str(raw.get("verdict", "—")), raw.get("regression"))
+               toxic, str(raw.get("verdict", "—")), raw.get("regression"), ratchet)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
 
 
 @dataclass
@@ -171,8 +180,16 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         out.append(f"Not computed on `{_code(ungated)}`: merge the shards' caches "
                    "(`orbench cache merge`) and gate over them.")
     else:
+        ratcheted = [row for row in report.rows if row.ratchet]
         icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
+        if report.passed and ratcheted:
+            icon, word = "⚠️", "passed by ratchet"
         out.append(f"## {icon} orbench gate {word}")
+        for row in ratcheted:
+            label = _group_name(row.suite, row.variant)
+            if row.category is not None:
+                label += f" / {_name(row.category)}"
+            out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
     out.append("")
     facts = []
     if run.meta.get("target"):
@@ -202,7 +219,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
 
 GATE_HEADER = ("| group | n | over-refusal (95% CI) | max | toxic acceptance (95% CI) | max "
                "| errors | verdict |")
-VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "known": "☑️ known", "—": "—"}
+VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "ratchet": "⚠️ ratchet", "—": "—"}
 
 
 def _gate_table(report: Report, categories: bool) -> list[str]:
@@ -222,8 +239,9 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
         notes.append("↑/↓: change against the baseline in percentage points (lower is better)")
     if not categories and any(row.category is not None for row in report.rows):
         notes.append("category rows left out to fit a comment: see the artefact")
-    if any(row.verdict == "known" for row in report.rows):
-        notes.append("☑️ known: over a limit only through mismatches the baseline already had")
+    if any(row.verdict == "ratchet" for row in report.rows):
+        notes.append("⚠️ ratchet: over its limit, allowed because the baseline was as high "
+                     "(thresholds.yaml `baseline: ratchet`)")
     if notes:
         lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
     return lines

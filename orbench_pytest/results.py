@@ -222,6 +222,7 @@ def gate_dict(gate: Gate) -> dict[str, Any]:
         "stopped_reason": gate.stopped_reason,
         "baseline": gate.baseline_source,
         "failures": gate.failures(),
+        "ratchet": gate.ratchet_notes(),
         "rows": [row_dict(row) for row in gate.rows.values()],
     }
 
@@ -246,7 +247,9 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
             "name": check.name, "k": check.k, "n": check.n, "rate": check.rate,
             "interval": list(check.interval), "confidence": check.confidence,
             "limit": check.limit, "decision": check.decision, "where": check.where,
-            "passed": check.passed, "inherited": row.inherited(check),
+            "passed": check.passed, "baseline_mode": check.baseline_mode,
+            "baseline_rate": check.baseline_rate,
+            "allowed_by_ratchet": check.allowed_by_ratchet,
             **({"mean_of_prompts": True, "answers": check.sampled.answers,
                 "n_effective": round(check.sampled.n_effective, 2)}
                if check.sampled is not None else {}),

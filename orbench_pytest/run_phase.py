@@ -20,8 +20,8 @@ from .model_choice import choose_model
 from .progress import ProgressLine
 from .runner import RunOutcome, Selected, check_judge_settings, run_selected
 from .settings import Settings
-from .thresholds import Thresholds
-from .thresholds_scope import check_gated_categories
+from .thresholds import BUILT_IN, Thresholds, built_in_line
+from .thresholds_scope import check_gated_categories, check_gated_suites
 from .types import Response
 
 
@@ -64,7 +64,11 @@ def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) 
 
 def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCatalog,
                     selected: list[Selected]) -> None:
+    from .ready_suites import ready_suite_names
+
     suites_run = {s.case.suite for s in selected}
+    check_gated_suites(thresholds, suites_run | {suite.name for suite in catalog.suites},
+                       ready_suite_names())
     check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
                                         if suite.name in suites_run})
     if settings.categories:
@@ -88,6 +92,8 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
         check_writable(settings.results)
     baseline = load_baseline(settings.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
+    if reporter is not None and thresholds is BUILT_IN:
+        reporter.write_line(built_in_line())
     if reporter is not None:
         if chosen is not None:
             reporter.write_line(chosen)
@@ -152,7 +158,7 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
 
 def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:
     """--orbench-thresholds, else thresholds.yaml in the rootdir, else the built-in ones."""
-    from .thresholds import BUILT_IN, load_thresholds
+    from .thresholds import load_thresholds
 
     if path is None:
         path = rootpath / "thresholds.yaml"
@@ -167,7 +173,8 @@ def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
     from .results import load_run
 
     snapshot = load_run(path).to_baseline()
-    return Baseline(_shown(path, rootpath), snapshot.mismatches, snapshot.rates)
+    return Baseline(_shown(path, rootpath), snapshot.mismatches, snapshot.rates,
+                    snapshot.group_rates)
 
 
 def _shown(path: Path, rootpath: Path) -> str:

@@ -56,7 +56,7 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
         toxic, toxic_max = _rate(row, TOXIC_ACCEPTANCE)
         label = terminal_line(row.label if row.category is None else f"  {row.category}")
         rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
-                     toxic, toxic_max, row.verdict))
+                     toxic, toxic_max, shown_verdict(row.verdict)))
     return rows
 
 
@@ -108,10 +108,18 @@ def judged_line(report: FetchReport) -> str | None:
     return line
 
 
+def shown_verdict(verdict: str) -> str:
+    """A row's verdict in the terminal: a ratchet-allowed row is marked, never a plain pass."""
+    return "⚠️ ratchet" if verdict == "ratchet" else verdict
+
+
 def verdict_line(gate: Gate) -> str:
+    notes = gate.ratchet_notes()
     if gate.passed:
+        if notes:
+            return "orbench gate: PASSED ⚠️ by ratchet — " + "; ".join(notes)
         return "orbench gate: PASSED"
-    return "orbench gate: FAILED — " + "; ".join(gate.failures())
+    return "orbench gate: FAILED — " + "; ".join(gate.failures() + notes)
 
 
 VARIANT_HEADERS = ("suite", "variant", "n", "errors", "over-refusal (95% CI)",
@@ -127,7 +135,7 @@ def variant_lines(gate: Gate) -> list[str]:
     for row in rows:
         body.append((row.suite, row.variant or "(default)", str(row.n), str(row.errors),
                      _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
-                     row.verdict))
+                     shown_verdict(row.verdict)))
     return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
 
 
