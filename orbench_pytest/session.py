@@ -86,8 +86,9 @@ class OrbenchSession:
         if not self.is_suite_candidate(file_path):
             return None
         from .items import SuiteFile
+        from .ready_suites import ready_suite_dir
 
-        nodeid = node_path(file_path, parent.config.rootpath)
+        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
         if nodeid is None:
             return SuiteFile.from_parent(parent, path=file_path)
         return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)

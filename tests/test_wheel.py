@@ -123,13 +123,17 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         assert server.requests == 0 and hub.total_requests == 0
         assert "ours.yaml" not in plain.stdout
 
-        gate = pytest_run("--orbench-suite=or-bench-toxic", "-rf")
+        gate = pytest_run("--orbench-suite=or-bench-toxic", "-rf", "-v")
         assert gate.returncode == 1, gate.stdout + gate.stderr
         assert f"orbench: fetch and judge {SAMPLE} prompts" in gate.stdout
-        assert "site-packages/orbench_pytest/suites/or-bench-toxic.yaml" in gate.stdout
-        assert "test_app" not in gate.stdout
+        # Issue 31: a ready suite's ids do not carry the install path; the suite named by
+        # option runs beside the testpaths, never instead of them.
+        assert "orbench:or-bench-toxic.yaml::or-bench-toxic[" in gate.stdout
+        assert "site-packages" not in gate.stdout
+        assert "tests/test_app.py::test_app PASSED" in gate.stdout
         failed = sorted(re.findall(r"^FAILED (\S+)", gate.stdout, re.MULTILINE))
         assert 0 < len(failed) < SAMPLE
+        assert all(nodeid.startswith("orbench:or-bench-toxic.yaml::") for nodeid in failed)
         assert server.requests == SAMPLE
         assert {body["model"] for body in server.bodies} == {"app-model"}
         assert hub.total_requests == 2  # the resolve redirect and the file: downloaded once
@@ -137,9 +141,21 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         again = pytest_run("--orbench-suite=or-bench-toxic", "-rf", "--lf")
         assert again.returncode == 1, again.stdout + again.stderr
         assert sorted(re.findall(r"^FAILED (\S+)", again.stdout, re.MULTILINE)) == failed
-        assert re.search(rf"{len(failed)} failed, {SAMPLE - len(failed)} deselected",
+        assert re.search(rf"{len(failed)} failed, {SAMPLE - len(failed) + 1} deselected",
                          again.stdout), again.stdout
         assert server.requests == SAMPLE  # answers come from the cache
+
+        # Issue 31 point 3: suites named in the ini run beside the testpaths on a plain pytest.
+        with_ini = (project / "pyproject.toml").read_text()
+        (project / "pyproject.toml").write_text(
+            with_ini + 'orbench_suites = ["suites/ours.yaml"]\n')
+        plain_ini = pytest_run("-v")
+        (project / "pyproject.toml").write_text(with_ini)
+        assert plain_ini.returncode == 0, plain_ini.stdout + plain_ini.stderr
+        assert "tests/test_app.py::test_app PASSED" in plain_ini.stdout
+        assert "suites/ours.yaml::ours[" in plain_ini.stdout
+        assert re.search(r"^=+ 2 passed", plain_ini.stdout, re.MULTILINE), plain_ini.stdout
+        assert "orbench gate: PASSED" in plain_ini.stdout
 
         # The gate workflow's own steps, as copied into this project (bash as Actions runs it).
         (project / "prompts").mkdir()
