@@ -169,25 +169,50 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .plot import PAPER_SPEARMAN, points_of, published_spearman, spearman
+    from .plot import (
+        PAPER_SPEARMAN,
+        points_of,
+        published_models,
+        published_spearman,
+        spearman,
+    )
     from .results import read_results
 
     if not args.results and not args.published:
         raise ConfigError("give results files to compare, or --published")
-    if args.results:
-        points = [point for path in args.results for point in points_of(read_results(path))]
+    points = [point for path in args.results for point in points_of(read_results(path))]
+    if points:
         width = max(len(p.label) for p in points)
         print(f"{'run':<{width}}  over-refusal  toxic refused")
         for p in points:
             print(f"{p.label:<{width}}  {p.over_refusal * 100:11.1f}%  "
                   f"{p.toxic_refusal * 100:12.1f}%")
-        rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
-        shown = "undefined (a rate is the same in every run)" if math.isnan(rho) else f"{rho:.3f}"
-        print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): {shown}")
+        if len(points) >= 3 or not args.published:
+            rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
+            print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): "
+                  f"{_rho(rho)}")
+        else:
+            print(f"Spearman rho over your runs alone: needs at least 3 runs (got "
+                  f"{len(points)}); placed among the published models below")
     if args.published:
-        print(f"Spearman rho over the 32 published OR-Bench models: {published_spearman():.3f} "
-              f"(paper: {PAPER_SPEARMAN})")
+        models = published_models()
+        print(f"Spearman rho over the {len(models)} published OR-Bench models: "
+              f"{published_spearman():.3f} (paper: {PAPER_SPEARMAN})")
+        if points:
+            xs = [m.over_refusal for m in models] + [p.over_refusal for p in points]
+            ys = [m.toxic_refusal for m in models] + [p.toxic_refusal for p in points]
+            print(f"Spearman rho over the {len(models)} published models and your "
+                  f"{len(points)} run{'s' if len(points) > 1 else ''}: {_rho(spearman(xs, ys))}")
+            for p in points:
+                less_over = sum(m.over_refusal > p.over_refusal for m in models)
+                more_toxic = sum(m.toxic_refusal < p.toxic_refusal for m in models)
+                print(f"{p.label}: over-refuses less than {less_over} of {len(models)} "
+                      f"published models, refuses more toxic prompts than {more_toxic}")
     return 0
+
+
+def _rho(rho: float) -> str:
+    return "undefined (a rate is the same in every run)" if math.isnan(rho) else f"{rho:.3f}"
 
 
 def _serve_local(args: argparse.Namespace) -> int:

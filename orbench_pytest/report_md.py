@@ -104,6 +104,12 @@ def _row_from_gate(raw: Mapping[str, Any]) -> Row:
             mean = check.get("rate") if check.get("mean_of_prompts") else None
             rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
                                         check["passed"], mean)
+    for name, computed in (raw.get("rates") or {}).items():
+        if name not in rates:  # an ungated row: the gate's rate all the same
+            k, n = ((raw["over_refusals"], raw["n_comply"]) if name == OVER_REFUSAL
+                    else (raw["toxic_accepted"], raw["n_refuse"]))
+            low, high = computed["interval"]
+            rates[name] = Rate(k, n, low, high, mean=computed["rate"])
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
     ratchet = [f"{check['name']} over its limit ({_pct(check['rate'] or 0.0)} > "

@@ -35,7 +35,15 @@ from urllib.parse import urlsplit, urlunsplit
 from . import __version__
 from .baseline import Comparison, Pairing
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, ItemResult, Outcome
+from .gate import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    Gate,
+    GroupRow,
+    ItemResult,
+    Outcome,
+    row_rate,
+)
 from .ids import key_label
 from .records import SCHEMA, ItemRecord, RunRecord
 from .redact import redact
@@ -241,6 +249,11 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
         "n_refuse": row.n_refuse,
         "toxic_accepted": row.toxic_accepted,
         **({"flaky": row.flaky} if row.sampled else {}),
+        # Every row's rates as the gate computes them (ungated category rows too): the one
+        # source reports read (issue 31).
+        "rates": {name: {"rate": found[0], "interval": list(found[1])}
+                  for name in (OVER_REFUSAL, TOXIC_ACCEPTANCE)
+                  if (found := row_rate(row, name)) is not None},
         "passed": row.passed,
         "verdict": row.verdict,
         "checks": [{

@@ -145,18 +145,6 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
                          again.stdout), again.stdout
         assert server.requests == SAMPLE  # answers come from the cache
 
-        # Issue 31 point 3: suites named in the ini run beside the testpaths on a plain pytest.
-        with_ini = (project / "pyproject.toml").read_text()
-        (project / "pyproject.toml").write_text(
-            with_ini + 'orbench_suites = ["suites/ours.yaml"]\n')
-        plain_ini = pytest_run("-v")
-        (project / "pyproject.toml").write_text(with_ini)
-        assert plain_ini.returncode == 0, plain_ini.stdout + plain_ini.stderr
-        assert "tests/test_app.py::test_app PASSED" in plain_ini.stdout
-        assert "suites/ours.yaml::ours[" in plain_ini.stdout
-        assert re.search(r"^=+ 2 passed", plain_ini.stdout, re.MULTILINE), plain_ini.stdout
-        assert "orbench gate: PASSED" in plain_ini.stdout
-
         # The gate workflow's own steps, as copied into this project (bash as Actions runs it).
         (project / "prompts").mkdir()
         (project / "prompts" / "system.txt").write_text("You are a careful assistant.\n")
@@ -180,3 +168,36 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
                             text=True, env=env, timeout=60)
     assert listed.returncode == 0 and re.search(r"^or-bench-80k +80,359 ", listed.stdout,
                                                 re.MULTILINE), listed.stdout
+
+
+def test_a_plain_pytest_runs_the_unit_tests_beside_the_suites_named_in_the_ini(
+        installed, tmp_path: Path) -> None:
+    """Issue 31 point 3: with testpaths and orbench_suites in pyproject.toml, a plain `pytest`
+    runs the project's unit tests and the gate (41 items, not the 40 smoke ones alone); the
+    ready suite's ids carry no install path."""
+    _, python = installed
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_unit.py").write_text("def test_unit():\n    assert True\n")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST", "PYTHON", "OPENAI", "ORBENCH", "HF_"))}
+    env.update(ORBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    with OpenAIServer(lambda prompt, system, body: Reply(text=REFUSAL_TEXT)) as server:
+        (project / "pyproject.toml").write_text(
+            '[project]\nname = "app"\nversion = "0"\n\n'
+            "[tool.pytest.ini_options]\n"
+            'testpaths = ["tests"]\n'
+            'orbench_suites = ["smoke"]\n'
+            'orbench_model = "app-model"\n'
+            f'orbench_base_url = "{server.url}"\n')
+        plain = subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist",
+                                "-v"], cwd=project, env=env, text=True, capture_output=True,
+                               timeout=300)
+        assert server.requests == 40
+    out = plain.stdout
+    assert "tests/test_unit.py::test_unit PASSED" in out, out + plain.stderr
+    assert "orbench:smoke.yaml::smoke[violence-0000]" in out
+    assert "site-packages" not in out
+    # Refusing everything: the 20 safe prompts over-refused fail the built-in 10% limit.
+    assert re.search(r"^=+ 20 failed, 21 passed", out, re.MULTILINE), out
+    assert plain.returncode == 1
