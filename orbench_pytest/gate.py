@@ -356,10 +356,24 @@ class Gate:
     # e.g. "endpoint unavailable": the gate fails whatever the rates say.
     stopped_reason: str | None = None
     baseline_source: str | None = None  # the --orbench-baseline file, when given
+    # Set by the run once the selection is known: suites gated on part of their prompts
+    # ("smoke: gated on 6 of 40 prompts (-k)"), whether that fails the gate
+    # (--orbench-require-full), and the disputed prompts left out (label, reason, decided by).
+    partial: list[str] = field(default_factory=list)
+    require_full: bool = False
+    disputed: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.stopped_reason is None and all(row.passed for row in self.rows.values())
+        return (self.stopped_reason is None and not (self.require_full and self.partial)
+                and all(row.passed for row in self.rows.values()))
+
+    def notes(self) -> list[str]:
+        """What the gate line adds to its verdict: a partial selection, the disputed."""
+        out = list(self.partial)
+        if self.disputed:
+            out.append(f"{len(self.disputed)} disputed")
+        return out
 
     def ratchet_notes(self) -> list[str]:
         """Rows over a limit that a ratchet allowed: the gate line names each."""
@@ -368,6 +382,8 @@ class Gate:
 
     def failures(self) -> list[str]:
         lines = [f"run stopped: {self.stopped_reason}"] if self.stopped_reason else []
+        if self.require_full:
+            lines.extend(f"{note} (--orbench-require-full)" for note in self.partial)
         for row in self.rows.values():
             if row.strict_failed and row.category is None:
                 lines.append(f"{row.label}: --orbench-strict fails every mismatch "

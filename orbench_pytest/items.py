@@ -31,15 +31,21 @@ PROMPT_CHARS = 300
 class SuiteFile(pytest.File):
     def collect(self) -> Iterator[PromptItem]:
         from .collection import suite_entries
+        from .disputed import skip_reason
 
         session = orbench_session(self.config)
         suite = session.catalog().load(self.path)
+        disputes = session.disputes()
         for marker in session.suite_markers(suite.name) if suite.name else ():
             self.add_marker(marker)
         for name, case, variant in suite_entries(suite, session.settings.variants):
             item = PromptItem.from_parent(self, name=name, nodeid=item_nodeid(self.nodeid, name),
                                           case=case, variant=variant)
             item.extra_keyword_matches.add(case.category)  # -k privacy
+            disputed = skip_reason(case.suite, case.case_id, disputes)
+            if disputed is not None:  # never asked, never in a rate: skipped with its reason
+                item.disputed = True
+                item.add_marker(pytest.mark.skip(reason=terminal_text(disputed)))
             yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
@@ -54,6 +60,7 @@ class PromptItem(pytest.Item):
         self.case = case
         self.variant = variant
         self.state: ItemState | None = None
+        self.disputed = False  # skipped by a skip mark: listed as disputed
 
     def setup(self) -> None:
         self.state = orbench_session(self.config).item_state(self.nodeid)
@@ -143,7 +150,9 @@ class PromptItem(pytest.Item):
         return terminal_text(self.case.prompt, PROMPT_CHARS)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"orbench: {self.case.suite}/{self.case.case_id}"
+        # A skip mark's report places the skip at the item: it needs a line (the file's top).
+        line = 0 if self.disputed else None
+        return self.path, line, f"orbench: {self.case.suite}/{self.case.case_id}"
 
 
 def _shown_outcome(outcome: Outcome, runxfail: bool) -> Outcome:

@@ -28,8 +28,8 @@ def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
-    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated")
-           if k in data["run"]}
+    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated", "partial",
+                                       "disputed") if k in data["run"]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
     return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]

@@ -196,6 +196,9 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
             if row.category is not None:
                 label += f" / {_name(row.category)}"
             out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
+        partial = [str(note) for note in run.meta.get("partial") or [] if isinstance(note, str)]
+        if partial:  # rates over part of a suite: the reader must not take them for the suite
+            out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])
     out.append("")
     facts = []
     if run.meta.get("target"):
@@ -216,6 +219,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.extend(_toxic_section(report, max_items, artifact_url))
     out.extend(_flaky_section(report, max_items, artifact_url))
     out.extend(_error_section(report))
+    out.extend(_disputed_section(report, max_items))
     if artifact_url:
         out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
                    f"({artifact_url})")
@@ -226,6 +230,22 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
 GATE_HEADER = ("| group | n | over-refusal (95% CI) | max | toxic acceptance (95% CI) | max "
                "| errors | verdict |")
 VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "ratchet": "⚠️ ratchet", "—": "—"}
+
+
+def _disputed_section(report: Report, max_items: int) -> list[str]:
+    """Prompts the team disputes: left out of every rate, each with why and who decided."""
+    entries = [e for e in report.run.meta.get("disputed") or [] if isinstance(e, dict)]
+    if not entries:
+        return []
+    lines = [f"### Disputed prompts ({len(entries)}): left out of the rates", "",
+             "| prompt | reason | decided by |", "|---|---|---|"]
+    for entry in entries[:max_items]:
+        lines.append(f"| `{_code(entry.get('id', ''))}` | {_name(entry.get('reason', ''))} "
+                     f"| {_name(entry.get('decided_by', ''))} |")
+    if len(entries) > max_items:
+        lines.append(f"| … and {len(entries) - max_items} more | | |")
+    lines.append("")
+    return lines
 
 
 def _gate_table(report: Report, categories: bool) -> list[str]:

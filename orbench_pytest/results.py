@@ -231,6 +231,9 @@ def gate_dict(gate: Gate) -> dict[str, Any]:
         "baseline": gate.baseline_source,
         "failures": gate.failures(),
         "ratchet": gate.ratchet_notes(),
+        "partial": gate.partial,
+        "disputed": [{"id": label, "reason": reason, "decided_by": decided_by}
+                     for label, reason, decided_by in gate.disputed],
         "rows": [row_dict(row) for row in gate.rows.values()],
     }
 

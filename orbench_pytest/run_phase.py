@@ -15,6 +15,7 @@ from typing import Any
 from .baseline import Baseline
 from .cache import ResponseCache
 from .collection import SuiteCatalog
+from .disputed import Disputes
 from .errors import ConfigError
 from .model_choice import choose_model
 from .progress import ProgressLine
@@ -154,6 +155,40 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
             if key not in given or given[key].error is not None:
                 given[key] = response
     return given
+
+
+def coverage(selected: list[Selected], catalog: SuiteCatalog, variants: int,
+             narrowed_by: list[str]) -> list[str]:
+    """Suites gated on part of their prompts, each as "smoke: gated on 6 of 40 prompts (-k)".
+    `selected`: every prompt item left in the run (the disputed among them); a suite's whole
+    is its prompts as defined (its sample) times the variants."""
+    present: dict[str, int] = {}
+    for s in selected:
+        present[s.case.suite] = present.get(s.case.suite, 0) + 1
+    why = ", ".join(narrowed_by) or "selection"
+    notes = []
+    for suite in catalog.suites:
+        total = suite.full_size * variants
+        if suite.name in present and present[suite.name] < total:
+            notes.append(f"{suite.name}: gated on {present[suite.name]:,} of {total:,} prompts "
+                         f"({why})")
+    return notes
+
+
+def load_disputes(thresholds_path: Path | None, rootpath: Path) -> Disputes:
+    """The `disputed:` section of the thresholds file, and a disputed.yaml beside it (or in
+    the rootdir without a thresholds file)."""
+    from .disputed import DISPUTED_FILE, load_disputed_file, merged
+    from .thresholds import load_thresholds
+
+    path = thresholds_path if thresholds_path is not None else rootpath / "thresholds.yaml"
+    parts = []
+    if path.is_file():
+        parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
+    beside = path.parent / DISPUTED_FILE
+    if beside.is_file():
+        parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
+    return merged(*parts)
 
 
 def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:

@@ -86,6 +86,7 @@ class Settings:
     batch_poll_s: float = 30.0
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
 
     @property
@@ -235,6 +236,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        require_full=bool(get("require_full")),
     )
 
 

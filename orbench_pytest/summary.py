@@ -114,12 +114,14 @@ def shown_verdict(verdict: str) -> str:
 
 
 def verdict_line(gate: Gate) -> str:
+    """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes."""
     notes = gate.ratchet_notes()
+    # A failure already names a partial selection when --orbench-require-full fails it.
+    extra = [note for note in gate.notes() if not (gate.require_full and note in gate.partial)]
     if gate.passed:
-        if notes:
-            return "orbench gate: PASSED ⚠️ by ratchet — " + "; ".join(notes)
-        return "orbench gate: PASSED"
-    return "orbench gate: FAILED — " + "; ".join(gate.failures() + notes)
+        head = "orbench gate: PASSED ⚠️ by ratchet" if notes else "orbench gate: PASSED"
+        return f"{head} — {'; '.join(notes + extra)}" if notes or extra else head
+    return "orbench gate: FAILED — " + "; ".join(gate.failures() + notes + extra)
 
 
 VARIANT_HEADERS = ("suite", "variant", "n", "errors", "over-refusal (95% CI)",
