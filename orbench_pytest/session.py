@@ -51,6 +51,11 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     typed = config.args_source == pytest.Config.ArgsSource.ARGS
+    if typed:
+        from .ready_suites import ready_suite_dir
+        from .suite_selection import typed_ready_ids
+
+        config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
     config.args[:] = collection_args(config.args, typed, request)
     if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):

@@ -90,6 +90,18 @@ def node_path(path: Path, rootpath: Path, ready_dir: Path | None = None) -> str 
         return os.path.relpath(path, rootpath).replace(os.sep, "/")
 
 
+def typed_ready_ids(args: Sequence[str], ready_dir: Path) -> list[str]:
+    """Node ids of ready suites typed on the command line (orbench:smoke.yaml::smoke[case],
+    copied from a report or a CI log) as the paths pytest collects them from."""
+    out = []
+    for arg in args:
+        path_part, sep, rest = arg.partition("::")
+        if path_part.startswith(READY_PREFIX):
+            arg = f"{suite_file_of(path_part, Path('.'), ready_dir)}{sep}{rest}"
+        out.append(arg)
+    return out
+
+
 def suite_file_of(path_part: str, rootpath: Path, ready_dir: Path) -> Path:
     """Back from a node id's path part to the suite file (xdist's controller)."""
     if path_part.startswith(READY_PREFIX):

@@ -199,7 +199,7 @@ def failed_ids(result: pytest.RunResult) -> list[str]:
 def test_lf_ff_sw_and_node_ids_find_the_same_items(project, plugin_args, server,
                                                    where: str) -> None:
     """Item names carry their own [...]: on pytest 9 (structured node ids) as on pytest 8.
-    A ready suite lies outside the rootdir: its node id is its path relative to it."""
+    A ready suite is orbench:<file> wherever it is installed (issue 31)."""
     suite = ["suites/mine.yaml"] if where == "project" else ["--orbench-suite=smoke"]
     args = [*suite, *endpoint(server), "-rf", "--orbench-strict"]
     first = run(project, plugin_args, *args)
