@@ -6,6 +6,9 @@ the option table (options.py, standard library only). `pytest_configure` registe
 set (command line or ini file), a path typed on the command line can hold a suite, or this is
 an xdist worker of an orbench run; otherwise the plugin stays inert and loads nothing more
 (benchmarks/idle_cost.py measures what it costs).
+
+PYTEST_DONT_REWRITE, as the package (`__init__.py` says why): loaded by `-p orbench_pytest.plugin`
+from a checkout, this module is the name pytest would mark for rewriting.
 """
 
 from __future__ import annotations

@@ -88,6 +88,8 @@ class Settings:
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
+    judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
+    judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
 
     @property
     def is_local(self) -> bool:
@@ -237,6 +239,9 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
         require_full=bool(get("require_full")),
+        judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
+        judge_calibration=_existing_file("--orbench-judge-calibration",
+                                         get("judge_calibration"), here),
     )
 
 
