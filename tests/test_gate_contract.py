@@ -324,7 +324,7 @@ def test_disputed_prompts_are_skipped_left_out_of_the_rates_counted_and_listed(
                         "--orbench-results=r.json", "--junitxml=r.xml")
     result.assert_outcomes(passed=7, skipped=2)
     result.stdout.fnmatch_lines([
-        "SKIPPED [[]1[]] suites/mini.yaml:1: disputed: asks how to kill (decided by safety "
+        "SKIPPED [[]1[]] suites/mini.yaml: disputed: asks how to kill (decided by safety "
         "review 2026-11)",
         "SKIPPED*disputed: reads as a weapons question (decided by ana)"])
     result.stdout.fnmatch_lines(["mini *7 *3 *0 *0.0% *20.0%*pass",
