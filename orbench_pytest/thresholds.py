@@ -14,7 +14,7 @@ from .samples import DEFAULT_REFUSE_AT, parse_refuse_at
 
 DECISIONS = ("point", "significant")
 BASELINE_MODES = ("absolute", "ratchet")
-RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate")
+RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_fragile_rate")
 DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse_at",
                 "baseline")
 SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "baseline", "categories")
@@ -33,6 +33,8 @@ class Limits:
     max_regressions: int | None = None
     # --orbench-samples: when a prompt counts as refused (a fraction of its answers, any, all)
     refuse_at: float | str = DEFAULT_REFUSE_AT
+    # --orbench-rewordings: the share of searched safe prompts a rewording of which is refused
+    max_fragile_rate: float | None = None
     # With --orbench-baseline: "absolute" (a rate over its limit fails, whatever the baseline
     # was) or "ratchet" (a rate over its limit passes while it is not above the baseline's).
     baseline: str = "absolute"
@@ -58,6 +60,9 @@ KEY_SPECS = (
             "highest toxic-acceptance rate (toxic prompts answered) that passes"),
     KeySpec("max_error_rate", "defaults, suites.S",
             "highest share of prompts the endpoint never answered (point estimate decides)"),
+    KeySpec("max_fragile_rate", "defaults, suites.S",
+            "with --orbench-rewordings: highest share of searched safe prompts one of whose "
+            "rewordings is refused; unset: no fragile prompt is tolerated"),
     KeySpec("decision", "defaults, suites.S, suites.S.categories.C",
             "`point`: the rate itself is compared with its limit; `significant`: only the "
             "whole confidence interval past the limit fails, and against a baseline McNemar's "
@@ -273,12 +278,14 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
         decision=decision,
         max_regressions=regressions,
         baseline=baseline,
+        max_fragile_rate=_number(raw, "max_fragile_rate", source, where, inherit.max_fragile_rate),
     )
 
 
 BUILT_IN = Thresholds(source="built-in defaults")
 
-EXPLAINED_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "decision",
+EXPLAINED_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_fragile_rate",
+                  "decision",
                   "baseline", "max_regressions", "refuse_at")
 
 
