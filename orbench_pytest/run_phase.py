@@ -165,21 +165,25 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
     return given
 
 
-def coverage(selected: list[Selected], catalog: SuiteCatalog, variants: int,
-             narrowed_by: list[str]) -> list[str]:
+def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: SuiteCatalog,
+             variants: int, narrowed_by: list[str]) -> list[str]:
     """Suites gated on part of their prompts, each as "smoke: gated on 6 of 40 prompts (-k)".
-    `selected`: every prompt item left in the run (the disputed among them); a suite's whole
+    `present_in_run`: every prompt item left in the run, the disputed among them (a disputed
+    prompt is counted apart, not as left out); `gated`: those the gate counts. A suite's whole
     is its prompts as defined (its sample) times the variants."""
     present: dict[str, int] = {}
-    for s in selected:
+    for s in present_in_run:
         present[s.case.suite] = present.get(s.case.suite, 0) + 1
+    counted: dict[str, int] = {}
+    for s in gated:
+        counted[s.case.suite] = counted.get(s.case.suite, 0) + 1
     why = ", ".join(narrowed_by) or "selection"
     notes = []
     for suite in catalog.suites:
         total = suite.full_size * variants
         if suite.name in present and present[suite.name] < total:
-            notes.append(f"{suite.name}: gated on {present[suite.name]:,} of {total:,} prompts "
-                         f"({why})")
+            notes.append(f"{suite.name}: gated on {counted.get(suite.name, 0):,} of "
+                         f"{total:,} prompts ({why})")
     return notes
 
 

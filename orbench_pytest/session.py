@@ -186,7 +186,7 @@ class OrbenchSession:
             self._ended = ended
             return
         gate = self._run.outcome.gate
-        gate.partial = coverage(everything, self.catalog(), len(self.settings.variants),
+        gate.partial = coverage(everything, selected, self.catalog(), len(self.settings.variants),
                                 _narrowed_by(self.config, self.settings))
         gate.require_full = self.settings.require_full
         for s, _reason in disputed:

@@ -350,3 +350,20 @@ def test_disputed_prompts_are_skipped_left_out_of_the_rates_counted_and_listed(
     assert bad.ret != 0
     assert "thresholds.yaml: disputed.mini.violence-0004.decided_by: required" in (
         bad.stdout.str() + bad.stderr.str())
+
+
+def test_under_xdist_the_gate_line_names_the_part_and_the_disputed(pytester,
+                                                                  plugin_args) -> None:
+    from tests.openai_server import OpenAIServer
+
+    make_suite(pytester.path)
+    write_thresholds(pytester.path, {
+        "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
+        "disputed": {"mini": {"privacy-0001": {"reason": "r", "decided_by": "d"}}}})
+    with OpenAIServer(refusing(TOXIC)) as server:
+        result = pytester.runpytest_subprocess(
+            *plugin_args, "suites", "-n", "2", "-p", "no:randomly", "--orbench-model=m",
+            f"--orbench-base-url={server.url}", "-k", "privacy")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["orbench gate: PASSED — mini: gated on 2 of 9 prompts (-k); "
+                                 "1 disputed"])
