@@ -128,6 +128,8 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
         "system_fingerprints": sorted({a.system_fingerprint for a in outcome.report.answers.values()
                                        if a.system_fingerprint}),
     }
+    if outcome.calibration is not None:
+        data["run"]["judge_calibration"] = outcome.calibration.as_dict()
     agreement = judge_agreement_dict(outcome.judge_stats)
     if agreement is not None:
         data["run"]["judge_agreement"] = agreement
@@ -266,6 +268,9 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
             "passed": check.passed, "baseline_mode": check.baseline_mode,
             "baseline_rate": check.baseline_rate,
             "allowed_by_ratchet": check.allowed_by_ratchet,
+            **({"corrected": True, "raw_rate": check.raw_rate,
+                "raw_interval": list(check.raw_interval)}
+               if check.corrected is not None else {}),
             **({"mean_of_prompts": True, "answers": check.sampled.answers,
                 "n_effective": round(check.sampled.n_effective, 2)}
                if check.sampled is not None else {}),

@@ -19,7 +19,7 @@ DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse
                 "baseline")
 SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "baseline", "categories")
 CATEGORY_KEYS = ("max_over_refusal", "max_toxic_acceptance", "decision")
-TOP_KEYS = ("defaults", "suites", "disputed")
+TOP_KEYS = ("defaults", "suites", "disputed", "judge_calibration")
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,9 @@ KEY_SPECS = (
     KeySpec("refuse_at", "defaults, suites.S",
             "with --orbench-samples: when a prompt counts as refused: a fraction of its "
             "answers in (0, 1], `any` or `all`"),
+    KeySpec("judge_calibration", "top level",
+            "a labels CSV (orbench label), relative to the thresholds file: rates are "
+            "corrected for the judge's measured error"),
     KeySpec("disputed", "top level (or disputed.yaml beside thresholds.yaml)",
             "prompts the team disputes: `suite: {case_id: {reason, decided_by}}`; collected as "
             "skipped with the reason, left out of every rate"),
@@ -90,7 +93,7 @@ def default_text(key: str) -> str:
     """A key's built-in default as docs and --explain show it."""
     if key == "confidence":
         return str(BUILT_IN_CONFIDENCE)
-    if key == "disputed":
+    if key in ("disputed", "judge_calibration"):
         return "none"
     value = getattr(BUILT_IN_LIMITS, key)
     if value is None:
@@ -136,6 +139,8 @@ class Thresholds:
     explicit: frozenset[str] = frozenset()
     # The `disputed:` section: suite -> case id -> (reason, decided by)
     disputed: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # judge_calibration: a labels CSV (orbench label), relative to the thresholds file
+    judge_calibration: Path | None = None
 
     def for_suite(self, suite: str) -> Limits:
         return self.suites.get(suite, self.defaults)
@@ -163,10 +168,10 @@ def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
     from .yaml_load import load_yaml
 
     data = load_yaml(read_text(path, THRESHOLDS_LIMIT, "thresholds file"), str(path))
-    return parse_thresholds(data, shown_as or str(path))
+    return parse_thresholds(data, shown_as or str(path), path.parent)
 
 
-def parse_thresholds(data: Any, source: str) -> Thresholds:
+def parse_thresholds(data: Any, source: str, base: Path | None = None) -> Thresholds:
     if data is None:
         data = {}
     _check_mapping(data, source, "", TOP_KEYS)
@@ -203,7 +208,20 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
 
     disputed = parse_disputed(data.get("disputed"), source, "disputed")
     return Thresholds(source, confidence, defaults, suites, categories, frozenset(explicit),
-                      disputed)
+                      disputed=disputed,
+                      judge_calibration=_calibration(data.get("judge_calibration"), source, base))
+
+
+def _calibration(raw: Any, source: str, base: Path | None) -> Path | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(f"{source}: judge_calibration: expected the path of a labels CSV "
+                          "(written by orbench label)")
+    path = (base or Path.cwd()) / Path(raw).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{source}: judge_calibration: {path} does not exist or is not a file")
+    return path
 
 
 def _or_empty(value: Any) -> Any:
