@@ -152,6 +152,9 @@ OPTIONS: tuple[Option, ...] = (
            command_line_only=True),
     Option("--orbench-shard-gate", "Gate a shard run on its own prompts as well", kind="flag",
            command_line_only=True),
+    Option("--orbench-require-full", "Fail the gate when prompts of a gated suite were left "
+           "out of the run (-k, -m, --lf, --deselect, --orbench-category, a shard)",
+           kind="flag"),
 )
 
 

@@ -325,7 +325,8 @@ def run_selected(
             answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
-                    baseline_source=baseline.source if baseline is not None else None)
+                    baseline_source=baseline.source if baseline is not None else None,
+                    baseline_rates=baseline.group_rates if baseline is not None else None)
     calibration = calibrate_gate(gate, settings, thresholds)
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):

@@ -93,6 +93,7 @@ class Settings:
     batch_max_requests: int = 50_000  # --orbench-batch-max-requests: per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
@@ -255,6 +256,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
                                   50_000, low=1) or 50_000,
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
                                   DEFAULT_REWORDINGS_BUDGET, low=1)
