@@ -108,7 +108,8 @@ def local(tries: int, budget: int, seed: int) -> None:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print("\n".join(line for line in done.stdout.splitlines()
-                        if "rewording" in line or "fragile" in line or "gate" in line))
+                        if "rewording" in line or "fragile" in line or "gate" in line
+                        or line.startswith(("smoke ", "suite "))))
         if not results.is_file():
             print(done.stdout[-3000:], done.stderr[-3000:])
             raise SystemExit(done.returncode)
