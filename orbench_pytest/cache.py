@@ -369,12 +369,6 @@ class ResponseCache:
             raise cache_error(self.path, exc) from None
         return found
 
-    def count_judgments(self) -> int:
-        if not self._has_judgments:
-            return 0
-        self.query_clock.start()
-        return int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-
     def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
         """Look up many keys at once (one query per chunk, not one per item)."""
         try:

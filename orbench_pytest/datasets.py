@@ -6,9 +6,7 @@ Remote files are looked for, in order, in the data dirs (`--orbench-data-dir`, r
 downloaded; a download is streamed to a temporary file next to its cache path, verified, and
 moved into place atomically, so an interrupted or concurrent (xdist) run never sees half a file.
 
-Every problem is a one-line `ConfigError` that names the file or URL and the fix. Duplicate
-prompts are not checked here because only the caller knows the prompt column: it calls
-`warn_duplicates(values, source_name, column)` (or `find_duplicates`) itself.
+Every problem is a one-line `ConfigError` that names the file or URL and the fix.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -490,38 +488,3 @@ def _text(value: Any) -> str:
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
 
-
-# --------------------------------------------------------------------------- helpers for callers
-
-def require_columns(rows: Sequence[Mapping[str, str]], columns: Iterable[str],
-                    source_name: str) -> None:
-    present = list(rows[0]) if rows else []
-    for column in columns:
-        if column not in present:
-            raise ConfigError(f"{source_name}: missing column {column!r} "
-                              f"(columns: {', '.join(present) or 'none'})")
-
-
-def find_duplicates(values: Iterable[str]) -> list[int]:
-    """Indices of values already seen earlier (compared after trimming whitespace)."""
-    seen: set[str] = set()
-    duplicates = []
-    for index, value in enumerate(values):
-        key = value.strip()
-        if key in seen:
-            duplicates.append(index)
-        else:
-            seen.add(key)
-    return duplicates
-
-
-def warn_duplicates(values: Sequence[str], source_name: str, column: str = "prompt") -> list[int]:
-    """One UserWarning per file naming how many rows repeat an earlier one; returns them."""
-    duplicates = find_duplicates(values)
-    if duplicates:
-        shown = ", ".join(str(index) for index in duplicates[:5])
-        more = ", …" if len(duplicates) > 5 else ""
-        warnings.warn(f"{source_name}: {len(duplicates)} rows repeat an earlier {column} "
-                      f"(rows {shown}{more}); each still runs as its own test",
-                      UserWarning, stacklevel=2)
-    return duplicates

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
 from .concurrency import DEFAULT_CEILING, AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
+from .costs import TokenCount
 from .freshness import probe_key, stale_keys, within_age
 from .judge_process import (
     MIN_ANSWERS,
@@ -128,6 +129,7 @@ class FetchReport:
     judge_process_cpu_s: float = 0.0
     judge_process_wait_s: float = 0.0  # how long the run waited for its last verdicts
     judge_process_failure: str | None = None  # why it stopped: the rest were judged here
+    tokens: TokenCount = field(default_factory=TokenCount)  # of the answers asked this run
 
     @property
     def errors(self) -> dict[str, str]:
@@ -657,6 +659,9 @@ class FetchEngine:
                         attempts=response.attempts, age_s=age,
                         system_fingerprint=response.system_fingerprint)
         self.report.answers[job.key] = answer
+        if not response.cached and response.error is None:
+            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt,
+                                   response.text or "")
         self._done += 1
         self._errors += verdict.label is Label.ERROR
         if self.progress is not None:

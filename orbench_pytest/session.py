@@ -32,6 +32,7 @@ from .xdist_handoff import WORKERINPUT_KEY
 if TYPE_CHECKING:
     from .batch_run import BatchEnded
     from .collection import SuiteCatalog
+    from .disputed import Disputes
     from .run_phase import CompletedRun
     from .runner import ItemState, Selected
     from .settings import Settings
@@ -51,6 +52,11 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     typed = config.args_source == pytest.Config.ArgsSource.ARGS
+    if typed:
+        from .ready_suites import ready_suite_dir
+        from .suite_selection import typed_ready_ids
+
+        config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
     config.args[:] = collection_args(config.args, typed, request)
     if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
@@ -81,6 +87,7 @@ class OrbenchSession:
         self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
+        self._disputes: Disputes | None = None
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
@@ -88,8 +95,9 @@ class OrbenchSession:
         if not self.is_suite_candidate(file_path):
             return None
         from .items import SuiteFile
+        from .ready_suites import ready_suite_dir
 
-        nodeid = node_path(file_path, parent.config.rootpath)
+        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
         refused = forging_name(file_path, parent.config.rootpath)
         if refused is not None:  # a node id pytest would print as it is: an escaped one
             shown, reason = refused
@@ -113,6 +121,15 @@ class OrbenchSession:
             self.config.addinivalue_line("markers", f"{marker}: prompts of the orbench suite "
                                                     f"{suite}")
         return [ORBENCH_MARKER, marker]
+
+    def disputes(self) -> Disputes:
+        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
+        skipped with their reason, left out of every rate."""
+        if self._disputes is None:
+            from .run_phase import load_disputes
+
+            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
+        return self._disputes
 
     def catalog(self) -> SuiteCatalog:
         if self._catalog is None:
@@ -152,11 +169,17 @@ class OrbenchSession:
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
-    def _start(self, selected: list[Selected]) -> None:
+    def _start(self, everything: list[Selected]) -> None:
         from .batch_run import BatchEnded
-        from .run_phase import check_categories, run
+        from .disputed import skip_reason
+        from .ids import key_label
+        from .run_phase import check_categories, coverage, run
 
         try:
+            disputes = self.disputes()
+            disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
+                        for s in everything]
+            selected = [s for s, reason in disputed if reason is None]
             if not selected:
                 if self.settings.categories:
                     catalog = self.catalog()
@@ -171,6 +194,15 @@ class OrbenchSession:
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
             self._ended = ended
             return
+        gate = self._run.outcome.gate
+        gate.partial = coverage(everything, selected, self.catalog(), len(self.settings.variants),
+                                _narrowed_by(self.config, self.settings))
+        gate.require_full = self.settings.require_full
+        for s, _reason in disputed:
+            if _reason is not None:
+                reason, decided_by = disputes[s.case.suite][s.case.case_id]
+                gate.disputed.append((key_label((s.case.suite, s.variant.name,
+                                                 s.case.case_id)), reason, decided_by))
         self._states = self._run.outcome.states
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
@@ -311,13 +343,31 @@ class OrbenchSession:
                 reporter.write_line(terminal_line(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from .redact import forget_secrets
+
         self.close()
+        forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
 
     def close(self) -> None:
         if self._handoff is not None:
             self._handoff.delete()
+
+
+def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
+    """The options that can leave prompts of a suite out of this run, as the gate line names
+    them ("gated on 62 of 1,319 prompts (-k)")."""
+    option = config.option
+    found = [flag for flag, given in (
+        ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
+        ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
+        ("--orbench-category", settings.categories)) if given]
+    if settings.shard is not None:
+        found.append(f"shard {settings.shard}")
+    if any("::" in str(arg) for arg in config.args):
+        found.append("node ids")
+    return found
 
 
 def _alive(node: Any) -> bool:

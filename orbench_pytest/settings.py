@@ -90,14 +90,18 @@ class Settings:
     batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
     batch_mode: str | None = None  # --orbench-batch: submit | status
     batch_poll_s: float = 30.0
+    batch_max_requests: int = 50_000  # --orbench-batch-max-requests: per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
+    price_input: float | None = None  # --orbench-price-input: dollars per million tokens
+    price_output: float | None = None  # --orbench-price-output
 
     @property
     def is_local(self) -> bool:
@@ -226,6 +230,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
         max_retries=_whole("--orbench-max-retries", get("max_retries"), 6, low=0) or 0,
         backoff_s=_number("--orbench-backoff", get("backoff"), 0.5, low=0.0),
+        price_input=(None if get("price_input") is None else
+                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
+        price_output=(None if get("price_output") is None else
+                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
         cache_mode=cache_mode,
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,
@@ -244,8 +252,11 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_mode=(None if get("batch") is None
                     else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
+        batch_max_requests=_whole("--orbench-batch-max-requests", get("batch_max_requests"),
+                                  50_000, low=1) or 50_000,
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
                                   DEFAULT_REWORDINGS_BUDGET, low=1)

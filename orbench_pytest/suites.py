@@ -53,8 +53,10 @@ class Suite:
     path: Path
     cases: list[PromptCase] = field(default_factory=list)
     judge: str | None = None
-    total_rows: int = 0
     categories: list[str] = field(default_factory=list)
+    # Prompts the suite has as defined (its sample), before --orbench-category: what a gate
+    # over part of it is measured against ("gated on 62 of 1,319 prompts").
+    full_size: int = 0
 
 
 def is_suite_document(data: Any) -> bool:
@@ -104,9 +106,11 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     explicit = frozenset() if has_prompts else frozenset(
         key for key in ("category", "id") if data.get(key) is not None)
     cases = _cases(path, name, rows, mapping, explicit)
-    suite = Suite(name=name, path=path, judge=judge, total_rows=len(cases))
+    suite = Suite(name=name, path=path, judge=judge)
     suite.categories = sorted({case.category for case in cases})
+    all_cases = cases
     cases = _filter_categories(path, cases, options.categories)
+    suite.full_size = len(all_cases)
     if size is None:
         _check_unsampled(path, name, len(cases))
     else:
@@ -115,6 +119,8 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         seed = options.seed if options.seed is not None else _suite_seed(path, data)
         picked = stratified_sample([case.category for case in cases], size, seed)
         cases = [cases[i] for i in picked]
+        suite.full_size = len(cases) if not options.categories else len(
+            stratified_sample([case.category for case in all_cases], size, seed))
     suite.cases = cases
     return suite
 

@@ -10,19 +10,12 @@ from hypothesis import strategies as st
 
 from orbench_pytest.retry import GiveUp, Retry, RetryPolicy, RetrySettings, StopRun
 from orbench_pytest.targets import FaultKind, TransientFault
+from tests.helpers import FakeClock
 
 
 def fault(kind: FaultKind, retry_after: float | None = None, status: int | None = None,
           reason: str = "boom") -> TransientFault:
     return TransientFault(kind, reason, retry_after, status)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_quota_fault_stops_the_run_at_once_with_the_providers_message() -> None:
@@ -81,7 +74,7 @@ def test_backoff_is_equal_jitter_under_the_ceiling(attempt: int, base: float) ->
 
 
 def test_max_duration_runs_on_the_injected_clock() -> None:
-    clock = Clock()
+    clock = FakeClock(500.0)
     policy = RetryPolicy(RetrySettings(max_duration_s=30), clock)
     policy.start()
     clock.now += 29.5
