@@ -38,8 +38,9 @@ class BatchState:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{self.path}: unreadable batch state ({exc}); delete it to "
+        except (OSError, ValueError, RecursionError) as exc:  # deep nesting too
+            why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise ConfigError(f"{self.path}: unreadable batch state ({why}); delete it to "
                               "submit again") from None
         return data if isinstance(data, dict) else {}
 

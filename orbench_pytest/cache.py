@@ -152,15 +152,26 @@ class QueryClock:
         self.limit_s = limit_s
         self.clock = clock
         self.deadline = math.inf
+        self.fired = False
 
     def attach(self, db: sqlite3.Connection) -> None:
         db.set_progress_handler(self._over, 10_000)
 
     def start(self) -> None:
         self.deadline = self.clock() + self.limit_s
+        self.fired = False
 
     def _over(self) -> int:
-        return int(self.clock() > self.deadline)
+        if self.clock() > self.deadline:
+            self.fired = True
+            return 1
+        return 0
+
+    def check(self, exc: BaseException) -> None:
+        """A Ctrl-C that arrived while SQLite ran the handler surfaces as "interrupted" (the
+        sqlite3 module swallows what a handler raises): raise it again as what it was."""
+        if interrupted(exc) and not self.fired:
+            raise KeyboardInterrupt from None
 
 
 def interrupted(exc: BaseException) -> bool:
@@ -290,6 +301,7 @@ class ResponseCache:
             if writable:
                 self._probe_write_lock()
         except sqlite3.OperationalError as exc:
+            self.query_clock.check(exc)
             if interrupted(exc):
                 raise cache_error(path, exc) from None
             if "locked" in str(exc) or "busy" in str(exc):
@@ -300,6 +312,7 @@ class ResponseCache:
                     "pass --orbench-cache=read") from None
             raise ConfigError(f"{path}: cannot open the response cache ({exc})") from None
         except sqlite3.DatabaseError as exc:
+            self.query_clock.check(exc)
             raise cache_error(path, exc) from None
 
     def _probe_write_lock(self) -> None:
@@ -352,6 +365,7 @@ class ResponseCache:
                     continue
                 found[key] = Verdict(known, reason, judge, confident=bool(confident))
         except sqlite3.DatabaseError as exc:
+            self.query_clock.check(exc)
             raise cache_error(self.path, exc) from None
         return found
 
@@ -360,6 +374,7 @@ class ResponseCache:
         try:
             return self._get_many(keys)
         except sqlite3.DatabaseError as exc:
+            self.query_clock.check(exc)
             raise cache_error(self.path, exc) from None
 
     def _get_many(self, keys: Iterable[str]) -> dict[str, Response]:
@@ -432,6 +447,7 @@ class ResponseCache:
                     self._db.execute("ROLLBACK")
                 raise
         except (sqlite3.Error, OSError) as exc:
+            self.query_clock.check(exc)
             locked = isinstance(exc, sqlite3.OperationalError) and (
                 "locked" in str(exc) or "busy" in str(exc))
             if locked:

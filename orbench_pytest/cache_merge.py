@@ -81,6 +81,7 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
         os.chmod(temporary, mode_for(target))
         os.replace(temporary, target)
     except sqlite3.Error as exc:
+        clock.check(exc)
         if interrupted(exc):
             raise ConfigError(f"a query of the merge ran past {QUERY_LIMIT_S:g} s (a crafted "
                               "or damaged input?); nothing written") from None

@@ -1049,3 +1049,18 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "
                     "file name may not hold control characters, line breaks or '::' (pytest "
                     "prints it as it is, so it could forge output); rename the file"], text
+
+
+def test_generate_rebuild_of_a_provenance_nested_too_deep_is_one_line(tmp_path) -> None:
+    (tmp_path / "bank").mkdir()
+    (tmp_path / "bank" / "provenance.json").write_text("[" * 100_000 + "]" * 100_000)
+    from orbench_pytest.generate.write import COLUMNS
+
+    row = {c: "x" for c in COLUMNS} | {"prompt": "How do banks spot stolen cards?",
+                                       "decision": "safe"}
+    (tmp_path / "bank" / "generated.csv").write_text(
+        ",".join(COLUMNS) + "\n" + ",".join(row[c] for c in COLUMNS) + "\n")
+    done = orbench("generate", "--rebuild", "--out", "bank", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "provenance.json: unreadable (nested too deeply)" in done.stderr

@@ -147,8 +147,9 @@ def read_provenance(out: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found; is {out} a folder written by orbench "
                           "generate?") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:  # deep nesting too
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ConfigError(f"{path}: unreadable ({why})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data
