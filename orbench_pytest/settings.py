@@ -91,6 +91,7 @@ class Settings:
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
     price_input: float | None = None  # --orbench-price-input: dollars per million tokens
     price_output: float | None = None  # --orbench-price-output
+    print_cache_key: bool = False  # --orbench-cache-key: print the answers' key, ask nothing
 
     @property
     def is_local(self) -> bool:
@@ -243,6 +244,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        print_cache_key=bool(get("cache_key")),
         judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
         judge_calibration=_existing_file("--orbench-judge-calibration",
                                          get("judge_calibration"), here),
