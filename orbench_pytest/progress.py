@@ -16,12 +16,12 @@ class ProgressLine:
 
     def __init__(self, write: Callable[[str, bool], None], is_tty: bool,
                  log_every_s: float = 10.0,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._write = write
+        self._clock = clock
         self._tty = is_tty
         self._every = log_every_s
-        self._clock = clock
-        self._started = self._now()
+        self._started = clock()
         self._recent: deque[tuple[float, int]] = deque([(self._started, 0)])
         self._last = 0.0
         self._last_decile = -1
@@ -44,8 +44,6 @@ class ProgressLine:
 
         return cls(write, tty)
 
-    def _now(self) -> float:
-        return self._clock() if self._clock is not None else time.monotonic()
 
     @property
     def rewrites(self) -> bool:
@@ -56,7 +54,7 @@ class ProgressLine:
                  concurrency: int | None = None) -> None:
         """`concurrency`: the fetch engine's concurrency limit now (it adapts to the endpoint)."""
         self._concurrency = concurrency
-        now = self._now()
+        now = self._clock()
         self._recent.append((now, done))
         while len(self._recent) > 2 and now - self._recent[1][0] >= ETA_WINDOW_S:
             self._recent.popleft()

@@ -109,6 +109,11 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated)
+    gate = run.outcome.gate
+    if gate.partial:  # for the PR comment, from the results file or the JUnit XML alike
+        data["run"]["partial"] = gate.partial
+    if gate.disputed:
+        data["run"]["disputed"] = data["gate"]["disputed"]
     if run.rewordings is not None:
         from .rewording_report import rewordings_dict
 

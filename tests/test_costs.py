@@ -13,10 +13,14 @@ from hypothesis import strategies as st
 
 from orbench_pytest.cli import main as orbench
 from orbench_pytest.costs import Prices, RunCost, TokenCount, estimate_tokens
+from tests.helpers import SAFE as ALL_SAFE
+from tests.helpers import TOXIC as ALL_TOXIC
+from tests.helpers import mini_cases, write_suite
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
-from tests.test_plugin import SAFE, TOXIC, make_suite
 
 # --- the arithmetic ---------------------------------------------------------------------------
+
+SAFE, TOXIC = ALL_SAFE[:4], ALL_TOXIC[:2]  # six prompts: four safe, two toxic
 
 
 def test_usage_is_counted_as_sent_and_estimated_only_where_missing() -> None:
@@ -88,7 +92,7 @@ def suite_properties(path: str) -> dict[str, str]:
 
 def test_a_run_says_what_it_cost_everywhere(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     pytester.makeini("[pytest]\norbench_price_input = 1000\n")  # ini, and an option beside it
     failed_once: set[str] = set()
 
@@ -136,7 +140,7 @@ def test_a_run_says_what_it_cost_everywhere(pytester: pytest.Pytester,
 
 def test_without_usage_the_tokens_are_estimated_and_said_so(pytester: pytest.Pytester,
                                                             plugin_args: list[str]) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     with OpenAIServer(lambda prompt, system, body: Reply(
             text=REFUSAL_TEXT if prompt in TOXIC else ANSWER_TEXT, usage=None)) as server:
         result = cost_run(pytester, plugin_args, server)
@@ -152,7 +156,7 @@ def test_without_usage_the_tokens_are_estimated_and_said_so(pytester: pytest.Pyt
 
 
 def test_a_price_must_be_a_number(pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     with OpenAIServer() as server:
         result = cost_run(pytester, plugin_args, server, "--orbench-price-input=cheap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -176,7 +180,7 @@ def cache_key(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIS
 
 def test_the_cache_key_changes_with_the_candidate_only(pytester: pytest.Pytester,
                                                        plugin_args: list[str]) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     with OpenAIServer() as server:
         first = cache_key(pytester, plugin_args, server)
         pytester.makepyfile(test_unrelated="def test_x():\n    pass\n")  # another commit
@@ -197,7 +201,7 @@ def test_a_rerun_under_the_same_key_asks_nothing(pytester: pytest.Pytester,
                                                  plugin_args: list[str]) -> None:
     """What the gate workflow relies on: a cache saved under a key holds every answer a run
     with that key needs."""
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     server = OpenAIServer(refuse_when(lambda prompt: prompt in TOXIC)).start()
     try:
         key = cache_key(pytester, plugin_args, server)

