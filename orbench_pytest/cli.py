@@ -6,6 +6,7 @@
   orbench serve-local [--model NAME] [--port N] [--threads N]
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
   orbench suites [--thresholds]
+  orbench init [DIR] [--model NAME] [--base-url URL] [--force]
   orbench thresholds --explain [--file thresholds.yaml] [SUITE ...]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
   orbench label results.json|orbench.xml [-o labels.csv] [--n 60] [--seed 0] [--suite NAME]
@@ -110,6 +111,20 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--force", action="store_true", help="Overwrite -o if it exists")
     merge.set_defaults(run=_cache_merge)
 
+    init = commands.add_parser(
+        "init", help="Write a starter thresholds.yaml, the pytest ini settings and the gate "
+                     "workflow into a repository; never overwrites without --force")
+    init.add_argument("root", type=Path, nargs="?", default=Path("."), metavar="DIR",
+                      help="The repository (default: here)")
+    init.add_argument("--model", default="local",
+                      help="The model under test (default: local, the embedded model)")
+    init.add_argument("--base-url", metavar="URL",
+                      help="Its OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
+                           "OpenAI's)")
+    init.add_argument("--force", action="store_true",
+                      help="Overwrite thresholds.yaml and the workflow if they exist")
+    init.set_defaults(run=_init)
+
     suites = commands.add_parser("suites", help="The ready suites, by name, with their sizes")
     suites.add_argument("--thresholds", action="store_true",
                         help="Print the starter thresholds.yaml instead")
@@ -167,6 +182,15 @@ def _judge_check(args: argparse.Namespace) -> int:
         print(line)
     return 0
 
+
+
+def _init(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from .init_project import init_project
+
+    report = init_project(args.root, model=args.model, base_url=args.base_url,
+                          force=args.force)
+    print("\n".join(report.lines), file=out or sys.stdout)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

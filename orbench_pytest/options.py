@@ -134,6 +134,10 @@ OPTIONS: tuple[Option, ...] = (
            "(default: no limit)", "SECONDS"),
     Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
            "prompts listed (default: 1)", "N"),
+    Option("--orbench-cache-key", "Print the key of the answers this run needs and stop, "
+           "asking nothing: it changes only when the model, its parameters, a system prompt, "
+           "a prompt or the target version does (a CI cache's key)", kind="flag",
+           command_line_only=True),
     Option("--orbench-batch-export", "Write the requests the cache lacks as an OpenAI Batch "
            "API input file (JSONL) and stop: nothing is sent, no gate", "PATH", path="path",
            command_line_only=True),

@@ -100,6 +100,11 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
     check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
+    if settings.print_cache_key:
+        from .batch_run import BatchEnded
+        from .runner import answers_key
+
+        raise BatchEnded([f"orbench cache key: {answers_key(selected, settings)}"])
     if settings.batch_export is not None:
         raise batch_export(selected, settings)
     check_judge_settings(settings)  # the target's key: only if something is to be asked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -247,6 +248,17 @@ def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     for key, s in zip(keys, selected, strict=True):
         jobs.extend(sample_jobs(key, s.case.prompt, s.variant.system_prompt, settings.samples))
     return JobPlan(params, keys, jobs, fingerprint)
+
+
+def answers_key(selected: Sequence[Selected], settings: Settings) -> str:
+    """One key for every answer the selection needs (--orbench-cache-key): the hash of their
+    response-cache keys, which hold the target's identity (model, endpoint, parameters, target
+    version, a callable's code), the system prompt and the prompt. Equal keys: the same answers,
+    so a CI cache saved under it holds all of them and a rerun asks nothing."""
+    digest = hashlib.sha256()
+    for key in sorted({job.key for job in plan_jobs(selected, settings).jobs}):
+        digest.update(key.encode("ascii"))
+    return "orbench-" + digest.hexdigest()[:32]
 
 
 def missing_jobs(plan: JobPlan, settings: Settings, cache: ResponseCache | None) -> list[Job]:

@@ -102,6 +102,7 @@ class Settings:
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
     price_input: float | None = None  # --orbench-price-input: dollars per million tokens
     price_output: float | None = None  # --orbench-price-output
+    print_cache_key: bool = False  # --orbench-cache-key: print the answers' key, ask nothing
 
     @property
     def is_local(self) -> bool:
@@ -256,6 +257,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
                                   50_000, low=1) or 50_000,
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        print_cache_key=bool(get("cache_key")),
         require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),

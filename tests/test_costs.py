@@ -16,7 +16,7 @@ from orbench_pytest.costs import Prices, RunCost, TokenCount, estimate_tokens
 from tests.helpers import SAFE as ALL_SAFE
 from tests.helpers import TOXIC as ALL_TOXIC
 from tests.helpers import mini_cases, write_suite
-from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
+from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
 # --- the arithmetic ---------------------------------------------------------------------------
 
@@ -161,3 +161,55 @@ def test_a_price_must_be_a_number(pytester: pytest.Pytester, plugin_args: list[s
         result = cost_run(pytester, plugin_args, server, "--orbench-price-input=cheap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--orbench-price-input: 'cheap' is not a number*"])
+
+
+# --- the CI cache's key: the candidate, not the commit ------------------------------------------
+
+
+def cache_key(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
+              *args: str) -> str:
+    result = pytester.runpytest_inprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+        "--orbench-cache-key", "-q", *args)
+    assert result.ret == pytest.ExitCode.OK
+    keys = [line.removeprefix("orbench cache key: ") for line in result.outlines
+            if line.startswith("orbench cache key: ")]
+    assert len(keys) == 1
+    return keys[0]
+
+
+def test_the_cache_key_changes_with_the_candidate_only(pytester: pytest.Pytester,
+                                                       plugin_args: list[str]) -> None:
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    with OpenAIServer() as server:
+        first = cache_key(pytester, plugin_args, server)
+        pytester.makepyfile(test_unrelated="def test_x():\n    pass\n")  # another commit
+        assert cache_key(pytester, plugin_args, server) == first
+        changed = {
+            cache_key(pytester, plugin_args, server, "--orbench-system-prompt=Be brief."),
+            cache_key(pytester, plugin_args, server, "--orbench-target-version=v2"),
+            cache_key(pytester, plugin_args, server, "--orbench-max-tokens=64"),
+        }
+        suite = pytester.path / "suites" / "mini.yaml"
+        suite.write_text(suite.read_text().replace(SAFE[1], "How do I bake a cake?"))  # edited
+        changed.add(cache_key(pytester, plugin_args, server))
+        assert server.requests == 0  # nothing asked
+    assert first.startswith("orbench-") and len(changed) == 4 and first not in changed
+
+
+def test_a_rerun_under_the_same_key_asks_nothing(pytester: pytest.Pytester,
+                                                 plugin_args: list[str]) -> None:
+    """What the gate workflow relies on: a cache saved under a key holds every answer a run
+    with that key needs."""
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    server = OpenAIServer(refuse_when(lambda prompt: prompt in TOXIC)).start()
+    try:
+        key = cache_key(pytester, plugin_args, server)
+        cost_run(pytester, plugin_args, server).assert_outcomes(passed=6)
+        asked = server.requests
+        assert cache_key(pytester, plugin_args, server) == key
+        again = cost_run(pytester, plugin_args, server, name="-again")
+        assert server.requests == asked == 6
+    finally:
+        server.stop()
+    again.stdout.fnmatch_lines(["cost: 0 tokens (every answer from the cache), 0 requests*"])

@@ -18,7 +18,7 @@ import sys
 import sysconfig
 import venv
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -166,6 +166,73 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
                             text=True, env=env, timeout=60)
     assert listed.returncode == 0 and re.search(r"^or-bench-80k +80,359 ", listed.stdout,
                                                 re.MULTILINE), listed.stdout
+
+
+def refuse_smoke_toxic() -> Callable[[str, str | None, dict], Reply]:
+    """The smoke suite's toxic prompts refused, the rest answered: the starter gate passes."""
+    smoke = yaml.safe_load((REPO / "suites" / "smoke.yaml").read_text())
+    toxic = {row["prompt"] for row in smoke["prompts"] if row["expect"] == "refuse"}
+    return lambda prompt, system, body: Reply(
+        text=REFUSAL_TEXT if prompt in toxic else "Sure, here is how.")
+
+
+def test_orbench_init_then_the_commands_it_prints(installed, tmp_path: Path) -> None:
+    """A fresh project: `orbench init`, then each printed command as printed (`pytest` through
+    the venv's python: the test venv lends its packages, not its scripts), then the gate
+    workflow's cache-key step as Actions runs it."""
+    _, python = installed
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_app.py").write_text("def test_app():\n    assert True\n")
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\n')
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST", "PYTHON", "OPENAI", "ORBENCH", "HF_"))}
+    env.update(ORBENCH_CACHE_DIR=str(tmp_path / "cache"),
+               PATH=f"{python.parent}{os.pathsep}{env.get('PATH', '')}")
+    with OpenAIServer(refuse_smoke_toxic()) as server:
+        init = subprocess.run([python.parent / "orbench", "init", "--model", "app-model",
+                               "--base-url", server.url], cwd=project, env=env, text=True,
+                              capture_output=True, timeout=120)
+        assert init.returncode == 0, init.stdout + init.stderr
+        for name in ("thresholds.yaml", ".github/workflows/orbench-gate.yml"):
+            assert (project / name).is_file(), name
+        commands = [line.strip() for line in init.stdout.splitlines()
+                    if line.startswith("  ") and line.strip().startswith(("pytest ", "orbench "))]
+        assert len(commands) == 3, init.stdout
+        statuses = []
+        for command in commands:
+            argv = command.split()
+            argv = [str(python), "-m", "pytest", "-p", "no:randomly", *argv[1:]] \
+                if argv[0] == "pytest" else [str(python.parent / "orbench"), *argv[1:]]
+            done = subprocess.run(argv, cwd=project, env=env, text=True, capture_output=True,
+                                  timeout=300)
+            statuses.append(done.returncode)
+            assert done.returncode == 0, command + "\n" + done.stdout + done.stderr
+            if argv[0] != str(python.parent / "orbench"):
+                assert "orbench gate: PASSED" in done.stdout, done.stdout
+                assert "cost: " in done.stdout
+            else:
+                assert "orbench gate passed" in done.stdout, done.stdout
+        assert server.requests == 40  # the first look's 10 answers reused by the second run
+        assert {body["model"] for body in server.bodies} == {"app-model"}
+
+        # The workflow's cache-key step, in this project, as GitHub Actions runs it.
+        (project / "prompts").mkdir()
+        (project / "prompts" / "system.txt").write_text("You are a careful assistant.\n")
+        workflow = yaml.safe_load((project / ".github/workflows/orbench-gate.yml").read_text())
+        step = next(s for s in workflow["jobs"]["gate"]["steps"] if s.get("id") == "key")
+        output = tmp_path / "github_output"
+        step_env = {**env, **workflow["env"], "ORBENCH_SUITES": "--orbench-suite=smoke",
+                    "GITHUB_OUTPUT": str(output)}
+        keys = []
+        for _ in range(2):
+            done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+                                  cwd=project, env=step_env, text=True, capture_output=True,
+                                  timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+            keys.append(output.read_text().splitlines()[-1])
+        assert server.requests == 40  # the key asks nothing
+    assert keys[0] == keys[1] and keys[0].startswith("key=orbench-")
 
 
 def test_a_plain_pytest_runs_the_unit_tests_beside_the_suites_named_in_the_ini(

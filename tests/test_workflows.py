@@ -175,13 +175,42 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
     assert "potentially untrusted" in done.stdout
 
 
-def test_gate_workflow_keys_its_cache_on_the_candidates_version() -> None:
-    """A new candidate (commit) gets a new cache key and a new target version: it is asked."""
-    version = load(GATE)["env"]["ORBENCH_TARGET_VERSION"]
-    assert "github.event.pull_request.head.sha" in version and "github.sha" in version
+def test_gate_workflow_keys_its_cache_on_the_candidate_not_the_commit() -> None:
+    """Deliberately changed (issue 33): the key was the commit, so every push asked every
+    prompt again. Now it is the answers the candidate needs (pytest --orbench-cache-key), and
+    the target version is passed only when set (a deployment apart from the repository)."""
+    assert load(GATE)["env"]["ORBENCH_TARGET_VERSION"] == ""
+    key = step_named(GATE, "cache key")
+    assert key["id"] == "key" and "--orbench-cache-key" in key["run"]
+    assert "sed -n 's/^orbench cache key: //p'" in key["run"]
+    assert 'echo "key=$key" >> "$GITHUB_OUTPUT"' in key["run"]
     cache = step_named(GATE, "actions/cache")
-    assert cache["with"]["key"] == "orbench-${{ runner.os }}-${{ env.ORBENCH_TARGET_VERSION }}"
-    gate = step_named(GATE, "Gate (this pull request)")
-    assert '--orbench-target-version="$ORBENCH_TARGET_VERSION"' in gate["run"]
-    baseline = step_named(GATE, "Baseline (the base branch)")
-    assert '--orbench-target-version="$BASE_SHA"' in baseline["run"]
+    assert cache["with"]["key"] == "${{ runner.os }}-${{ steps.key.outputs.key }}"
+    assert cache["with"]["restore-keys"].strip() == "${{ runner.os }}-orbench-"
+    names = [step.get("name", step.get("uses", "")) for step in steps(GATE)]
+    assert names.index(key["name"]) < names.index("Restore the response cache")
+    for name in ("cache key", "Baseline (the base branch)", "Gate (this pull request)"):
+        run = step_named(GATE, name)["run"]
+        assert '--orbench-system-prompt="@$ORBENCH_SYSTEM_PROMPT" "${version[@]}"' in run, name
+        assert 'version=(--orbench-target-version="$ORBENCH_TARGET_VERSION")' in run, name
+    header = GATE.read_text().split("jobs:")[0]
+    assert "github.sha" not in header and "head.sha" not in header  # no commit in the key
+
+
+def test_the_key_steps_script_extracts_the_key(tmp_path: Path) -> None:
+    """The step's shell, with `python -m pytest` standing in: the key reaches $GITHUB_OUTPUT."""
+    script = step_named(GATE, "cache key")["run"]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text("#!/bin/sh\necho '.'\necho 'orbench cache key: orbench-abc'\n"
+                                 "echo 'no tests ran in 0.1s'\n")
+    (fake / "python").chmod(0o755)
+    output = tmp_path / "out"
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], capture_output=True,
+                          text=True, timeout=30, env={
+                              "PATH": f"{fake}:{os.environ['PATH']}",
+                              "ORBENCH_SUITES": "--orbench-suite=smoke",
+                              "ORBENCH_SYSTEM_PROMPT": "prompts/system.txt",
+                              "ORBENCH_TARGET_VERSION": "", "GITHUB_OUTPUT": str(output)})
+    assert done.returncode == 0, done.stderr
+    assert output.read_text() == "key=orbench-abc\n"
