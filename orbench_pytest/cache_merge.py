@@ -9,12 +9,12 @@ temporary file and moved into place: an interrupted merge leaves no half cache.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .artefacts import replacing
 from .cache import (
     JUDGMENT_COLUMNS,
     LATER_COLUMNS,
@@ -48,29 +48,28 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
         raise ConfigError(f"-o {output}: exists; pass --force to overwrite it")
     for path in inputs:
         _check_input(path)
-    temporary = output.with_name(output.name + f".{os.getpid()}.tmp")
-    _remove(temporary)
     try:
-        ResponseCache(temporary).close()  # the schema, as the plugin writes it
-        db = sqlite3.connect(str(temporary), isolation_level=None)
-        try:
-            columns = columns_of(db, "responses")
-            rows_read = 0
-            for path in inputs:
-                rows_read += _merge_one(db, path, columns)
-            rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
-            judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
-        os.replace(temporary, output)
+        with replacing(output) as temporary:
+            try:
+                ResponseCache(temporary).close()  # the schema, as the plugin writes it
+                db = sqlite3.connect(str(temporary), isolation_level=None)
+                try:
+                    columns = columns_of(db, "responses")
+                    rows_read = 0
+                    for path in inputs:
+                        rows_read += _merge_one(db, path, columns)
+                    rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
+                    judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    db.close()
+            finally:
+                _remove_journals(temporary)  # its journal files; the database itself is moved
     except sqlite3.Error as exc:
         raise ConfigError(f"-o {output}: cannot write the merged cache ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"-o {output}: cannot write the merged cache ({exc.strerror})") \
             from None
-    finally:
-        _remove(temporary)
     return MergeReport(len(inputs), rows_read, rows, judgments)
 
 
@@ -125,6 +124,6 @@ _MERGE_JUDGMENTS = (
     "(coalesce(judgments.created, 0), judgments.label, judgments.reason)")
 
 
-def _remove(path: Path) -> None:
-    for file in (path, *journal_files(path)):
+def _remove_journals(path: Path) -> None:
+    for file in journal_files(path):
         file.unlink(missing_ok=True)

@@ -4,7 +4,7 @@ The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini
 Relative paths in the ini file are relative to that file's folder; on the command line, to the
 folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
 Every pytest start imports this table (plugin.py), so it stays cheap: no dataclasses, no
-module beyond the standard library's already loaded by pytest and `choices`.
+module beyond the standard library's already loaded by pytest, `choices` and `defaults`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from . import defaults
 from .choices import JUDGE_NAMES
 
 Kind = Literal["value", "flag", "list", "text_list"]
@@ -53,9 +54,9 @@ OPTIONS: tuple[Option, ...] = (
            "local:smollm2 for the embedded model (no default; with only a base URL, the one "
            "model it serves)", "NAME"),
     Option("--orbench-base-url", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
-           "(default: $OPENAI_BASE_URL or https://api.openai.com/v1)", "URL"),
+           f"(default: $OPENAI_BASE_URL or {defaults.OPENAI_URL})", "URL"),
     Option("--orbench-api-key-env", "Environment variable holding the API key "
-           "(default: OPENAI_API_KEY)", "VAR"),
+           f"(default: {defaults.API_KEY_ENV})", "VAR"),
     Option("--orbench-target", "Test your application instead of a bare model: fn(prompt, "
            "system_prompt) -> str or {'text', 'finish_reason'}, sync or async",
            "MODULE:FUNCTION"),
@@ -65,12 +66,14 @@ OPTIONS: tuple[Option, ...] = (
            "TEXT|@FILE", "text_list", "at_file"),
     Option("--orbench-variant", "A named system-prompt variant; every prompt runs once per "
            "variant", "NAME=TEXT|@FILE", "text_list", "variant_file"),
-    Option("--orbench-temperature", "Sampling temperature (default: 0)", "T"),
-    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; 128 for "
-           "local)", "N"),
+    Option("--orbench-temperature", f"Sampling temperature (default: {defaults.TEMPERATURE:g})",
+           "T"),
+    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; "
+           f"{defaults.LOCAL_MAX_TOKENS} for local)", "N"),
     Option("--orbench-request-seed", "Seed sent with each request, for servers that honour it",
            "N"),
-    Option("--orbench-timeout", "Timeout of one request (default: 120)", "SECONDS"),
+    Option("--orbench-timeout", f"Timeout of one request (default: {defaults.TIMEOUT_S:g})",
+           "SECONDS"),
     Option("--orbench-thresholds", "Gate file (default: thresholds.yaml in the rootdir, else "
            "built-in defaults)", "PATH", path="path"),
     Option("--orbench-strict", "Fail every mismatch, whatever the thresholds", kind="flag"),
@@ -91,21 +94,21 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
            "deployments that answer a blocked prompt with nothing)", "error|refusal"),
     Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
-           "at 8 and adapts to the endpoint up to N (default: 64; for local at most its 4 "
-           "slots)", "N"),
+           f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
+           f"{defaults.CONCURRENCY}; for local at most its {defaults.LOCAL_SLOTS} slots)", "N"),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
            "flight instead of adapting", kind="flag"),
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),
     Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
-           "timeouts (default: 6)", "N"),
+           f"timeouts (default: {defaults.MAX_RETRIES})", "N"),
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
-           "(default: 0.5)", "SECONDS"),
+           f"(default: {defaults.BACKOFF_S:g})", "SECONDS"),
     Option("--orbench-cache", "Response cache: on (default), off, read (never write), refresh "
            "(ask again)", "MODE"),
     Option("--orbench-cache-max-age", "Ask again answers cached longer ago than this: e.g. "
-           "7d, 12h; 0 = never reuse, none = no limit (default: 30d)", "AGE"),
+           f"7d, 12h; 0 = never reuse, none = no limit (default: {defaults.MAX_AGE})", "AGE"),
     Option("--orbench-cache-path", "SQLite cache file (default: "
            "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
            path="path"),
@@ -116,12 +119,12 @@ OPTIONS: tuple[Option, ...] = (
            "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
            "fragile, gated by max_fragile_rate", "N"),
     Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
-           "whole run, cached ones included (default: 1000)", "N"),
+           f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET})", "N"),
     Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
     Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
            "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),
-    Option("--orbench-local-threads", "CPU threads of the embedded local model (default: 1)",
-           "N"),
+    Option("--orbench-local-threads", "CPU threads of the embedded local model "
+           f"(default: {defaults.LOCAL_THREADS})", "N"),
     Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
            path="path"),
     Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
@@ -129,7 +132,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "
            "(default: no limit)", "SECONDS"),
     Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
-           "prompts listed (default: 1)", "N"),
+           f"prompts listed (default: {defaults.SAMPLES})", "N"),
     Option("--orbench-batch-export", "Write the requests the cache lacks as an OpenAI Batch "
            "API input file (JSONL) and stop: nothing is sent, no gate", "PATH", path="path",
            command_line_only=True),
@@ -140,9 +143,10 @@ OPTIONS: tuple[Option, ...] = (
            "wait, import and gate (a rerun resumes the same batch); status: report it",
            "submit|status", command_line_only=True),
     Option("--orbench-batch-poll", "Seconds between two looks at a submitted batch "
-           "(default: 30)", "SECONDS"),
+           f"(default: {defaults.BATCH_POLL_S:g})", "SECONDS"),
     Option("--orbench-batch-max-requests", "Requests per Batch API input file; more make "
-           "several files or batches (default: 50000, OpenAI's limit)", "N"),
+           f"several files or batches (default: {defaults.BATCH_MAX_REQUESTS}, OpenAI's "
+           "limit)", "N"),
     Option("--orbench-shard", "Ask only the K-th of N deterministic shards of the selection "
            "(the others are deselected; no gate on a shard alone)", "K/N",
            command_line_only=True),
