@@ -35,6 +35,9 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
     # One invocation's action (an export, a shard of a CI matrix): no ini twin, which would
     # make every run do it.
     command_line_only: bool = False
+    # The option's spelling before a rename, still read (on the command line and as its ini
+    # twin) for one release, with a warning that names the new one.
+    old_flag: str | None = None
 
     @property
     def dest(self) -> str:
@@ -43,6 +46,10 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
     @property
     def ini(self) -> str:
         return self.ini_name or self.dest
+
+    @property
+    def old_dest(self) -> str | None:
+        return self.old_flag.removeprefix("--").replace("-", "_") if self.old_flag else None
 
 
 # Help text style: capitalised, a single phrase without a final period.
@@ -112,9 +119,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-cache-path", "SQLite cache file (default: "
            "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
            path="path"),
-    Option("--orbench-sample", "Run N prompts per suite (or a fraction, or all), stratified by "
-           "category", "N|FRACTION|all"),
-    Option("--orbench-seed", "Seed of --orbench-sample and --orbench-rewordings", "N"),
+    Option("--orbench-subset", "Run N prompts per suite (or a fraction, or all), stratified by "
+           "category; not to be confused with --orbench-samples", "N|FRACTION|all",
+           old_flag="--orbench-sample"),
+    Option("--orbench-seed", "Seed of --orbench-subset and --orbench-rewordings", "N"),
     Option("--orbench-rewordings", "Search for fragile prompts: for each safe prompt the model "
            "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
            "fragile, gated by max_fragile_rate", "N"),
@@ -169,6 +177,12 @@ def add_options(addoption: Callable[..., Any], addini: Callable[..., Any]) -> No
         if not option.command_line_only:
             addini(option.ini, f"{option.help} (the ini twin of {option.flag})",
                    type=_INI_TYPES[option.kind])
+        if option.old_flag is not None and option.old_dest is not None:
+            addoption(option.old_flag, dest=option.old_dest, metavar=option.metavar,
+                      help=f"Deprecated spelling of {option.flag}")
+            if not option.command_line_only:
+                addini(option.old_dest, f"Deprecated: use {option.ini}",
+                       type=_INI_TYPES[option.kind])
 
 
 def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
@@ -178,6 +192,8 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
     values: dict[str, Any] = {}
     for option in OPTIONS:
         given = command_line.get(option.dest)
+        if given is None and option.old_dest is not None:
+            given = command_line.get(option.old_dest)
         if given is not None:
             values[option.dest] = given
             continue
@@ -185,6 +201,8 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
             values[option.dest] = None
             continue
         raw = getini(option.ini)
+        if raw in (None, "", [], False) and option.old_dest is not None:
+            raw = getini(option.old_dest)
         if raw in (None, "", [], False):
             values[option.dest] = None
         elif ini_dir is not None and option.path:
@@ -192,6 +210,22 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
         else:
             values[option.dest] = raw
     return values
+
+
+def deprecated_spellings(command_line: Mapping[str, Any],
+                         getini: Callable[[str], Any]) -> list[str]:
+    """One message per renamed option still given in its old spelling, naming the new one."""
+    messages = []
+    for option in OPTIONS:
+        if option.old_flag is None or option.old_dest is None:
+            continue
+        if command_line.get(option.old_dest) is not None:
+            messages.append(f"{option.old_flag} is deprecated and will be removed in the next "
+                            f"release: use {option.flag}")
+        if not option.command_line_only and getini(option.old_dest) not in (None, "", [], False):
+            messages.append(f"the ini key {option.old_dest} is deprecated and will be removed "
+                            f"in the next release: use {option.ini}")
+    return messages
 
 
 def any_given(values: Mapping[str, Any]) -> bool:

@@ -175,7 +175,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
             base_url = env["OPENAI_BASE_URL"]
     if judge_base_url is not None:
         judge_base_url = validate_base_url(judge_base_url, "--orbench-judge-base-url")
-    sample = get("sample")
+    sample = get("subset")
     if sample is not None:
         from .sampling import parse_sample
 
