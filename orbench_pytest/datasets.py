@@ -371,6 +371,19 @@ def _line_ending_digests(path: Path, suffix: str) -> set[str]:
 # --------------------------------------------------------------------------- file formats
 
 def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a data file of at most DATA_FILE_LIMIT bytes (a one-line error beyond)."""
+    from .bounded import DATA_FILE_LIMIT, MIB
+
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    if size > DATA_FILE_LIMIT:
+        raise ConfigError(f"{path}: {size / MIB:,.0f} MiB, larger than the "
+                          f"{DATA_FILE_LIMIT // MIB} MiB a data file may hold; split it into "
+                          "several suites")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         rows = _parquet_rows(path)
@@ -386,8 +399,10 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _read_text(path: Path) -> str:
+    from .bounded import DATA_FILE_LIMIT, read_bytes
+
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, DATA_FILE_LIMIT, "the data file")  # grown since its stat
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:

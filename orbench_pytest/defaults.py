@@ -24,7 +24,12 @@ CONCURRENCY_START = 8  # where the adaptive limit starts
 GENERATE_CONCURRENCY = 8  # orbench generate's requests in flight
 
 # --- the embedded local model (local_model.py) --------------------------------------------------
-LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
+# One slot: an answer of the embedded model must not depend on the requests decoded beside it
+# (local_model.py; benchmarks/local_determinism.py measures what it costs).
+LOCAL_SLOTS = 1
+# Generation keeps 4 parallel slots: its output is reviewed, not gated twice, so throughput
+# wins over the plugin's one-slot determinism.
+GENERATE_LOCAL_SLOTS = 4
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or answer
 LOCAL_THREADS = 1
 LOCAL_CONTEXT = 4096  # tokens of context of the embedded server

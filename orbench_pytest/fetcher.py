@@ -20,6 +20,7 @@ from typing import ClassVar
 from . import defaults
 from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
 from .concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
+from .costs import TokenCount
 from .freshness import probe_key, stale_keys, within_age
 from .judge_process import (
     MIN_ANSWERS,
@@ -31,7 +32,16 @@ from .judge_process import (
 from .judges import Judge, persists, settle, strip_reasoning
 from .rate_window import RateLimiter
 from .redact import redact
-from .retry import Clock, GiveUp, RetryPolicy, RetrySettings, Sleep, StopRun, pushes_back
+from .retry import (
+    Clock,
+    GiveUp,
+    RetryPolicy,
+    RetrySettings,
+    Sleep,
+    StopRun,
+    pushes_back,
+    stall_bound,
+)
 from .targets import ConfigFault, FaultKind, OpenAICompatibleTarget, Target, TransientFault
 from .types import Label, Response, Verdict
 
@@ -86,13 +96,15 @@ class FetchSettings:
            max_tokens: int | None, max_retries: int, backoff_s: float,
            max_duration_s: float | None = None, empty_is_refusal: bool = False,
            read_cache: bool = True, cache_max_age_s: float | None = None,
-           revalidate: bool = False, adaptive: bool = True) -> FetchSettings:
+           revalidate: bool = False, adaptive: bool = True,
+           timeout_s: float | None = None) -> FetchSettings:
         """The engine's settings from a user's (the pytest run's or `orbench generate`'s): the
         one place that maps max_tokens to the token estimate and retries to the policy."""
         return cls(concurrency=concurrency, adaptive=adaptive, rpm=rpm, tpm=tpm,
                    est_output_tokens=max_tokens or ESTIMATED_OUTPUT_TOKENS,
                    retry=RetrySettings(max_retries=max_retries, backoff_base_s=backoff_s,
-                                       max_duration_s=max_duration_s),
+                                       max_duration_s=max_duration_s,
+                                       stall_s=stall_bound(timeout_s)),
                    empty_is_refusal=empty_is_refusal, read_cache=read_cache,
                    cache_max_age_s=cache_max_age_s, revalidate=revalidate)
 
@@ -118,6 +130,7 @@ class FetchReport:
     judge_process_cpu_s: float = 0.0
     judge_process_wait_s: float = 0.0  # how long the run waited for its last verdicts
     judge_process_failure: str | None = None  # why it stopped: the rest were judged here
+    tokens: TokenCount = field(default_factory=TokenCount)  # of the answers asked this run
 
     @property
     def errors(self) -> dict[str, str]:
@@ -616,12 +629,13 @@ class FetchEngine:
         if final or len(self._unsaved_judgments) >= self.judgments_per_write:
             judgments, self._unsaved_judgments = self._unsaved_judgments, []
         try:
-            if unsaved:
-                self.cache.put_many(unsaved)
+            if unsaved or (final and self.cache.pending):  # not final: never blocks the
+                # loop on another process's lock (the rows wait in the cache)
+                self.cache.put_many(unsaved, wait=final)
             if judgments:
                 started = time.thread_time()
                 try:
-                    self.cache.put_many((), judgments)
+                    self.cache.put_many((), judgments, wait=final)
                 finally:
                     self.report.judge_cpu_s += time.thread_time() - started
         except CacheWriteError as exc:
@@ -646,6 +660,9 @@ class FetchEngine:
                         attempts=response.attempts, age_s=age,
                         system_fingerprint=response.system_fingerprint)
         self.report.answers[job.key] = answer
+        if not response.cached and response.error is None:
+            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt,
+                                   response.text or "")
         self._done += 1
         self._errors += verdict.label is Label.ERROR
         if self.progress is not None:

@@ -102,12 +102,17 @@ OPTIONS: tuple[Option, ...] = (
            "deployments that answer a blocked prompt with nothing)", "error|refusal"),
     Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
            f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
-           f"{defaults.CONCURRENCY}; for local at most its {defaults.LOCAL_SLOTS} slots)", "N"),
+           f"{defaults.CONCURRENCY}; for local at most {defaults.LOCAL_SLOTS}, its server's "
+           "slots)", "N"),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
            "flight instead of adapting", kind="flag"),
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),
+    Option("--orbench-price-input", "Price of a million prompt tokens, in dollars: the run "
+           "prints its cost (e.g. 0.15)", "USD"),
+    Option("--orbench-price-output", "Price of a million completion tokens, in dollars "
+           "(e.g. 0.60)", "USD"),
     Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
            f"timeouts (default: {defaults.MAX_RETRIES})", "N"),
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
@@ -160,6 +165,9 @@ OPTIONS: tuple[Option, ...] = (
            command_line_only=True),
     Option("--orbench-shard-gate", "Gate a shard run on its own prompts as well", kind="flag",
            command_line_only=True),
+    Option("--orbench-require-full", "Fail the gate when prompts of a gated suite were left "
+           "out of the run (-k, -m, --lf, --deselect, --orbench-category, a shard)",
+           kind="flag"),
 )
 
 

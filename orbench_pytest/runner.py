@@ -212,7 +212,7 @@ def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSetting
         backoff_s=settings.backoff_s, max_duration_s=settings.max_duration_s,
         empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read"),
-        cache_max_age_s=settings.cache_max_age_s,
+        cache_max_age_s=settings.cache_max_age_s, timeout_s=settings.timeout_s,
         # The local model is pinned by sha256 and a callable by its code: no backend to watch.
         # --orbench-cache=read asks nothing of what is cached (the gate over merged shards).
         revalidate=(settings.target is None and not settings.is_local
@@ -318,7 +318,8 @@ def run_selected(
             answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
-                    baseline_source=baseline.source if baseline is not None else None)
+                    baseline_source=baseline.source if baseline is not None else None,
+                    baseline_rates=baseline.group_rates if baseline is not None else None)
     calibration = calibrate_gate(gate, settings, thresholds)
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):

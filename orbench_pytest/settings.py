@@ -24,12 +24,15 @@ from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import register_secret, url_password, without_userinfo
 from .shards import Shard, parse_shard
 from .types import has_lone_surrogate
+from .untrusted import terminal_text
 
 CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VERSION_CHARS = 200
+MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
+MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -88,12 +91,15 @@ class Settings:
     batch_max_requests: int = defaults.BATCH_MAX_REQUESTS  # per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = defaults.REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
+    price_input: float | None = None  # --orbench-price-input: dollars per million tokens
+    price_output: float | None = None  # --orbench-price-output
 
     @property
     def is_local(self) -> bool:
@@ -150,7 +156,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         return values.get(f"orbench_{name}")
 
     cache_dir = default_cache_dir(env)
-    cache_mode = get("cache") or "on"
+    cache_mode = "on" if get("cache") is None else get("cache")  # `--orbench-cache=`: an error
     if cache_mode not in CACHE_MODES:
         raise ConfigError(f"--orbench-cache: {cache_mode!r} is not allowed "
                           f"(allowed: {', '.join(CACHE_MODES)})")
@@ -225,6 +231,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         max_retries=_whole("--orbench-max-retries", get("max_retries"), defaults.MAX_RETRIES,
                            low=0) or 0,
         backoff_s=_number("--orbench-backoff", get("backoff"), defaults.BACKOFF_S, low=0.0),
+        price_input=(None if get("price_input") is None else
+                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
+        price_output=(None if get("price_output") is None else
+                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
         cache_mode=cache_mode,
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,
@@ -236,8 +246,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
                              defaults.LOCAL_THREADS, low=1) or defaults.LOCAL_THREADS,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
-        samples=_whole("--orbench-samples", get("samples"), defaults.SAMPLES,
-                       low=1) or defaults.SAMPLES,
+        samples=_whole("--orbench-samples", get("samples"), defaults.SAMPLES, low=1,
+                       high=MAX_SAMPLES) or defaults.SAMPLES,
         target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),
         batch_export=(here / get("batch_export")) if get("batch_export") else None,
@@ -251,6 +261,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
                             or defaults.BATCH_MAX_REQUESTS),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
                                   defaults.REWORDINGS_BUDGET, low=1)
@@ -345,18 +356,22 @@ def _number(option: str, raw: Any, default: float, *, low: float,
         bound = (f"between {low:g} and {high:g}" if high is not None
                  else f"at least {low:g} (and finite)")
         raise ConfigError(f"{option}: {raw!r} is not a number {bound}")
-    return value
+    return value + 0.0  # -0 is 0: one cache key, one way to print it
 
 
-def _whole(option: str, raw: Any, default: int | None, *, low: int) -> int | None:
+_WHOLE = re.compile(r"[+-]?[0-9]{1,30}")  # ASCII digits only: no 1_0, no ٣, no 10**99
+
+
+def _whole(option: str, raw: Any, default: int | None, *, low: int,
+           high: int | None = None) -> int | None:
     if raw is None:
         return default
-    try:
-        value = int(str(raw))
-    except ValueError:
-        raise ConfigError(f"{option}: {raw!r} is not a whole number >= {low}") from None
-    if value < low:
-        raise ConfigError(f"{option}: {raw!r} is not a whole number >= {low}")
+    text = str(raw).strip()
+    bound = f">= {low}" if high is None else f"from {low} to {high:,}"
+    value = int(text) if _WHOLE.fullmatch(text) else None
+    if value is None or value < low or (high is not None and value > high):
+        raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a whole number "
+                          f"{bound}")
     return value
 
 

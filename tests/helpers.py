@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import sqlite3
 import sys
 from collections.abc import Iterable, Sequence
@@ -216,3 +217,37 @@ def judgments_stored(cache: ResponseCache | Path) -> int:
         return int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
     finally:
         db.close()
+
+
+def results_file(path: Path, over: int, toxic_refused: int, n: int = 10) -> Path:
+    """A results file whose run over-refused `over` of n safe prompts and refused
+    `toxic_refused` of n toxic ones."""
+    items = []
+    for i in range(n):
+        items.append({"suite": "s", "case_id": f"safe-{i}", "variant": "", "category": "c",
+                      "expect": "comply", "verdict": "refusal" if i < over else "compliance",
+                      "outcome": "failed" if i < over else "passed", "mismatch": i < over,
+                      "error": False})
+        items.append({"suite": "s", "case_id": f"toxic-{i}", "variant": "", "category": "c",
+                      "expect": "refuse",
+                      "verdict": "refusal" if i < toxic_refused else "compliance",
+                      "outcome": "passed" if i < toxic_refused else "failed",
+                      "mismatch": i >= toxic_refused, "error": False})
+    path.write_text(json.dumps({"schema": 1, "run": {"target": path.stem}, "items": items}))
+    return path
+
+
+def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
+    """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
+
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        assert body["temperature"] == 0  # the judge runs at temperature 0
+        verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
+        return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))
+
+    return OpenAIServer(script)
+
+
+def judge_args(judge: OpenAIServer, name: str) -> list[str]:
+    return [f"--orbench-judge={name}", "--orbench-judge-model=judge-m",
+            f"--orbench-judge-base-url={judge.url}"]

@@ -118,7 +118,7 @@ def test_the_progress_line_shows_the_concurrency(tty: bool) -> None:
 def test_the_llm_judge_adapts_to_its_own_endpoint(pytester, plugin_args) -> None:
     """The judge's endpoint takes 4 at once: its requests back off on a limit of their own,
     with a fraction of the 429s that a judge pinned at the same ceiling gets."""
-    from tests.test_llm_judge_plugin import judge_args, judge_server
+    from tests.helpers import judge_args, judge_server
 
     write_suite(pytester, questions(80), thresholds=LENIENT)
     rate_limited: dict[str, int] = {}

@@ -385,3 +385,112 @@ def test_errors_are_left_out_of_rates_shown_in_the_table_and_gated(suite, plugin
         result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=0", url=server.url)
     result.assert_outcomes(passed=4, xfailed=2)
     result.stdout.fnmatch_lines(["orbench gate: PASSED"])
+
+
+# --- hostile app targets (issue 32, cases 9 and 10) -------------------------------------------
+
+HOSTILE_APP = '''
+import asyncio
+import os
+
+KEY = os.environ.get("OPENAI_API_KEY", "")
+
+
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+
+class NotAString(Exception):
+    def __str__(self):
+        return 42
+
+
+class Sneaky(str):
+    def __len__(self):
+        raise RuntimeError("no length")
+
+
+class Base(BaseException):
+    pass
+
+
+def answer(prompt, system_prompt):
+    if "variant 0" in prompt:
+        raise SystemExit(3)
+    if "variant 1" in prompt:
+        raise Base(f"failed with {KEY}")
+    if "variant 2" in prompt:
+        raise asyncio.CancelledError()
+    if "variant 3" in prompt:
+        raise BadStr()
+    if "variant 4" in prompt:
+        raise NotAString()
+    if "variant 5" in prompt:
+        return Sneaky("Sure, here is how.")
+    if "variant 6" in prompt:
+        raise KeyboardInterrupt()
+    return "Sure, here is how."
+
+
+async def answer_async(prompt, system_prompt):
+    return answer(prompt, system_prompt)
+
+
+async def swallows_cancellation(prompt, system_prompt):
+    if "variant 0" in prompt:
+        while True:  # a bare retry loop: cancellation is swallowed
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+    return "Sure, here is how."
+'''
+
+VARIANTS = [f"Tell me about bread, variant {i}" for i in range(8)]
+
+
+def app_suite(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "app.yaml").write_text(yaml.safe_dump(
+        {"name": "app", "prompts": [{"prompt": p, "expect": "comply"} for p in VARIANTS]}))
+    (pytester.path / "hostile_app.py").write_text(HOSTILE_APP)
+
+
+@pytest.mark.parametrize("function", ["answer", "answer_async"])
+def test_a_target_raising_anything_is_an_item_error_never_the_end_of_the_run(
+        pytester, plugin_args, monkeypatch, function) -> None:
+    key = "sk-orbench-FAKE-" + "5" * 24
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    app_suite(pytester)
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "suites", f"--orbench-target=hostile_app:{function}",
+        "--orbench-max-retries=0", "--orbench-results=out.json", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    assert key not in text and key not in (pytester.path / "out.json").read_text()
+    result.assert_outcomes(passed=2, errors=6)  # variants 0-4 and 6 raise; 5 and 7 answer
+    spec = f"hostile_app:{function}"
+    for expected in (f"{spec} raised SystemExit: 3",
+                     f"{spec} raised Base: failed with [REDACTED]",
+                     f"{spec} raised CancelledError",
+                     f"{spec} raised BadStr: (its message could not be read)",
+                     f"{spec} raised NotAString: (its message could not be read)",
+                     f"{spec} raised KeyboardInterrupt"):
+        assert expected in text, expected
+
+
+def test_an_async_target_swallowing_cancellation_is_abandoned_and_the_run_ends(
+        pytester, plugin_args) -> None:
+    app_suite(pytester)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "suites", "--orbench-target=hostile_app:swallows_cancellation",
+        "--orbench-timeout=1", "--orbench-max-retries=0", timeout=60)
+    elapsed = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    result.assert_outcomes(passed=7, errors=1)
+    assert ("hostile_app:swallows_cancellation did not return within 1s (--orbench-timeout); "
+            "it ignored its cancellation and was abandoned after 1s more") in text
+    assert elapsed < 40  # timeout + grace, not forever (pytest's start-up included)

@@ -167,3 +167,32 @@ def test_a_lone_surrogate_in_endpoint_text_is_shown_replaced_and_cached(
     db.close()
     assert "\ufffd" in " ".join(stored) or outcome == "errors"  # errors are never cached
     assert LONE not in " ".join(stored)
+
+
+# --- slow loris (issue 32): the stop does not grow with the halving of the concurrency --------
+
+@pytest.mark.parametrize("concurrency", ["1", "64"])
+def test_a_slow_loris_endpoint_stops_the_run_within_four_timeouts(pytester, plugin_args,
+                                                                  concurrency) -> None:
+    """Every attempt trickles bytes until its timeout. Before: 20 failed attempts in a row
+    ended the run, and with the concurrency halved by each timeout (or fixed at 1) that took
+    17-20 timeouts. Now: no answer for 2 timeouts since the first failure stops it, so the
+    fetch ends within 4 timeouts (plus a backoff) at any concurrency."""
+    import re
+
+    from tests.openai_server import OpenAIServer, Reply
+
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
+        {"name": "s", "prompts": [{"prompt": f"How do I bake loaf {i}?", "expect": "comply"}
+                                  for i in range(40)]}))
+    with OpenAIServer(lambda prompt, system, body: Reply(fault="trickle")) as server:
+        result = pytester.runpytest_subprocess(
+            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            "--orbench-timeout=2", f"--orbench-concurrency={concurrency}",
+            "--orbench-backoff=0.01", timeout=120)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert "run stopped: endpoint unavailable: no answer for " in text, text
+    fetch_s = float(re.search(r"fetch time: ([0-9.]+)s", text).group(1))
+    assert fetch_s <= 4 * 2 + 1.5, text  # 20 failures one at a time took 40 s

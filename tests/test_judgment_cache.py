@@ -211,10 +211,10 @@ class WriteLog(ResponseCache):
         self.writes: list[tuple[int, int]] = []
 
     def put_many(self, items: Iterable[tuple[str, Response]],
-                 judgments: Iterable[tuple[str, Verdict]] = ()) -> None:
+                 judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         items, judgments = list(items), list(judgments)
         self.writes.append((len(items), len(judgments)))
-        super().put_many(items, judgments)
+        super().put_many(items, judgments, wait=wait)
 
 
 def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
@@ -260,10 +260,10 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
     path = tmp_path / "c.sqlite3"
     with OpenAIServer(poison_refused()) as server:
         run_phase(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
+        cache = ResponseCache(path, busy_timeout_s=0.2)  # opened before the lock is taken
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
-            cache = ResponseCache(path, busy_timeout_s=0.2)
             started = time.monotonic()
             report = run_phase(engine(server, cache, CountingJudge("2")), jobs(4))
         finally:
@@ -278,12 +278,12 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
 
 def test_a_failed_write_is_a_cache_write_error_naming_the_judgments(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
-    ResponseCache(path).close()
+    cache = ResponseCache(path, busy_timeout_s=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(CacheWriteError, match=r"; 1 judgment\(s\) not stored$"):
-            ResponseCache(path, busy_timeout_s=0.2).put_many([], [("j", COMPLIED)])
+            cache.put_many([], [("j", COMPLIED)])
     finally:
         holder.execute("ROLLBACK")
 

@@ -8,28 +8,20 @@ import pytest
 
 from orbench_pytest.judge_rules import KeywordJudge as RulesJudge
 from tests import helpers
-from tests.helpers import mini_cases, refusing, run_orbench, write_suite, write_thresholds
+from tests.helpers import (
+    judge_args,
+    judge_server,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import OpenAIServer, Reply, refuse_when
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
 
 HEDGE = "It's important to note that this depends on the law where you live."
-
-
-def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
-    """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
-
-    def script(prompt: str, system: str | None, body: dict) -> Reply:
-        assert body["temperature"] == 0  # the judge runs at temperature 0
-        verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
-        return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))
-
-    return OpenAIServer(script)
-
-
-def judge_args(judge: OpenAIServer, name: str) -> list[str]:
-    return [f"--orbench-judge={name}", "--orbench-judge-model=judge-m",
-            f"--orbench-judge-base-url={judge.url}"]
 
 
 def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_args) -> None:

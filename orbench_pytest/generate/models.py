@@ -95,16 +95,17 @@ class Endpoints:
             from orbench_pytest.local_model import start_local_server
 
             server = start_local_server(ref.name, threads=self.local_threads,
-                                        n_parallel=defaults.LOCAL_SLOTS,
+                                        n_parallel=defaults.GENERATE_LOCAL_SLOTS,
                                         n_ctx=defaults.LOCAL_CONTEXT,
-                                        cache_dir=self.cache_dir)
+                                        cache_dir=self.cache_dir, reuse_prompts=True)
             self._servers[ref.name] = server
         return OpenAICompatibleTarget(server.base_url, server.model, None, ref.params,
                                       concurrency)
 
     def concurrency(self, ref: ModelRef, wanted: int) -> int:
         # A request queued in the embedded server would spend its timeout waiting.
-        return local_concurrency(wanted) if ref.is_local else wanted
+        return (local_concurrency(wanted, defaults.GENERATE_LOCAL_SLOTS) if ref.is_local
+                else wanted)
 
     def close(self) -> None:
         servers, self._servers = self._servers, {}
