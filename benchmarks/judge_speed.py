@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         env, plugin = pytest_env(root)
         env["PYTHONPATH"] = f"{root}:{env['PYTHONPATH']}"
         common = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-judge=keyword",
-                  "--orbench-sample=all"]
+                  "--orbench-subset=all"]
         command = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64",
                    f"--orbench-cache-path={root / 'cache.sqlite3'}"]
         timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")

@@ -40,7 +40,7 @@ from _common import (
 from throughput import gate_table, outcome_counts
 
 DEAD = "http://127.0.0.1:9/v1"
-ALL = "--orbench-sample=all"  # a suite this large is sampled unless told otherwise
+ALL = "--orbench-subset=all"  # a suite this large is sampled unless told otherwise
 
 
 def verdicts(output: str) -> list[str]:

@@ -1,6 +1,12 @@
-"""Writing report files (results JSON, Markdown) without harming what is already there.
+"""Writing files atomically, and report files (results JSON, Markdown) without harming what
+is already there.
 
-Atomic (a temp file, then os.replace) so a reader never sees half a file. But the path a
+`replacing(target)` is the package's one atomic write: a temporary path beside the target,
+put in its place (os.replace) when the block ends and removed when it fails, so a reader
+never sees half a file (the cache merge, downloads, the local model's assembly, the batch
+state, the xdist hand-off and generate's files all write through it).
+
+Reports are atomic too (a temp file, then os.replace). But the path a
 user gives may be a symlink (written through: the link stays, its target is replaced) or a
 special file such as a device or a FIFO (refused: replacing /dev/something with JSON, as
 root, would be a disaster). The file gets the permissions of any other build artefact
@@ -10,13 +16,34 @@ root, would be a disaster). The file gets the permissions of any other build art
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from .errors import ConfigError
+
+
+@contextmanager
+def replacing(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """A fresh path beside `target` (not yet created: a file or an SQLite database may be
+    made there) that replaces `target` when the block ends without an error; on an error it
+    is removed and `target` is left as it was."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def replace_text(target: Path, text: str) -> None:
+    """Write `text` (UTF-8) to `target` atomically."""
+    with replacing(target) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def resolved_target(path: Path, option: str) -> Path:
@@ -53,13 +80,10 @@ def _mode_for(target: Path) -> int:
 def write_atomically(path: Path, write: Callable[[TextIO], None], option: str) -> None:
     """Call `write` on a temp file beside the real target, then put it in place."""
     target = resolved_target(path, option)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
-    try:
-        os.fchmod(handle, _mode_for(target))
+    mode = _mode_for(target)
+    with replacing(target) as temporary:
+        # Created private (0600), then given an artefact's permissions before any byte.
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(handle, mode)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             write(out)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import defaults
 from .errors import ConfigError
 from .untrusted import terminal_text
 
@@ -42,7 +43,8 @@ class BatchClient:
     """One endpoint's Files and Batches APIs (the chat-completions endpoint of
     batch_format.CHAT_URL); every SDK failure becomes a ConfigError."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout_s: float = 120.0) -> None:
+    def __init__(self, base_url: str, api_key: str | None,
+                 timeout_s: float = defaults.TIMEOUT_S) -> None:
         import openai
 
         self.base_url = base_url

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .bounded import BODY_LIMIT
 from .errors import ConfigError
 from .types import well_formed
@@ -33,8 +34,8 @@ def request_line(custom_id: str, body: dict[str, Any]) -> str:
 class BatchLimits:
     """What one Batch API input file may hold (OpenAI: 50,000 requests and 200 MB)."""
 
-    requests: int = 50_000
-    bytes: int = 200_000_000  # 200 MB in decimal units: below the limit however it is counted
+    requests: int = defaults.BATCH_MAX_REQUESTS
+    bytes: int = defaults.BATCH_MAX_BYTES
 
 
 def split_requests(requests: Iterable[tuple[str, dict[str, Any]]],

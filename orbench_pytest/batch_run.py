@@ -29,7 +29,7 @@ from .runner import (
     generation_params,
     missing_jobs,
     plan_jobs,
-    served_url,
+    settings_url,
 )
 from .settings import Settings
 from .targets import chat_request_body
@@ -154,7 +154,7 @@ def submit_or_status(selected: Sequence[Selected], settings: Settings,
         write(line)
         return Given()
     check_target_key(settings)
-    url = served_url(settings)
+    url = settings_url(settings)
     requests = batch_requests(jobs, settings)
     chunks = split_requests(requests, batch_limits(settings))
     set_key = request_set_key(url, (key for key, _ in requests))

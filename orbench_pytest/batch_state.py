@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .artefacts import replace_text
 from .errors import ConfigError
 
 
@@ -66,10 +66,7 @@ class BatchState:
     def _write(self, data: dict[str, Any]) -> None:
         """Atomically: a kill mid-write leaves the old file, never half a file."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(temporary, self.path)
+            replace_text(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot write the batch state ({exc.strerror}); "
                               "the batch id would be lost") from None

@@ -20,16 +20,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import defaults
+
 Clock = Callable[[], float]
 
-DEFAULT_CEILING = 64  # --orbench-concurrency's default: the adaptive limit's upper bound
-DEFAULT_START = 8
 
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    ceiling: int = DEFAULT_CEILING
-    start: int = DEFAULT_START
+    ceiling: int = defaults.CONCURRENCY
+    start: int = defaults.CONCURRENCY_START
     floor: int = 1
     decrease_factor: float = 0.5
     increase_fraction: float = 0.1  # steady state: + max(1, 10 % of the limit) per clean round

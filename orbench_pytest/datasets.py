@@ -17,7 +17,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from . import defaults
+from .artefacts import replacing
 from .errors import ConfigError
 from .settings import data_dirs_from_env, default_cache_dir
 
@@ -251,11 +252,8 @@ def download(url: str, target: Path, *, sha256: str | None, headers: Mapping[str
     """
     import httpx  # only needed when something is downloaded
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
+    with replacing(target, suffix=".part") as tmp:
+        with tmp.open("xb") as out:
             expected = _stream(httpx, url, out, headers, progress, gated_hint)
         want = sha256 or expected
         if want is None and require_digest:
@@ -265,15 +263,13 @@ def download(url: str, target: Path, *, sha256: str | None, headers: Mapping[str
         if want is not None:
             # The temporary file's name ends in .part: judge line endings by the target's.
             verify_sha256(tmp, want, remove=True, shown=url, suffix=target.suffix)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _stream(httpx: Any, url: str, out: Any, headers: Mapping[str, str],
             progress: Progress | None, gated_hint: str) -> str | None:
     """Write the body of `url` to `out`; return the hub's sha256 of it when it names one."""
-    timeout = httpx.Timeout(30.0, read=120.0)
+    timeout = httpx.Timeout(defaults.DOWNLOAD_CONNECT_TIMEOUT_S,
+                            read=defaults.DOWNLOAD_READ_TIMEOUT_S)
     try:
         with httpx.Client(follow_redirects=True, timeout=timeout) as client, \
                 client.stream("GET", url, headers=dict(headers)) as response:

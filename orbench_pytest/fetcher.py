@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from . import defaults
 from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
-from .concurrency import DEFAULT_CEILING, AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
+from .concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from .costs import TokenCount
 from .freshness import probe_key, stale_keys, within_age
 from .judge_process import (
@@ -75,7 +76,7 @@ ESTIMATED_OUTPUT_TOKENS = 256  # an answer's tokens for the tpm limit, when max_
 
 @dataclass(frozen=True)
 class FetchSettings:
-    concurrency: int = DEFAULT_CEILING  # adaptive: the ceiling; fixed: requests in flight
+    concurrency: int = defaults.CONCURRENCY  # adaptive: the ceiling; fixed: requests in flight
     adaptive: bool = True  # False: --orbench-fixed-concurrency, the embedded model's slots
     rpm: int | None = None
     tpm: int | None = None

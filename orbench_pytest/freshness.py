@@ -18,17 +18,17 @@ import math
 import re
 from collections.abc import Mapping
 
+from . import defaults
 from .errors import ConfigError
 from .types import Response
 
-DEFAULT_MAX_AGE = "30d"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 
 
 def parse_max_age(raw: str | None, option: str = "--orbench-cache-max-age") -> float | None:
     """Seconds; None means no limit. '0' never reuses an answer."""
-    text = (DEFAULT_MAX_AGE if raw is None else str(raw)).strip().lower()
+    text = (defaults.MAX_AGE if raw is None else str(raw)).strip().lower()
     if text in ("none", "inf"):
         return None
     if text == "0":
@@ -40,7 +40,7 @@ def parse_max_age(raw: str | None, option: str = "--orbench-cache-max-age") -> f
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-DEFAULT_MAX_AGE_S = parse_max_age(DEFAULT_MAX_AGE)
+DEFAULT_MAX_AGE_S = parse_max_age(defaults.MAX_AGE)
 
 
 def format_age(seconds: float | None) -> str:

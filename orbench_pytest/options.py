@@ -4,7 +4,7 @@ The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini
 Relative paths in the ini file are relative to that file's folder; on the command line, to the
 folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
 Every pytest start imports this table (plugin.py), so it stays cheap: no dataclasses, no
-module beyond the standard library's already loaded by pytest and `choices`.
+module beyond the standard library's already loaded by pytest, `choices` and `defaults`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from . import defaults
 from .choices import JUDGE_NAMES
 
 Kind = Literal["value", "flag", "list", "text_list"]
@@ -34,6 +35,9 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
     # One invocation's action (an export, a shard of a CI matrix): no ini twin, which would
     # make every run do it.
     command_line_only: bool = False
+    # The option's spelling before a rename, still read (on the command line and as its ini
+    # twin) for one release, with a warning that names the new one.
+    old_flag: str | None = None
 
     @property
     def dest(self) -> str:
@@ -42,6 +46,10 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
     @property
     def ini(self) -> str:
         return self.ini_name or self.dest
+
+    @property
+    def old_dest(self) -> str | None:
+        return self.old_flag.removeprefix("--").replace("-", "_") if self.old_flag else None
 
 
 # Help text style: capitalised, a single phrase without a final period.
@@ -53,9 +61,9 @@ OPTIONS: tuple[Option, ...] = (
            "local:smollm2 for the embedded model (no default; with only a base URL, the one "
            "model it serves)", "NAME"),
     Option("--orbench-base-url", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
-           "(default: $OPENAI_BASE_URL or https://api.openai.com/v1)", "URL"),
+           f"(default: $OPENAI_BASE_URL or {defaults.OPENAI_URL})", "URL"),
     Option("--orbench-api-key-env", "Environment variable holding the API key "
-           "(default: OPENAI_API_KEY)", "VAR"),
+           f"(default: {defaults.API_KEY_ENV})", "VAR"),
     Option("--orbench-target", "Test your application instead of a bare model: fn(prompt, "
            "system_prompt) -> str or {'text', 'finish_reason'}, sync or async",
            "MODULE:FUNCTION"),
@@ -65,12 +73,14 @@ OPTIONS: tuple[Option, ...] = (
            "TEXT|@FILE", "text_list", "at_file"),
     Option("--orbench-variant", "A named system-prompt variant; every prompt runs once per "
            "variant", "NAME=TEXT|@FILE", "text_list", "variant_file"),
-    Option("--orbench-temperature", "Sampling temperature (default: 0)", "T"),
-    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; 128 for "
-           "local)", "N"),
+    Option("--orbench-temperature", f"Sampling temperature (default: {defaults.TEMPERATURE:g})",
+           "T"),
+    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; "
+           f"{defaults.LOCAL_MAX_TOKENS} for local)", "N"),
     Option("--orbench-request-seed", "Seed sent with each request, for servers that honour it",
            "N"),
-    Option("--orbench-timeout", "Timeout of one request (default: 120)", "SECONDS"),
+    Option("--orbench-timeout", f"Timeout of one request (default: {defaults.TIMEOUT_S:g})",
+           "SECONDS"),
     Option("--orbench-thresholds", "Gate file (default: thresholds.yaml in the rootdir, else "
            "built-in defaults)", "PATH", path="path"),
     Option("--orbench-strict", "Fail every mismatch, whatever the thresholds", kind="flag"),
@@ -91,7 +101,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
            "deployments that answer a blocked prompt with nothing)", "error|refusal"),
     Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
-           "at 8 and adapts to the endpoint up to N (default: 64; for local at most its 4 "
+           f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
+           f"{defaults.CONCURRENCY}; for local at most {defaults.LOCAL_SLOTS}, its server's "
            "slots)", "N"),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
            "flight instead of adapting", kind="flag"),
@@ -103,29 +114,30 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-price-output", "Price of a million completion tokens, in dollars "
            "(e.g. 0.60)", "USD"),
     Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
-           "timeouts (default: 6)", "N"),
+           f"timeouts (default: {defaults.MAX_RETRIES})", "N"),
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
-           "(default: 0.5)", "SECONDS"),
+           f"(default: {defaults.BACKOFF_S:g})", "SECONDS"),
     Option("--orbench-cache", "Response cache: on (default), off, read (never write), refresh "
            "(ask again)", "MODE"),
     Option("--orbench-cache-max-age", "Ask again answers cached longer ago than this: e.g. "
-           "7d, 12h; 0 = never reuse, none = no limit (default: 30d)", "AGE"),
+           f"7d, 12h; 0 = never reuse, none = no limit (default: {defaults.MAX_AGE})", "AGE"),
     Option("--orbench-cache-path", "SQLite cache file (default: "
            "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
            path="path"),
-    Option("--orbench-sample", "Run N prompts per suite (or a fraction, or all), stratified by "
-           "category", "N|FRACTION|all"),
-    Option("--orbench-seed", "Seed of --orbench-sample and --orbench-rewordings", "N"),
+    Option("--orbench-subset", "Run N prompts per suite (or a fraction, or all), stratified by "
+           "category; not to be confused with --orbench-samples", "N|FRACTION|all",
+           old_flag="--orbench-sample"),
+    Option("--orbench-seed", "Seed of --orbench-subset and --orbench-rewordings", "N"),
     Option("--orbench-rewordings", "Search for fragile prompts: for each safe prompt the model "
            "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
            "fragile, gated by max_fragile_rate", "N"),
     Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
-           "whole run, cached ones included (default: 1000)", "N"),
+           f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET})", "N"),
     Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
     Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
            "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),
-    Option("--orbench-local-threads", "CPU threads of the embedded local model (default: 1)",
-           "N"),
+    Option("--orbench-local-threads", "CPU threads of the embedded local model "
+           f"(default: {defaults.LOCAL_THREADS})", "N"),
     Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
            path="path"),
     Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
@@ -133,7 +145,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "
            "(default: no limit)", "SECONDS"),
     Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
-           "prompts listed (default: 1)", "N"),
+           f"prompts listed (default: {defaults.SAMPLES})", "N"),
     Option("--orbench-cache-key", "Print the key of the answers this run needs and stop, "
            "asking nothing: it changes only when the model, its parameters, a system prompt, "
            "a prompt or the target version does (a CI cache's key)", kind="flag",
@@ -148,9 +160,10 @@ OPTIONS: tuple[Option, ...] = (
            "wait, import and gate (a rerun resumes the same batch); status: report it",
            "submit|status", command_line_only=True),
     Option("--orbench-batch-poll", "Seconds between two looks at a submitted batch "
-           "(default: 30)", "SECONDS"),
+           f"(default: {defaults.BATCH_POLL_S:g})", "SECONDS"),
     Option("--orbench-batch-max-requests", "Requests per Batch API input file; more make "
-           "several files or batches (default: 50000, OpenAI's limit)", "N"),
+           f"several files or batches (default: {defaults.BATCH_MAX_REQUESTS}, OpenAI's "
+           "limit)", "N"),
     Option("--orbench-shard", "Ask only the K-th of N deterministic shards of the selection "
            "(the others are deselected; no gate on a shard alone)", "K/N",
            command_line_only=True),
@@ -176,6 +189,12 @@ def add_options(addoption: Callable[..., Any], addini: Callable[..., Any]) -> No
         if not option.command_line_only:
             addini(option.ini, f"{option.help} (the ini twin of {option.flag})",
                    type=_INI_TYPES[option.kind])
+        if option.old_flag is not None and option.old_dest is not None:
+            addoption(option.old_flag, dest=option.old_dest, metavar=option.metavar,
+                      help=f"Deprecated spelling of {option.flag}")
+            if not option.command_line_only:
+                addini(option.old_dest, f"Deprecated: use {option.ini}",
+                       type=_INI_TYPES[option.kind])
 
 
 def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
@@ -185,6 +204,8 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
     values: dict[str, Any] = {}
     for option in OPTIONS:
         given = command_line.get(option.dest)
+        if given is None and option.old_dest is not None:
+            given = command_line.get(option.old_dest)
         if given is not None:
             values[option.dest] = given
             continue
@@ -192,6 +213,8 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
             values[option.dest] = None
             continue
         raw = getini(option.ini)
+        if raw in (None, "", [], False) and option.old_dest is not None:
+            raw = getini(option.old_dest)
         if raw in (None, "", [], False):
             values[option.dest] = None
         elif ini_dir is not None and option.path:
@@ -199,6 +222,22 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
         else:
             values[option.dest] = raw
     return values
+
+
+def deprecated_spellings(command_line: Mapping[str, Any],
+                         getini: Callable[[str], Any]) -> list[str]:
+    """One message per renamed option still given in its old spelling, naming the new one."""
+    messages = []
+    for option in OPTIONS:
+        if option.old_flag is None or option.old_dest is None:
+            continue
+        if command_line.get(option.old_dest) is not None:
+            messages.append(f"{option.old_flag} is deprecated and will be removed in the next "
+                            f"release: use {option.flag}")
+        if not option.command_line_only and getini(option.old_dest) not in (None, "", [], False):
+            messages.append(f"the ini key {option.old_dest} is deprecated and will be removed "
+                            f"in the next release: use {option.ini}")
+    return messages
 
 
 def any_given(values: Mapping[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .options import add_options, any_given, read_options
+from .options import add_options, any_given, deprecated_spellings, read_options
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,6 +28,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     ini_dir = config.inipath.parent if config.inipath is not None else config.rootpath
     values = read_options(vars(config.option), config.getini, ini_dir)
+    for message in deprecated_spellings(vars(config.option), config.getini):
+        config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
     if not (any_given(values) or _may_collect_suites(config)):
         return
     from .session import register_session

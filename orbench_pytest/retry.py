@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from . import defaults
 from .redact import redact
 from .targets import FaultKind, TransientFault
 
@@ -35,9 +36,9 @@ def pushes_back(fault: TransientFault) -> bool:
 
 @dataclass(frozen=True)
 class RetrySettings:
-    max_retries: int = 6
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
+    max_retries: int = defaults.MAX_RETRIES
+    backoff_base_s: float = defaults.BACKOFF_S
+    backoff_max_s: float = defaults.BACKOFF_MAX_S
     # Consecutive failed attempts (not rate limits) after which the endpoint counts as down.
     max_consecutive_failures: int = 20
     # Consecutive 429s (no answer in between) after which the limit counts as permanent.

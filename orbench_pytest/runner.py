@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import defaults
 from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
 from .calibration import Calibration
@@ -32,23 +33,25 @@ from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
 from .sampled import combine, sample_jobs, sample_keys
-from .settings import DEFAULT_OPENAI_URL, Settings, Variant, is_loopback
-from .targets import CallableTarget, GenerationParams, OpenAICompatibleTarget, Target
+from .settings import Settings, Variant
+from .targets import (
+    CallableTarget,
+    GenerationParams,
+    OpenAICompatibleTarget,
+    Target,
+    check_key,
+    local_concurrency,
+    model_identity,
+    served_url,
+)
 from .thresholds import Thresholds
 from .types import Label, PromptCase, Response
 
-LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
-# One slot: an answer of the embedded model must not depend on the requests decoded beside it
-# (local_model.py; benchmarks/local_determinism.py measures what it costs).
-LOCAL_SLOTS = 1
-
 
 def effective_concurrency(settings: Settings) -> int:
-    """The most requests in flight. For the local model no more than its slots: a request
-    queued in the server would spend its --orbench-timeout waiting, time out and be sent
-    again."""
+    """The most requests in flight: for the local model no more than its slots."""
     if settings.is_local:
-        return min(settings.concurrency, LOCAL_SLOTS)
+        return local_concurrency(settings.concurrency)
     return settings.concurrency
 
 
@@ -85,9 +88,9 @@ class RunOutcome:
     calibration: Calibration | None = None  # judge_calibration: what corrected the gate
 
 
-def served_url(settings: Settings) -> str:
-    """The endpoint of a served model: the option, else $OPENAI_BASE_URL, else OpenAI's."""
-    return settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
+def settings_url(settings: Settings) -> str:
+    """The endpoint of the served model under test."""
+    return served_url(settings.base_url)
 
 
 def check_target_key(settings: Settings) -> None:
@@ -95,12 +98,7 @@ def check_target_key(settings: Settings) -> None:
     cache (or a Batch API output) that holds every answer needs none."""
     if settings.target is not None or settings.is_local:
         return
-    url = served_url(settings)
-    if not is_loopback(url) and not os.environ.get(settings.api_key_env):
-        raise ConfigError(
-            f"{settings.api_key_env} is not set: export the API key for {url} "
-            "(or name another variable with --orbench-api-key-env)"
-        )
+    check_key(settings_url(settings), settings.api_key_env)
 
 
 @contextlib.contextmanager
@@ -114,7 +112,8 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
 
         name = settings.model or "local"
         server = start_local_server(name, threads=settings.local_threads,
-                                    n_parallel=effective_concurrency(settings), n_ctx=4096,
+                                    n_parallel=effective_concurrency(settings),
+                                    n_ctx=defaults.LOCAL_CONTEXT,
                                     cache_dir=settings.cache_dir)
         try:
             yield (OpenAICompatibleTarget(server.base_url, server.model, None, params,
@@ -122,7 +121,7 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
         finally:
             server.stop()
         return
-    url = served_url(settings)
+    url = settings_url(settings)
     key = secret_from_env(settings.api_key_env)
     assert settings.model is not None
     yield OpenAICompatibleTarget(url, settings.model, key, params, settings.concurrency), \
@@ -144,7 +143,7 @@ def _answering(settings: Settings, params: GenerationParams,
 def generation_params(settings: Settings) -> GenerationParams:
     max_tokens = settings.max_tokens
     if max_tokens is None and settings.is_local:
-        max_tokens = LOCAL_MAX_TOKENS
+        max_tokens = defaults.LOCAL_MAX_TOKENS
     return GenerationParams(temperature=settings.temperature, max_tokens=max_tokens,
                             seed=settings.request_seed, timeout_s=settings.timeout_s)
 
@@ -159,15 +158,12 @@ def target_identity(settings: Settings, params: GenerationParams,
     # Only what identifies the candidate (not the list of files, shown in reports).
     candidate: dict[str, Any] = {name: fingerprint[name] for name in ("code", "version")
                                  if name in fingerprint}
-    body = {"temperature": params.temperature, "max_tokens": params.max_tokens,
-            "seed": params.seed}
     if settings.target is not None:
         return {"kind": "callable", "spec": settings.target, **candidate}
     if settings.is_local:
-        # The local model is pinned by sha256 in local_model: its name identifies it.
-        return {"kind": "local", "model": settings.model or "local", **body, **candidate}
-    url = served_url(settings)
-    return {"kind": "openai", "base_url": url, "model": settings.model, **body, **candidate}
+        return {**model_identity(settings.model or "local", None, params), **candidate}
+    assert settings.model is not None
+    return {**model_identity(settings.model, settings_url(settings), params), **candidate}
 
 
 def judge_url(settings: Settings) -> str:
@@ -176,7 +172,7 @@ def judge_url(settings: Settings) -> str:
         return settings.judge_base_url
     if settings.target is None and not settings.is_local and settings.base_url is not None:
         return settings.base_url
-    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
+    return served_url(None)
 
 
 def check_judge_settings(settings: Settings) -> None:
@@ -185,11 +181,8 @@ def check_judge_settings(settings: Settings) -> None:
     if not settings.judge_model:
         raise ConfigError(f"--orbench-judge={settings.judge} needs --orbench-judge-model=NAME "
                           "(a model on --orbench-judge-base-url)")
-    url = judge_url(settings)
-    if not is_loopback(url) and not os.environ.get(settings.judge_api_key_env):
-        raise ConfigError(
-            f"{settings.judge_api_key_env} is not set: export the judge's API key for {url} "
-            "(or name another variable with --orbench-judge-api-key-env)")
+    check_key(judge_url(settings), settings.judge_api_key_env, whose="the judge's API key",
+              hint="--orbench-judge-api-key-env")
 
 
 def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:

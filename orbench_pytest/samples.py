@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 REFUSE_AT_NAMES = ("any", "all")
-DEFAULT_REFUSE_AT: float | str = 0.5
 
 
 def identical_answers_warning(samples: int) -> str:
@@ -106,13 +105,15 @@ def clustered_rate(fractions: Sequence[float], answers: int,
 
 
 def wilson_from_rate(p: float, n: float, confidence: float) -> tuple[float, float]:
-    """Wilson's score interval for a proportion p over an (effective, maybe fractional) n."""
+    """Wilson's score interval for a proportion p over an (effective, maybe fractional) n;
+    (0, 1) when n is 0. The one Wilson of the package (gate.wilson_interval counts)."""
     if n <= 0:
         return (0.0, 1.0)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denom
+    # Clamp away float noise so the interval always contains p.
     return (max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p)))
 
 

@@ -1,4 +1,4 @@
-"""Stratified, reproducible sampling of suite rows (`--orbench-sample`, a suite's `sample:`).
+"""Stratified, reproducible sampling of suite rows (`--orbench-subset`, a suite's `sample:`).
 
 The same (strata, size, seed) picks the same rows on every machine, Python version and process:
 rows are ranked by a keyed BLAKE2 hash of (seed, stratum, position in stratum), never by the
@@ -18,7 +18,7 @@ _ALLOWED = ("a count N ≥ 1 (e.g. 200), a fraction in (0, 1] (e.g. 0.1), a perc
             "or all")
 
 
-def parse_sample(value: str | int | float, name: str = "--orbench-sample") -> int | float:
+def parse_sample(value: str | int | float, name: str = "--orbench-subset") -> int | float:
     """'200' → 200 rows; '0.1' or '10%' → a tenth of each suite; '1.0' or 'all' → all rows."""
     if isinstance(value, bool):
         raise ConfigError(f"{name}: {value!r} is not allowed ({_ALLOWED})")

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from . import defaults
 from .choices import JUDGE_NAMES
-from .concurrency import DEFAULT_CEILING
 from .errors import ConfigError
 from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import register_secret, url_password, without_userinfo
@@ -30,14 +30,12 @@ CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
 MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-DEFAULT_REWORDINGS_BUDGET = 1000  # rewordings --orbench-rewordings asks in a whole run
 
 
 @dataclass(frozen=True)
@@ -85,19 +83,19 @@ class Settings:
     target_version: str | None = None  # the candidate's version (image digest, commit SHA)
     cache_max_age_s: float | None = DEFAULT_MAX_AGE_S  # None: no limit; 0: never reuse
     extra: dict[str, Any] = field(default_factory=dict)
-    samples: int = 1  # --orbench-samples: answers asked per prompt
+    samples: int = defaults.SAMPLES  # --orbench-samples: answers asked per prompt
     batch_export: Path | None = None  # --orbench-batch-export: write the requests, send nothing
     batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
     batch_mode: str | None = None  # --orbench-batch: submit | status
-    batch_poll_s: float = 30.0
-    batch_max_requests: int = 50_000  # --orbench-batch-max-requests: per input file
+    batch_poll_s: float = defaults.BATCH_POLL_S
+    batch_max_requests: int = defaults.BATCH_MAX_REQUESTS  # per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
-    rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
+    rewordings_budget: int = defaults.REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
     price_input: float | None = None  # --orbench-price-input: dollars per million tokens
@@ -171,7 +169,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
 
     base_url, judge_base_url = get("base_url"), get("judge_base_url")
     register_configured_secrets(
-        env, [get("api_key_env") or "OPENAI_API_KEY", get("judge_api_key_env") or ""],
+        env, [get("api_key_env") or defaults.API_KEY_ENV, get("judge_api_key_env") or ""],
         [base_url, judge_base_url, env.get("OPENAI_BASE_URL")])
     if base_url is not None:
         base_url = validate_base_url(base_url)
@@ -184,7 +182,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
             base_url = env["OPENAI_BASE_URL"]
     if judge_base_url is not None:
         judge_base_url = validate_base_url(judge_base_url, "--orbench-judge-base-url")
-    sample = get("sample")
+    sample = get("subset")
     if sample is not None:
         from .sampling import parse_sample
 
@@ -204,13 +202,15 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
     return Settings(
         model=model,
         base_url=base_url,
-        api_key_env=_env_name("--orbench-api-key-env", get("api_key_env")) or "OPENAI_API_KEY",
+        api_key_env=(_env_name("--orbench-api-key-env", get("api_key_env"))
+                     or defaults.API_KEY_ENV),
         target=target,
         variants=_variants(get("system_prompt") or [], get("variant") or [], here),
-        temperature=_number("--orbench-temperature", get("temperature"), 0.0, low=0.0, high=2.0),
+        temperature=_number("--orbench-temperature", get("temperature"), defaults.TEMPERATURE,
+                            low=0.0, high=2.0),
         max_tokens=_whole("--orbench-max-tokens", get("max_tokens"), None, low=1),
         request_seed=_whole("--orbench-request-seed", get("request_seed"), None, low=0),
-        timeout_s=_number("--orbench-timeout", get("timeout"), 120.0, low=0.001),
+        timeout_s=_number("--orbench-timeout", get("timeout"), defaults.TIMEOUT_S, low=0.001),
         max_duration_s=(None if get("max_duration") is None else
                         _number("--orbench-max-duration", get("max_duration"), 0.0, low=0.001)),
         thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
@@ -220,17 +220,18 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         judge_model=get("judge_model"),
         judge_base_url=judge_base_url,
         judge_api_key_env=(_env_name("--orbench-judge-api-key-env", get("judge_api_key_env"))
-                           or get("api_key_env") or "OPENAI_API_KEY"),
+                           or get("api_key_env") or defaults.API_KEY_ENV),
         partial_is_refusal=_choice("--orbench-partial", get("partial"),
                                    ("refusal", "compliance")) == "refusal",
         empty_is_refusal=_choice("--orbench-empty", get("empty"), EMPTY_CHOICES) == "refusal",
-        concurrency=(_whole("--orbench-concurrency", get("concurrency"), DEFAULT_CEILING, low=1)
-                     or DEFAULT_CEILING),
+        concurrency=(_whole("--orbench-concurrency", get("concurrency"), defaults.CONCURRENCY,
+                            low=1) or defaults.CONCURRENCY),
         fixed_concurrency=bool(get("fixed_concurrency")),
         rpm=_whole("--orbench-rpm", get("rpm"), None, low=1),
         tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
-        max_retries=_whole("--orbench-max-retries", get("max_retries"), 6, low=0) or 0,
-        backoff_s=_number("--orbench-backoff", get("backoff"), 0.5, low=0.0),
+        max_retries=_whole("--orbench-max-retries", get("max_retries"), defaults.MAX_RETRIES,
+                           low=0) or 0,
+        backoff_s=_number("--orbench-backoff", get("backoff"), defaults.BACKOFF_S, low=0.0),
         price_input=(None if get("price_input") is None else
                      _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
         price_output=(None if get("price_output") is None else
@@ -242,27 +243,31 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         seed=_whole("--orbench-seed", get("seed"), None, low=0),
         categories=tuple(get("category") or ()),
         data_dirs=data_dirs,
-        local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
+        local_threads=_whole("--orbench-local-threads", get("local_threads"),
+                             defaults.LOCAL_THREADS, low=1) or defaults.LOCAL_THREADS,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
-        samples=_whole("--orbench-samples", get("samples"), 1, low=1, high=MAX_SAMPLES) or 1,
+        samples=_whole("--orbench-samples", get("samples"), defaults.SAMPLES, low=1,
+                       high=MAX_SAMPLES) or defaults.SAMPLES,
         target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),
         batch_export=(here / get("batch_export")) if get("batch_export") else None,
         batch_imports=_existing_files("--orbench-batch-import", get("batch_import") or (), here),
         batch_mode=(None if get("batch") is None
                     else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
-        batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
-        batch_max_requests=_whole("--orbench-batch-max-requests", get("batch_max_requests"),
-                                  50_000, low=1) or 50_000,
+        batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), defaults.BATCH_POLL_S,
+                             low=0.0),
+        batch_max_requests=(_whole("--orbench-batch-max-requests", get("batch_max_requests"),
+                                   defaults.BATCH_MAX_REQUESTS, low=1)
+                            or defaults.BATCH_MAX_REQUESTS),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
         print_cache_key=bool(get("cache_key")),
         require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
-                                  DEFAULT_REWORDINGS_BUDGET, low=1)
-                           or DEFAULT_REWORDINGS_BUDGET),
+                                  defaults.REWORDINGS_BUDGET, low=1)
+                           or defaults.REWORDINGS_BUDGET),
         judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
         judge_calibration=_existing_file("--orbench-judge-calibration",
                                          get("judge_calibration"), here),

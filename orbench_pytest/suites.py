@@ -31,7 +31,7 @@ INLINE_KEYS = ("prompt", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
-# More prompts than this run only when sampled or asked for in full (--orbench-sample=all):
+# More prompts than this run only when sampled or asked for in full (--orbench-subset=all):
 # an unsampled OR-Bench-80K is 80,359 paid requests.
 UNSAMPLED_LIMIT = 5_000
 
@@ -40,7 +40,7 @@ UNSAMPLED_LIMIT = 5_000
 class SuiteOptions:
     """Run-wide choices that change which cases a suite yields."""
 
-    sample: int | float | None = None  # --orbench-sample overrides the suite's own
+    sample: int | float | None = None  # --orbench-subset overrides the suite's own
     seed: int | None = None
     categories: tuple[str, ...] = ()  # --orbench-category filter
     data_dirs: tuple[Path, ...] = ()  # --orbench-data-dir, looked in before any download
@@ -193,8 +193,8 @@ def _declared_rows(path: Path, data: dict[str, Any]) -> int | None:
 def _check_unsampled(path: Path, name: str, prompts: int) -> None:
     if prompts > UNSAMPLED_LIMIT:
         raise ConfigError(f"{path}: {name} would send {prompts:,} prompts; sample it with "
-                          f"--orbench-sample=N (e.g. 2000), or run all of them with "
-                          f"--orbench-sample=all")
+                          f"--orbench-subset=N (e.g. 2000), or run all of them with "
+                          f"--orbench-subset=all")
 
 
 def _cases(path: Path, suite: str, rows: list[dict[str, str]],

@@ -25,10 +25,11 @@ from enum import Enum
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from . import defaults
 from .bounded import BodyTooLarge, clip_answer, clip_raw, read_body
 from .errors import ConfigError
 from .redact import redact, redact_known, without_userinfo
-from .settings import parse_target_spec, validate_base_url
+from .settings import is_loopback, parse_target_spec, validate_base_url
 from .types import Response
 from .untrusted import terminal_text
 
@@ -85,7 +86,7 @@ class GenerationParams:
     temperature: float = 0.0
     max_tokens: int | None = None
     seed: int | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = defaults.TIMEOUT_S
 
     def body_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {"temperature": self.temperature}
@@ -94,6 +95,46 @@ class GenerationParams:
         if self.seed is not None:
             fields["seed"] = self.seed
         return fields
+
+
+# --- which model, where: one identity for the plugin, the Batch API and orbench generate ---------
+
+def is_local_model(name: str) -> bool:
+    """`local` / `local:<name>`: the embedded model, not a model on an endpoint."""
+    return name == "local" or name.startswith("local:")
+
+
+def served_url(base_url: str | None) -> str:
+    """A served model's endpoint: the one given, else $OPENAI_BASE_URL, else OpenAI's."""
+    return base_url or os.environ.get("OPENAI_BASE_URL") or defaults.OPENAI_URL
+
+
+def model_identity(model: str, base_url: str | None,
+                   params: GenerationParams) -> dict[str, Any]:
+    """What the cache key knows of a model (`base_url` None: the embedded one, pinned by
+    sha256 in local_model, so its name identifies it); computable without starting anything."""
+    body = {"temperature": params.temperature, "max_tokens": params.max_tokens,
+            "seed": params.seed}
+    if base_url is None:
+        return {"kind": "local", "model": model, **body}
+    return {"kind": "openai", "base_url": base_url, "model": model, **body}
+
+
+def check_key(url: str, api_key_env: str, *, whose: str = "the API key",
+              hint: str = "--orbench-api-key-env", asker: str = "") -> None:
+    """Before any request: a non-loopback endpoint needs its key in the environment.
+    `asker` names who asks it, for a tool that asks several models."""
+    if is_loopback(url) or os.environ.get(api_key_env):
+        return
+    of = f" ({asker})" if asker else ""
+    raise ConfigError(f"{api_key_env} is not set: export {whose} for {redact(url)}{of} "
+                      f"(or name another variable with {hint})")
+
+
+def local_concurrency(wanted: int, slots: int = defaults.LOCAL_SLOTS) -> int:
+    """The embedded model's requests in flight: no more than its slots (a request queued in
+    the server would spend its timeout waiting, time out and be sent again)."""
+    return min(wanted, slots)
 
 
 class Target(Protocol):
@@ -313,7 +354,7 @@ class CallableTarget:
     of that item, its message redacted; never the end of the run.
     """
 
-    def __init__(self, spec: str, timeout_s: float = 120.0) -> None:
+    def __init__(self, spec: str, timeout_s: float = defaults.TIMEOUT_S) -> None:
         self.spec = spec
         self.timeout_s = timeout_s
         self._fn = load_callable(spec)

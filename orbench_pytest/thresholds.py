@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .errors import ConfigError
-from .samples import DEFAULT_REFUSE_AT, parse_refuse_at
+from .samples import parse_refuse_at
 
 DECISIONS = ("point", "significant")
 BASELINE_MODES = ("absolute", "ratchet")
@@ -32,7 +33,7 @@ class Limits:
     decision: str = "point"
     max_regressions: int | None = None
     # --orbench-samples: when a prompt counts as refused (a fraction of its answers, any, all)
-    refuse_at: float | str = DEFAULT_REFUSE_AT
+    refuse_at: float | str = defaults.REFUSE_AT
     # --orbench-rewordings: the share of searched safe prompts a rewording of which is refused
     max_fragile_rate: float | None = None
     # With --orbench-baseline: "absolute" (a rate over its limit fails, whatever the baseline

@@ -9,7 +9,6 @@ response cache, never judge, never compute a gate.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import uuid
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .artefacts import replacing
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,11 +41,9 @@ class StatesFile:
         """Atomically, so a worker never reads half a file."""
         self._folder.mkdir(mode=0o700)
         rows = {nodeid: _row(state) for nodeid, state in states.items()}
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
+        with replacing(self.path) as temporary, temporary.open("w", encoding="utf-8") as handle:
             json.dump({"format": FORMAT, "states": rows}, handle, ensure_ascii=False,
                       separators=(",", ":"))
-        os.replace(tmp, self.path)
 
     def delete(self) -> None:
         shutil.rmtree(self._folder, ignore_errors=True)

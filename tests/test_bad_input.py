@@ -248,7 +248,7 @@ bad_options = st.one_of(
     .map(lambda u: [f"--orbench-judge-base-url={u}"]),
     text.filter(lambda n: not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n))
     .map(lambda n: [f"--orbench-api-key-env={n}"]),
-    text.filter(not_sample).map(lambda s: [f"--orbench-sample={s}"]),
+    text.filter(not_sample).map(lambda s: [f"--orbench-subset={s}"]),
     text.filter(not_age).map(lambda a: [f"--orbench-cache-max-age={a}"]),
     text.filter(lambda v: not v.strip().isprintable() or not v.strip())
     .map(lambda v: [f"--orbench-target-version={v}"]),

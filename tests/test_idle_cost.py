@@ -15,7 +15,7 @@ from orbench_pytest.suite_paths import may_hold_suites
 from tests.helpers import REPO
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.options",
-                 "orbench_pytest.choices"}
+                 "orbench_pytest.choices", "orbench_pytest.defaults"}
 HEAVY = ("yaml", "httpx", "openai", "aiohttp", "asyncio", "sqlite3", "junitparser",
          "orbench_pytest.session", "orbench_pytest.settings", "orbench_pytest.types")
 
@@ -28,7 +28,7 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     added = set(json.loads(done.stdout))
     # Nothing outside the package (pytest has loaded every standard module the table needs),
-    # and of the package only the entry point, the option table and its choices.
+    # and of the package only the entry point, the option table, its choices and defaults.
     assert added == ENTRY_MODULES, sorted(added ^ ENTRY_MODULES)
     assert not added & set(HEAVY)
 

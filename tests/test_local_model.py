@@ -420,7 +420,8 @@ def test_the_plugin_gates_the_real_model_end_to_end(pytester: pytest.Pytester,
 def test_local_model_requests_never_outnumber_its_server_slots() -> None:
     """A request queued inside the server spends its timeout waiting, then is sent again; and
     the server has one slot (determinism), so the embedded model is asked one prompt at a time."""
-    from orbench_pytest.runner import LOCAL_SLOTS, effective_concurrency
+    from orbench_pytest.defaults import LOCAL_SLOTS
+    from orbench_pytest.runner import effective_concurrency
     from orbench_pytest.settings import build_settings
 
     local = build_settings({"orbench_model": "local", "orbench_concurrency": "16"}, env={})

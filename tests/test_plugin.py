@@ -454,3 +454,30 @@ def test_in_process_sessions_do_not_depend_on_how_pytest_was_started(
     result = pytester.run(*command, "-p", "no:xdist", "-p", "no:randomly", "-p",
                           "no:cacheprovider", "test_inner.py")
     assert result.parseoutcomes() == {"passed": 1}, result.stdout.str()
+
+
+def test_a_renamed_options_old_spelling_still_works_and_names_the_new_one(
+        pytester, plugin_args) -> None:
+    """--orbench-sample became --orbench-subset (beside --orbench-samples, the repeats): the
+    old spelling, and its ini twin, select the same prompts for one release, with a warning."""
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    runs = {}
+    for spelling in ("--orbench-subset=2", "--orbench-sample=2"):
+        runs[spelling] = run_orbench(pytester, plugin_args, spelling, "--collect-only", "-q",
+                                     "--orbench-model=m", "-W", "default")
+    ids = {spelling: [line for line in result.stdout.lines if "::" in line]
+           for spelling, result in runs.items()}
+    assert len(ids["--orbench-subset=2"]) == 2
+    assert ids["--orbench-sample=2"] == ids["--orbench-subset=2"]
+    assert "deprecated" not in runs["--orbench-subset=2"].stdout.str()
+    runs["--orbench-sample=2"].stdout.fnmatch_lines([
+        "*PytestDeprecationWarning: --orbench-sample is deprecated and will be removed in the "
+        "next release: use --orbench-subset*"])
+
+    pytester.makeini("[pytest]\norbench_sample = 2\n")
+    from_ini = run_orbench(pytester, plugin_args, "--collect-only", "-q", "--orbench-model=m",
+                           "-W", "default")
+    assert [line for line in from_ini.stdout.lines if "::" in line] == ids["--orbench-subset=2"]
+    from_ini.stdout.fnmatch_lines([
+        "*PytestDeprecationWarning: the ini key orbench_sample is deprecated and will be "
+        "removed in the next release: use orbench_subset*"])

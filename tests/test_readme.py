@@ -71,7 +71,9 @@ def test_the_wheel_is_built_without_its_dependencies_and_no_placeholder_url() ->
 
 
 def test_every_option_suite_and_path_in_the_commands_exists() -> None:
-    flags = {option.flag for option in OPTIONS}
+    # An old spelling still works for a release (options.Option.old_flag).
+    flags = {option.flag for option in OPTIONS} | {option.old_flag for option in OPTIONS
+                                                   if option.old_flag}
     subcommands = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     seen_pytest = 0
     for words in commands():
@@ -92,7 +94,8 @@ def test_every_option_suite_and_path_in_the_commands_exists() -> None:
 
 def test_every_toml_snippet_uses_ini_twins_only() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    ini_names = {option.ini for option in OPTIONS if not option.command_line_only}
+    ini_names = {option.ini for option in OPTIONS if not option.command_line_only} | {
+        option.old_dest for option in OPTIONS if option.old_dest and not option.command_line_only}
     snippets = [block.text for block in BLOCKS if block.language == "toml"]
     assert snippets
     for snippet in snippets:

@@ -203,7 +203,7 @@ def big_suite(tmp_path: Path, count: int, **extra: object) -> Path:
 def test_a_suite_over_the_limit_runs_only_sampled_or_asked_for_in_full(tmp_path: Path) -> None:
     path = big_suite(tmp_path, UNSAMPLED_LIMIT + 1)
     with pytest.raises(ConfigError, match=f"big would send {UNSAMPLED_LIMIT + 1:,} prompts; "
-                                          "sample it with --orbench-sample=N"):
+                                          "sample it with --orbench-subset=N"):
         load_suite(path, SuiteOptions())
     assert len(load_suite(path, SuiteOptions(sample=1.0)).cases) == UNSAMPLED_LIMIT + 1
     assert len(load_suite(path, SuiteOptions(sample=100)).cases) == 100

@@ -40,7 +40,7 @@ def test_parse_sample_rejects_the_rest_naming_the_option(text: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_sample(text)
     message = str(info.value)
-    assert message.startswith("--orbench-sample: ")
+    assert message.startswith("--orbench-subset: ")
     assert "count N ≥ 1" in message and "fraction in (0, 1]" in message
     assert "\n" not in message
 
@@ -133,7 +133,7 @@ def test_allocation_sums_to_the_count(sizes_: dict[str, int], data: st.DataObjec
        seed=st.integers())
 def test_a_larger_sample_contains_the_smaller_one_per_stratum(
         strata: list[str], small: int, extra: int, seed: int) -> None:
-    """Growing --orbench-sample keeps earlier picks, so their cached answers are reused."""
+    """Growing --orbench-subset keeps earlier picks, so their cached answers are reused."""
     smaller = stratified_sample(strata, small, seed)
     larger = set(stratified_sample(strata, small + extra, seed))
     allocation_small = Counter(strata[i] for i in smaller)

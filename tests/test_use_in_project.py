@@ -249,8 +249,8 @@ def test_the_80k_suite_never_runs_unsampled(project, plugin_args, server, monkey
                          *endpoint(server), suites=None)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*or-bench-80k would send 80,359 prompts; sample it with "
-                                 "--orbench-sample=N (e.g. 2000), or run all of them with "
-                                 "--orbench-sample=all"])
+                                 "--orbench-subset=N (e.g. 2000), or run all of them with "
+                                 "--orbench-subset=all"])
     assert server.requests == 0
 
 

@@ -105,7 +105,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
             'testpaths = ["tests"]\n'
             'orbench_model = "app-model"\n'
             f'orbench_base_url = "{server.url}"\n'
-            f'orbench_sample = "{SAMPLE}"\n')
+            f'orbench_subset = "{SAMPLE}"\n')
         env = {key: value for key, value in os.environ.items()
                if not key.startswith(("PYTEST", "PYTHON", "OPENAI", "ORBENCH", "HF_"))}
         env.update(HF_ENDPOINT=hub.endpoint, ORBENCH_CACHE_DIR=str(tmp_path / "cache"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from orbench_pytest import defaults
 from orbench_pytest.cache import ResponseCache, cache_key
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, Progress, run_phase
@@ -29,9 +30,9 @@ class Request:
 
 @dataclass(frozen=True)
 class AskSettings:
-    concurrency: int = 8
-    max_retries: int = 6
-    backoff_s: float = 0.5
+    concurrency: int = defaults.GENERATE_CONCURRENCY
+    max_retries: int = defaults.MAX_RETRIES
+    backoff_s: float = defaults.BACKOFF_S
     rpm: int | None = None
     tpm: int | None = None
 

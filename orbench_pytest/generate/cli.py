@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orbench_pytest import defaults
 from orbench_pytest.cli_args import positive_int
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.progress import ProgressLine
@@ -84,9 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Own seed-writing template ($category, $description, $count)")
 
     fetch = parser.add_argument_group("requests")
-    fetch.add_argument("--concurrency", type=positive_int, default=8, metavar="N")
-    fetch.add_argument("--max-retries", type=int, default=6, metavar="N")
-    fetch.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    fetch.add_argument("--concurrency", type=positive_int, default=defaults.GENERATE_CONCURRENCY,
+                       metavar="N")
+    fetch.add_argument("--max-retries", type=int, default=defaults.MAX_RETRIES, metavar="N")
+    fetch.add_argument("--timeout", type=float, default=defaults.TIMEOUT_S, metavar="SECONDS")
     fetch.add_argument("--request-seed", type=int, default=0, metavar="N",
                        help="Sampling seed sent with every request (default: 0)")
     fetch.add_argument("--max-tokens", type=positive_int, metavar="N",

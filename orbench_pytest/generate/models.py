@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orbench_pytest import defaults
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.redact import redact, secret_from_env
-from orbench_pytest.settings import DEFAULT_OPENAI_URL, is_loopback, validate_base_url
-from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
-
-# Generation keeps 4 parallel slots: its output is reviewed, not gated twice, so throughput
-# wins over the plugin's one-slot determinism (local_model.py).
-LOCAL_SLOTS = 4
+from orbench_pytest.settings import validate_base_url
+from orbench_pytest.targets import (
+    GenerationParams,
+    OpenAICompatibleTarget,
+    check_key,
+    is_local_model,
+    local_concurrency,
+    model_identity,
+    served_url,
+)
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,11 @@ class ModelRef:
 
     @property
     def is_local(self) -> bool:
-        return self.name == "local" or self.name.startswith("local:")
+        return is_local_model(self.name)
 
     def identity(self) -> dict[str, Any]:
-        """What the cache key knows of the model; computable without starting anything."""
-        body = {"temperature": self.params.temperature, "max_tokens": self.params.max_tokens,
-                "seed": self.params.seed}
-        if self.is_local:
-            return {"kind": "local", "model": self.name, **body}
-        return {"kind": "openai", "base_url": self.base_url, "model": self.name, **body}
+        """What the cache key knows of the model, as the plugin keys it."""
+        return model_identity(self.name, None if self.is_local else self.base_url, self.params)
 
     def describe(self) -> dict[str, Any]:
         """For the provenance: model and endpoint, never a key."""
@@ -56,7 +57,7 @@ def model_ref(role: str, option: str, name: str, base_url: str | None, api_key_e
               params: GenerationParams) -> ModelRef:
     if not name.strip():
         raise ConfigError(f"{option}: empty; give a model name, or local")
-    if name == "local" or name.startswith("local:"):
+    if is_local_model(name):
         from orbench_pytest.local_model import resolve_model
 
         try:
@@ -64,20 +65,16 @@ def model_ref(role: str, option: str, name: str, base_url: str | None, api_key_e
         except ConfigError as exc:
             raise ConfigError(str(exc).replace("--orbench-model", option)) from None
         return ModelRef(role, name, None, api_key_env, params)
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
-    return ModelRef(role, name, validate_base_url(url, f"{option} base URL"), api_key_env,
-                    params)
+    return ModelRef(role, name, validate_base_url(served_url(base_url), f"{option} base URL"),
+                    api_key_env, params)
 
 
 def check_keys(refs: list[ModelRef]) -> None:
     """Before any request: every remote, non-loopback endpoint has its key in the environment."""
     for ref in refs:
-        if ref.is_local or ref.base_url is None or is_loopback(ref.base_url):
-            continue
-        if not os.environ.get(ref.api_key_env):
-            raise ConfigError(f"{ref.api_key_env} is not set: export the API key for "
-                              f"{redact(ref.base_url)} (the {ref.role} {ref.name}), or name "
-                              "another variable with --api-key-env")
+        if not ref.is_local and ref.base_url is not None:
+            check_key(ref.base_url, ref.api_key_env, hint="--api-key-env",
+                      asker=f"the {ref.role} {ref.name}")
 
 
 class Endpoints:
@@ -98,7 +95,8 @@ class Endpoints:
             from orbench_pytest.local_model import start_local_server
 
             server = start_local_server(ref.name, threads=self.local_threads,
-                                        n_parallel=LOCAL_SLOTS, n_ctx=4096,
+                                        n_parallel=defaults.GENERATE_LOCAL_SLOTS,
+                                        n_ctx=defaults.LOCAL_CONTEXT,
                                         cache_dir=self.cache_dir, reuse_prompts=True)
             self._servers[ref.name] = server
         return OpenAICompatibleTarget(server.base_url, server.model, None, ref.params,
@@ -106,7 +104,8 @@ class Endpoints:
 
     def concurrency(self, ref: ModelRef, wanted: int) -> int:
         # A request queued in the embedded server would spend its timeout waiting.
-        return min(wanted, LOCAL_SLOTS) if ref.is_local else wanted
+        return (local_concurrency(wanted, defaults.GENERATE_LOCAL_SLOTS) if ref.is_local
+                else wanted)
 
     def close(self) -> None:
         servers, self._servers = self._servers, {}

@@ -17,13 +17,13 @@ import csv
 import hashlib
 import io
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from orbench_pytest.artefacts import replacing
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.redact import redact_known
 
@@ -90,11 +90,9 @@ def csv_text(rows: Iterable[dict[str, str]], columns: Sequence[str]) -> str:
 def write_file(path: Path, text: str) -> str:
     """Write atomically; returns the sha256 of the bytes written."""
     data = text.encode("utf-8")
-    temporary = path.with_name(f".{path.name}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
+        with replacing(path) as temporary:
+            temporary.write_bytes(data)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write ({exc.strerror})") from None
     return hashlib.sha256(data).hexdigest()

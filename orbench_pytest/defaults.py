@@ -1,0 +1,52 @@
+"""Every default of the plugin, `orbench generate` and the Batch API client, defined once.
+
+Options' help texts, the settings parser, the dataclasses' field defaults and the clients all
+read them from here, so `git grep` finds each value in one place. Constants only: every pytest
+start imports this module (through the option table), so it imports nothing.
+"""
+
+from __future__ import annotations
+
+# --- the endpoint -------------------------------------------------------------------------------
+OPENAI_URL = "https://api.openai.com/v1"  # when neither the option nor $OPENAI_BASE_URL names one
+API_KEY_ENV = "OPENAI_API_KEY"  # the environment variable holding the key
+TEMPERATURE = 0.0
+TIMEOUT_S = 120.0  # one request (the plugin, generate, the Batch API client, the local server)
+
+# --- retries (retry.py) -------------------------------------------------------------------------
+MAX_RETRIES = 6  # of one request: 408, 409, 429, 5xx, resets, timeouts
+BACKOFF_S = 0.5  # the first retry's delay, doubled each retry, with jitter
+BACKOFF_MAX_S = 30.0  # the longest delay between two attempts
+
+# --- concurrency (concurrency.py) ---------------------------------------------------------------
+CONCURRENCY = 64  # --orbench-concurrency: the adaptive limit's ceiling
+CONCURRENCY_START = 8  # where the adaptive limit starts
+GENERATE_CONCURRENCY = 8  # orbench generate's requests in flight
+
+# --- the embedded local model (local_model.py) --------------------------------------------------
+# One slot: an answer of the embedded model must not depend on the requests decoded beside it
+# (local_model.py; benchmarks/local_determinism.py measures what it costs).
+LOCAL_SLOTS = 1
+# Generation keeps 4 parallel slots: its output is reviewed, not gated twice, so throughput
+# wins over the plugin's one-slot determinism.
+GENERATE_LOCAL_SLOTS = 4
+LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or answer
+LOCAL_THREADS = 1
+LOCAL_CONTEXT = 4096  # tokens of context of the embedded server
+
+# --- the cache ----------------------------------------------------------------------------------
+MAX_AGE = "30d"  # --orbench-cache-max-age: answers older than this are asked again
+
+# --- runs ---------------------------------------------------------------------------------------
+SAMPLES = 1  # answers asked per prompt
+REFUSE_AT = 0.5  # a sampled prompt counts as refused when at least this share of answers refuse
+REWORDINGS_BUDGET = 1000  # rewordings --orbench-rewordings asks in a whole run
+
+# --- the Batch API ------------------------------------------------------------------------------
+BATCH_POLL_S = 30.0  # between two looks at a submitted batch
+BATCH_MAX_REQUESTS = 50_000  # per input file (OpenAI's limit)
+BATCH_MAX_BYTES = 200_000_000  # per input file: 200 MB in decimal units, below OpenAI's limit
+
+# --- downloads (datasets.py) --------------------------------------------------------------------
+DOWNLOAD_CONNECT_TIMEOUT_S = 30.0
+DOWNLOAD_READ_TIMEOUT_S = TIMEOUT_S  # a stalled download fails as a stalled request does
