@@ -20,13 +20,6 @@ from typing import ClassVar
 from .cache import CacheWriteError, ResponseCache, cache_key, judgment_key
 from .concurrency import DEFAULT_CEILING, AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from .freshness import probe_key, stale_keys, within_age
-from .judge_process import (
-    MIN_ANSWERS,
-    BesideJudge,
-    JudgeProcess,
-    JudgeProcessFailed,
-    worth_a_process,
-)
 from .judges import Judge, persists, settle, strip_reasoning
 from .rate_window import RateLimiter
 from .redact import redact
@@ -35,9 +28,6 @@ from .targets import ConfigFault, FaultKind, OpenAICompatibleTarget, Target, Tra
 from .types import Label, Response, Verdict
 
 EXCERPT_CHARS = 300
-# Cached answers queued for a judge process between turns of the event loop: it judges the
-# first while the rest are queued (80K queued in one turn left it idle for a quarter second).
-QUEUED_PER_TURN = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +66,6 @@ class FetchSettings:
     cache_max_age_s: float | None = None  # older cached answers are asked again
     # Ask one cached answer again to see whether the provider's system_fingerprint changed.
     revalidate: bool = False
-    # The offline judge runs in a process of its own from this many answers to fetch (and a
-    # second core); None: never.
-    judge_process_min: int | None = MIN_ANSWERS
 
     @classmethod
     def of(cls, *, concurrency: int, rpm: int | None, tpm: int | None,
@@ -113,10 +100,6 @@ class FetchReport:
     judged: int = 0  # answers the judge read in this run
     judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
     judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
-    # CPU seconds of a judge process beside the run (judge_process.py), on another core
-    judge_process_cpu_s: float = 0.0
-    judge_process_wait_s: float = 0.0  # how long the run waited for its last verdicts
-    judge_process_failure: str | None = None  # why it stopped: the rest were judged here
 
     @property
     def errors(self) -> dict[str, str]:
@@ -208,8 +191,6 @@ class FetchEngine:
         # verdicts for the answers it did not find: hashing an answer again would be wasted
         self._judgment_keys: dict[str, str] = {}
         self._out_of_time = False
-        # The offline judge in a process beside the run (judge_process.py), for large runs.
-        self._beside: BesideJudge[tuple[Job, Response]] | None = None
         self._judge_channel = judge_channel
         self._judge_slots: AdaptiveLimiter | None = None
         if judge_channel is not None:
@@ -251,22 +232,11 @@ class FetchEngine:
                 await asyncio.gather(*(self._finish(job, r) for job, r in settled))
             else:  # offline judge: a plain loop is cheapest at 80K items
                 known = self._stored_judgments(settled)
-                # a changed judge re-judges every cached answer: as many as a first run's
-                await self._start_judge_process(len(todo) + len(settled) - len(known))
-                for index, (job, response) in enumerate(settled, 1):
-                    verdict = known.get(job.key)
-                    if verdict is None:
-                        await self._finish_fetched(job, response)
-                    else:
-                        await self._finish(job, response, verdict)
-                    if self._beside is not None and not index % QUEUED_PER_TURN:
-                        await asyncio.sleep(0)  # the judge process's first batches leave
+                for job, response in settled:
+                    await self._finish(job, response, known.get(job.key))
             if todo:
                 await self._fetch_all(todo)
-            else:
-                await self._all_judged()
         finally:
-            await self._close_judge_process()
             # Ctrl-C, -x or a crash: what was answered stays answered
             self._flush(final=True)
             await self.target.aclose()
@@ -333,7 +303,7 @@ class FetchEngine:
                 if response is None:  # stopped while this one waited
                     return
                 self._store(job.key, response)
-                await self._finish_fetched(job, response)
+                await self._finish(job, response)
 
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.settings.concurrency, len(todo)))]
@@ -348,66 +318,11 @@ class FetchEngine:
             for task in workers:
                 task.cancel()
             await asyncio.gather(watchdog, *workers, return_exceptions=True)
-        await self._all_judged()
         # Whatever was never asked is an error of this run, never a verdict.
         for job in todo:
             if job.key not in self.report.answers:
                 reason = self.report.stopped_reason or self.report.config_error or "not sent"
                 await self._finish(job, Response(text=None, error=f"not sent: {reason}"))
-
-    async def _start_judge_process(self, answers: int) -> None:
-        """A judge process beside the run when it can shorten it (judge_process.py): for
-        `answers` fetched, or cached without this judge's verdict. One that will not start
-        changes nothing."""
-        process_min = self.settings.judge_process_min
-        if (self._judge_channel is not None or process_min is None
-                or not worth_a_process(self.judge, answers, min_answers=process_min)):
-            return
-        try:
-            process = await JudgeProcess.start(self.judge.version)
-        except JudgeProcessFailed as failure:
-            self.report.judge_process_failure = str(failure)
-            return
-        self._beside = BesideJudge(process, self._take_verdicts, self._judge_here)
-
-    async def _finish_fetched(self, job: Job, response: Response) -> None:
-        """`_finish` of an answer with no verdict yet, or with a judge process beside the run
-        the answer is queued for it."""
-        if self._beside is None:
-            await self._finish(job, response)
-            return
-        answer = settle(response, empty_is_refusal=self.settings.empty_is_refusal)
-        if isinstance(answer, Verdict):
-            self._record(job, response, answer)
-        else:
-            self._beside.add((job, response), answer)
-
-    def _take_verdicts(self, judged: list[tuple[tuple[Job, Response], str, Verdict]]) -> None:
-        """A batch of the judge process's verdicts: counted, stored and recorded as ones
-        judged here (their keeping timed once: a clock read per answer would cost more)."""
-        started = time.thread_time()
-        for (job, _), answer, verdict in judged:
-            self._keep_judgment(job, answer, verdict)
-        self.report.judged += len(judged)
-        self.report.judge_cpu_s += time.thread_time() - started
-        for (job, response), _, verdict in judged:
-            self._record(job, response, verdict)
-
-    async def _judge_here(self, item: tuple[Job, Response]) -> None:
-        await self._finish(*item)
-
-    async def _all_judged(self) -> None:
-        """The judge process's backlog judged: the only time it can cost the run."""
-        if self._beside is not None:
-            self.report.judge_process_wait_s += await self._beside.finish()
-
-    async def _close_judge_process(self) -> None:
-        beside, self._beside = self._beside, None
-        if beside is not None:
-            await beside.aclose()
-            self.report.judge_process_cpu_s += beside.cpu_s
-            self.report.judge_cpu_s += beside.parent_cpu_s
-            self.report.judge_process_failure = beside.failure
 
     async def _watch_the_clock(self, workers: Sequence[asyncio.Future[None]]) -> None:
         """--orbench-max-duration: past it, requests in flight are abandoned and the run ends."""
@@ -582,7 +497,7 @@ class FetchEngine:
     def _keep_judgment(self, job: Job, answer: str, verdict: Verdict) -> None:
         """A persistent judge's verdict is kept for the cache (an error never is), written
         judgments_per_write at a time and at the run's end. Its key's hashing counts as
-        judging, as does the writing: the callers time it with the judging."""
+        judging, as does the writing: the caller times it with the judging."""
         if self._persist and verdict.label is not Label.ERROR:
             self._unsaved_judgments.append((self._judgment_key(job, answer), verdict))
             if len(self._unsaved_judgments) >= self.judgments_per_write:

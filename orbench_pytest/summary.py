@@ -98,14 +98,8 @@ def judged_line(report: FetchReport) -> str | None:
     """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
     if not report.judged and not report.judgments_cached:
         return None
-    line = (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
+    return (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
             f"cache, judge CPU {report.judge_cpu_s:.1f}s")
-    if report.judge_process_cpu_s:
-        line += (f" (and {report.judge_process_cpu_s:.1f}s in a judge process beside the run, "
-                 f"waited for {report.judge_process_wait_s:.1f}s)")
-    if report.judge_process_failure:
-        line += f"; {report.judge_process_failure}: the run judged the rest itself"
-    return line
 
 
 def verdict_line(gate: Gate) -> str:
