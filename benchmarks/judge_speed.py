@@ -2,7 +2,8 @@
 
     python benchmarks/judge_speed.py [--n 80359] [--latency 0.3] [--server-concurrency 256]
                                      [--repeat 3] [--server-repeat 1] [--skip-e2e]
-                                     [--skip-server]
+                                     [--skip-server] [--skip-upgrade] [--no-in-run]
+                                     [--also DIR ...]
 
 1. Import: a fresh interpreter imports orbench_pytest.judges and makes the keyword judge (the
    classifier is parsed lazily, on the first answer), then also parses the bundled classifier
@@ -16,7 +17,9 @@
    computed before the run (`lookup`: no judging at all), each with a fresh cache; judging's
    cost is the difference in total CPU (user + sys of the run's process and of every process
    it started: wait4's rusage) and in wall time. Where the checkout has a judge process, a
-   third mode judges in the run's own process (`in-run`).
+   third mode judges in the run's own process (`in-run`). `--also DIR` adds the judge as
+   shipped of another checkout (its package first on the run's path), in the same turns: a
+   before / after comparison under the same drift.
    (a) N prompts, `--orbench-target` returning those answers at once (an instant endpoint),
        then (d) the same command again after the cache's verdicts are deleted, as a new judge
        version finds it (every cached answer judged again, no request), --repeat turns of the
@@ -158,8 +161,12 @@ if mode == "lookup":
 """
 
 
-def has_judge_process() -> bool:
-    return (REPO / "orbench_pytest" / "judge_process.py").exists()
+def has_judge_process(checkout: Path) -> bool:
+    return (checkout / "orbench_pytest" / "judge_process.py").exists()
+
+
+# (what the summary calls it, the checkout whose package runs, ORBENCH_BENCH_JUDGE)
+Mode = tuple[str, Path, str]
 
 
 def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> Run:
@@ -200,8 +207,15 @@ def summarise(case: str, runs: dict[str, list[Run]]) -> None:
                                                                         strict=True)))
 
 
-def modes() -> list[str]:
-    return ["lookup", "in-run", "shipped"] if has_judge_process() else ["lookup", "shipped"]
+def modes(also: list[Path], in_run: bool = True) -> list[Mode]:
+    here = [("lookup", REPO, "lookup"), ("shipped", REPO, "shipped")]
+    if in_run and has_judge_process(REPO):
+        here.insert(1, ("in-run", REPO, "in-run"))
+    return here + [(f"shipped by {checkout}", checkout, "shipped") for checkout in also]
+
+
+def mode_env(env: dict[str, str], root: Path, mode: Mode) -> dict[str, str]:
+    return {**env, "ORBENCH_BENCH_JUDGE": mode[2], "PYTHONPATH": f"{root}:{mode[1]}"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-repeat", type=int, default=1,
                     help="turns of the runs against the server (default 1)")
     ap.add_argument("--skip-server", action="store_true", help="no run against the server")
+    ap.add_argument("--skip-upgrade", action="store_true", help="no (d)")
+    ap.add_argument("--also", type=Path, action="append", default=[],
+                    help="another checkout whose judge runs as shipped beside this one's")
+    ap.add_argument("--no-in-run", action="store_true", help="no in-run mode")
     args = ap.parse_args(argv)
 
     bare, with_judge, loaded = import_cost()
@@ -253,53 +271,61 @@ def main(argv: list[str] | None = None) -> int:
         verdicts.write_bytes(pickle.dumps({a: judge.classify(a) for a in answers}))
         (root / "conftest.py").write_text(MODES_CONFTEST)
         env, plugin = pytest_env(root)
-        env["PYTHONPATH"] = f"{root}:{env['PYTHONPATH']}"
         env["ORBENCH_BENCH_VERDICTS"] = str(verdicts)
+        every = modes(args.also, not args.no_in_run)
         common = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-judge=keyword",
                   "--orbench-sample=all"]
         instant = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64"]
         # Untimed: the first run compiles every module's bytecode (PYCACHE).
-        run_process([*instant, f"--orbench-cache-path={root / 'warm-up.sqlite3'}"], root,
-                    {**env, "ORBENCH_BENCH_JUDGE": "lookup"}, ok_codes=(0, 1))
-        first: dict[str, list[Run]] = {mode: [] for mode in modes()}
-        upgrade: dict[str, list[Run]] = {mode: [] for mode in modes()}
+        warm = synthesise(Path(tmp) / "warm-up", 20)
+        (warm / "bench_answers.py").write_text(ANSWERS_MODULE)
+        for index, mode in enumerate(every):  # untimed, 20 prompts: each checkout's bytecode
+            small = [*common, "--orbench-target=bench_answers:answer",
+                     f"--orbench-cache-path={warm / f'{index}.sqlite3'}"]
+            run_process(small, warm, {**mode_env(env, warm, mode), "ORBENCH_BENCH_JUDGE": ""},
+                        ok_codes=(0, 1))
+        first: dict[str, list[Run]] = {mode[0]: [] for mode in every}
+        upgrade: dict[str, list[Run]] = {mode[0]: [] for mode in every}
         for turn in range(args.repeat):
-            for mode in modes():
-                cache = root / f"instant-{mode}-{turn}.sqlite3"
-                run_env = {**env, "ORBENCH_BENCH_JUDGE": mode}
+            for index, mode in enumerate(every):
+                cache = root / f"instant-{index}-{turn}.sqlite3"
+                run_env = mode_env(env, root, mode)
                 command = [*instant, f"--orbench-cache-path={cache}"]
-                first[mode].append(timed_run(command, root, run_env,
-                                             f"(a) {args.n} prompts, instant, {mode}, turn "
-                                             f"{turn + 1}"))
-                forget_verdicts(cache)
-                upgrade[mode].append(timed_run(command, root, run_env,
-                                               f"(d) re-judge after a judge upgrade, {mode}, "
-                                               f"turn {turn + 1}"))
+                first[mode[0]].append(timed_run(command, root, run_env,
+                                                f"(a) {args.n} prompts, instant, {mode[0]}, "
+                                                f"turn {turn + 1}"))
+                if not args.skip_upgrade:
+                    forget_verdicts(cache)
+                    upgrade[mode[0]].append(timed_run(command, root, run_env,
+                                                      f"(d) re-judge after a judge upgrade, "
+                                                      f"{mode[0]}, turn {turn + 1}"))
                 cache.unlink()
         summarise(f"(a) first run, {args.n} prompts, instant endpoint", first)
-        summarise(f"(d) re-run after a judge upgrade, {args.n} cached answers", upgrade)
+        if not args.skip_upgrade:
+            summarise(f"(d) re-run after a judge upgrade, {args.n} cached answers", upgrade)
         if args.skip_server:
             return 0
-        server_runs(root, env, common, args, bench_answers.compose)
+        server_runs(root, env, common, args, every, bench_answers.compose)
     return 0
 
 
 def server_runs(root: Path, env: dict[str, str], common: list[str], args: argparse.Namespace,
-                compose: Callable[[str], str]) -> None:
+                every: list[Mode], compose: Callable[[str], str]) -> None:
     from tests.openai_server import OpenAIServer, Reply
 
-    runs: dict[str, list[Run]] = {mode: [] for mode in modes()}
+    runs: dict[str, list[Run]] = {mode[0]: [] for mode in every}
     with OpenAIServer(lambda prompt, system, body: Reply(text=compose(prompt)),
                       latency_s=args.latency) as server:
         for turn in range(args.server_repeat):
-            for mode in modes():
-                cache = root / f"server-{mode}-{turn}.sqlite3"
+            for index, mode in enumerate(every):
+                cache = root / f"server-{index}-{turn}.sqlite3"
                 command = [*common, "--orbench-model=bench", f"--orbench-base-url={server.url}",
                            f"--orbench-concurrency={args.server_concurrency}",
                            f"--orbench-cache-path={cache}"]
-                runs[mode].append(timed_run(command, root, {**env, "ORBENCH_BENCH_JUDGE": mode},
-                                            f"(c) {args.n} prompts, {args.latency * 1000:.0f} "
-                                            f"ms server, {mode}, turn {turn + 1}"))
+                runs[mode[0]].append(timed_run(command, root, mode_env(env, root, mode),
+                                               f"(c) {args.n} prompts, "
+                                               f"{args.latency * 1000:.0f} ms server, {mode[0]}, "
+                                               f"turn {turn + 1}"))
                 cache.unlink()
     summarise(f"(c) first run, {args.n} prompts, server answering after "
               f"{args.latency * 1000:.0f} ms, concurrency {args.server_concurrency}", runs)
