@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .baseline import Comparison
-from .fetcher import FetchReport
+from .fetch_engine import FetchReport
 from .freshness import format_age
 from .gate import (
     OVER_REFUSAL,
