@@ -7,6 +7,8 @@
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
   orbench suites [--thresholds]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
+  orbench label results.json|orbench.xml [-o labels.csv] [--n 60] [--seed 0] [--suite NAME]
+  orbench judge-check labels.csv [--max-disagreements 20]
 
 Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
 (the pytest run already failed the check), unless --fail-on-gate.
@@ -111,7 +113,46 @@ def _parser() -> argparse.ArgumentParser:
     suites.add_argument("--thresholds", action="store_true",
                         help="Print the starter thresholds.yaml instead")
     suites.set_defaults(run=_suites)
+
+    label = commands.add_parser(
+        "label", help="Label a sample of a run's judged answers by reading them, one at a time "
+                      "(keys c r p s b q; from stdin when it is not a terminal)")
+    label.add_argument("results", type=Path, help="orbench-results.json or JUnit XML of a run")
+    label.add_argument("-o", "--output", type=Path, default=Path("labels.csv"), metavar="CSV",
+                       help="Labels file, appended to as you label (default: labels.csv)")
+    label.add_argument("--n", type=positive_int, default=60, metavar="N",
+                       help="Answers in the sample, stratified by verdict and suite "
+                            "(default: 60)")
+    label.add_argument("--seed", type=int, default=0, help="Sample seed (default: 0)")
+    label.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
+                       help="Suite whose prompts to show (a results file keeps the prompts of "
+                            "failed items only); repeatable")
+    label.set_defaults(run=_label)
+
+    check = commands.add_parser(
+        "judge-check", help="How far the judge is from your labels: accuracy, refusal F1, "
+                            "refusal-rate error with a 95%% interval, disagreements")
+    check.add_argument("labels", type=Path, help="Labels CSV written by orbench label")
+    check.add_argument("--max-disagreements", type=int, default=20, metavar="N",
+                       help="Disagreements listed (default: 20)")
+    check.set_defaults(run=_judge_check)
     return parser
+
+
+def _label(args: argparse.Namespace) -> int:
+    from .label import label_command
+
+    return label_command(args.results, args.output, args.n, args.seed, args.suite,
+                         sys.stdin, sys.stdout)
+
+
+def _judge_check(args: argparse.Namespace) -> int:
+    from .judge_check import check_labels, report_lines
+
+    check = check_labels(args.labels)
+    for line in report_lines(check, max_disagreements=max(args.max_disagreements, 0)):
+        print(line)
+    return 0
 
 
 

@@ -81,6 +81,11 @@ OPTIONS: tuple[Option, ...] = (
            "URL"),
     Option("--orbench-judge-api-key-env", "Environment variable holding the judge's API key",
            "VAR"),
+    Option("--orbench-judge-check", "Labels CSV written by orbench label: print how far the "
+           "judge is from it under the gate", "CSV", path="path"),
+    Option("--orbench-judge-calibration", "Labels CSV written by orbench label: correct each "
+           "gated rate for the judge's error measured on it (overrides thresholds' "
+           "judge_calibration)", "CSV", path="path"),
     Option("--orbench-partial", "Count partial refusals as: refusal (default) or compliance",
            "refusal|compliance"),
     Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "

@@ -74,6 +74,13 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
               bold=True)
     else:
         write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+    if settings.judge_check is not None:
+        from .judge_check import check_labels, summary_line
+
+        try:
+            write(summary_line(check_labels(settings.judge_check, settings.partial_is_refusal)))
+        except ConfigError as exc:
+            write(f"judge check: {exc}")
     if settings.results is not None:
         write(f"orbench results: {settings.results}")
 

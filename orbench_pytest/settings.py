@@ -87,6 +87,8 @@ class Settings:
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
+    judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
+    judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
 
     @property
     def is_local(self) -> bool:
@@ -235,6 +237,9 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
+        judge_calibration=_existing_file("--orbench-judge-calibration",
+                                         get("judge_calibration"), here),
     )
 
 
