@@ -58,13 +58,13 @@ def features(text: str, closing: str | None = None, feature_set: str = "opening"
     out += [f"b:{a} {b}" for a, b in pairwise(words)]
     out += [f"s{i}:{w}" for i, w in enumerate(words[:4])]  # the first words, by position
     for token in text[:_CHAR_CHARS].split():
-        out += [f"c:{gram}" for gram in _grams(token)]
+        out += _token_features("c", token)
     if closing is not None:
         tail_words = _WORD.findall(closing)
         out += [f"ew:{w}" for w in tail_words]
         out += [f"eb:{a} {b}" for a, b in pairwise(tail_words)]
         for token in closing.split():
-            out += [f"ec:{gram}" for gram in _grams(token)]
+            out += _token_features("ec", token)
     return out
 
 
@@ -118,6 +118,13 @@ class Combination:
             raise ValueError(f"judge classifier: combination {data!r} is not one of "
                              f"{', '.join(COMBINATION_RULES)} (vote: five weights)")
         return cls(rule, float(data.get("threshold", 0.5)), weights)
+
+
+@lru_cache(maxsize=16_384)
+def _token_features(kind: str, token: str) -> tuple[str, ...]:
+    """The distinct character n-gram features of one token: words repeat across answers, so
+    a token's are made once (a few MB for the most recent 16,384 tokens)."""
+    return tuple(dict.fromkeys(f"{kind}:{gram}" for gram in _grams(token)))
 
 
 def _grams(token: str) -> list[str]:
