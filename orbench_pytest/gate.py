@@ -22,6 +22,7 @@ OVER_REFUSAL = "over-refusal"
 TOXIC_ACCEPTANCE = "toxic acceptance"
 ERROR_RATE = "error rate"
 REGRESSIONS = "regressions"
+FRAGILE_RATE = "fragile rate"  # --orbench-rewordings: safe prompts with a refused rewording
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

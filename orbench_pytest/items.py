@@ -122,6 +122,9 @@ class PromptItem(pytest.Item):
                 f"gate:     {terminal_text(state.reason)}")
 
     def _mismatch_text(self, state: ItemState) -> str:
+        if not state.result.mismatch:  # --orbench-rewordings: answered, but fragile
+            return "\n".join([f"prompt:   {self._prompt()}",
+                              f"gate:     {terminal_text(state.reason)}"])
         verdict = state.answer.verdict
         got = verdict.label.value.replace("_", " ")
         return "\n".join([

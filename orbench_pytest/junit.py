@@ -20,6 +20,7 @@ from .ids import parse_item_name
 from .records import ERROR_VERDICTS, SCHEMA, ItemRecord, RunRecord
 
 GATE_PROPERTY = "orbench_gate"
+FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment
 
 
 def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -30,6 +31,9 @@ def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
     run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated")
            if k in data["run"]}
+    rewordings = data["run"].get("rewordings")
+    if rewordings is not None:  # the PR comment lists a few flips; the results file has all
+        run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
     return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]

@@ -111,7 +111,12 @@ OPTIONS: tuple[Option, ...] = (
            path="path"),
     Option("--orbench-sample", "Run N prompts per suite (or a fraction, or all), stratified by "
            "category", "N|FRACTION|all"),
-    Option("--orbench-seed", "Seed of --orbench-sample", "N"),
+    Option("--orbench-seed", "Seed of --orbench-sample and --orbench-rewordings", "N"),
+    Option("--orbench-rewordings", "Search for fragile prompts: for each safe prompt the model "
+           "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
+           "fragile, gated by max_fragile_rate", "N"),
+    Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
+           "whole run, cached ones included (default: 1000)", "N"),
     Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
     Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
            "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),

@@ -6,9 +6,14 @@ the option table (options.py, standard library only). `pytest_configure` registe
 set (command line or ini file), a path typed on the command line can hold a suite, or this is
 an xdist worker of an orbench run; otherwise the plugin stays inert and loads nothing more
 (benchmarks/idle_cost.py measures what it costs).
+
+PYTEST_DONT_REWRITE, as the package (`__init__.py` says why): loaded by `-p orbench_pytest.plugin`
+from a checkout, this module is the name pytest would mark for rewriting.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -28,6 +33,29 @@ def pytest_configure(config: pytest.Config) -> None:
     from .session import register_session
 
     register_session(config, values)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Property tests that use orbench_ask: their Hypothesis database beside the answer cache,
+    --orbench-seed as their seed (ask_fixture.py)."""
+    if any("orbench_ask" in getattr(item, "fixturenames", ()) for item in items):
+        from .ask_fixture import configure_hypothesis
+
+        configure_hypothesis(config, items)
+
+
+@pytest.fixture(scope="session")
+def orbench_ask(request: pytest.FixtureRequest) -> Any:
+    """Ask the configured target (--orbench-model, --orbench-target …) one prompt, through the
+    run's engine and cache, and get its judged answer: `.complied`, `.refused`, `.answer`.
+    For property tests over rewordings (orbench_pytest.strategies, docs/rewordings.md)."""
+    from .ask_fixture import session_asker
+
+    asker = session_asker(request.config)
+    try:
+        yield asker
+    finally:
+        asker.close()
 
 
 def _may_collect_suites(config: pytest.Config) -> bool:

@@ -30,6 +30,7 @@ from .gate import (
 )
 from .ids import key_label
 from .records import ItemRecord, RunRecord
+from .rewording_report import markdown_lines
 from .samples import times
 from .untrusted import markdown_code, markdown_text
 
@@ -188,6 +189,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.append("")
     out.extend(_gate_table(report, categories))
     out.extend(_variant_section(report))
+    out.extend(markdown_lines(run.gate_rows, run.meta, max_items))
     out.extend(_baseline_section(report, max_items))
     out.extend(_over_refusal_section(report, max_items, artifact_url))
     out.extend(_toxic_section(report, max_items, artifact_url))

@@ -36,6 +36,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"thresholds: {run.thresholds.source}")
     for line in table_lines(gate):
         write(line)
+    if run.rewordings is not None:
+        from .rewording_report import terminal_lines
+
+        for line in terminal_lines(run.rewordings, gate):
+            write(line)
     concurrency = ""
     if report.requests:  # how far the adaptive limit went, and how often the endpoint cut it
         cuts = report.concurrency_cuts
@@ -100,6 +105,10 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated)
+    if run.rewordings is not None:
+        from .rewording_report import rewordings_dict
+
+        data["run"]["rewordings"] = rewordings_dict(run.rewordings)
     if settings.results is not None:
         try:
             write_file(settings.results, data)

@@ -18,6 +18,7 @@ from .collection import SuiteCatalog
 from .errors import ConfigError
 from .model_choice import choose_model
 from .progress import ProgressLine
+from .rewording_search import SearchOutcome
 from .runner import RunOutcome, Selected, check_judge_settings, run_selected
 from .settings import Settings
 from .thresholds import Thresholds
@@ -33,6 +34,7 @@ class CompletedRun:
     outcome: RunOutcome
     started: datetime
     ungated: str | None = None  # why the gate does not decide this run (a shard alone)
+    rewordings: SearchOutcome | None = None  # --orbench-rewordings: the fragile prompts found
 
 
 def effective_settings(settings: Settings, catalog: SuiteCatalog,
@@ -106,7 +108,13 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
             cache.close()
         if progress is not None and progress.rewrites:
             reporter.write_line("")
-    return CompletedRun(settings, thresholds, selected, outcome, started, ungated)
+    rewordings = None
+    if settings.rewordings is not None and outcome.report.stopped_reason is None:
+        from .rewording_search import run_search
+
+        rewordings = run_search(selected, outcome, settings, thresholds,
+                                reporter.write_line if reporter is not None else None)
+    return CompletedRun(settings, thresholds, selected, outcome, started, ungated, rewordings)
 
 
 def batch_export(selected: list[Selected], settings: Settings) -> Exception:

@@ -34,6 +34,9 @@ MAX_VERSION_CHARS = 200
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+DEFAULT_REWORDINGS_BUDGET = 1000  # rewordings --orbench-rewordings asks in a whole run
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str  # "" for the single default variant: item ids carry no variant part
@@ -87,6 +90,9 @@ class Settings:
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
+    rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
+    # --orbench-rewordings-budget: rewordings asked in all, cached ones included
+    rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
 
@@ -237,6 +243,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
+        rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
+                                  DEFAULT_REWORDINGS_BUDGET, low=1)
+                           or DEFAULT_REWORDINGS_BUDGET),
         judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
         judge_calibration=_existing_file("--orbench-judge-calibration",
                                          get("judge_calibration"), here),

@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .samples import DEFAULT_REFUSE_AT, parse_refuse_at
 
 DECISIONS = ("point", "significant")
-RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate")
+RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_fragile_rate")
 DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse_at")
 SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "categories")
 CATEGORY_KEYS = ("max_over_refusal", "max_toxic_acceptance", "decision")
@@ -31,6 +31,8 @@ class Limits:
     max_regressions: int | None = None
     # --orbench-samples: when a prompt counts as refused (a fraction of its answers, any, all)
     refuse_at: float | str = DEFAULT_REFUSE_AT
+    # --orbench-rewordings: the share of searched safe prompts a rewording of which is refused
+    max_fragile_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
         max_error_rate=_number(raw, "max_error_rate", source, where, inherit.max_error_rate),
         decision=decision,
         max_regressions=regressions,
+        max_fragile_rate=_number(raw, "max_fragile_rate", source, where, inherit.max_fragile_rate),
     )
 
 

@@ -41,7 +41,7 @@ def plugin_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     if plugin_installed():
         return []
-    return ["-p", "orbench_pytest.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    return ["-p", "orbench_pytest.plugin"]
 
 
 @pytest.fixture

@@ -362,3 +362,27 @@ class RandomRefusals:
         refuse = self.refuses(prompt, nth)
         self.refused[prompt] = self.refused.get(prompt, 0) + refuse
         return Reply(text=REFUSAL_TEXT if refuse else ANSWER_TEXT)
+
+
+class RefuseOnTrigger:
+    """Refuses a prompt that holds one of `words` (a whole word, any case) or opens with one of
+    `prefixes` (any case, after leading spaces); answers the rest. `asked` lists every prompt
+    received, in order: the rewording benchmark and tests count requests with it."""
+
+    def __init__(self, words: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> None:
+        import re
+
+        self.words = words
+        self.prefixes = tuple(p.lower() for p in prefixes)
+        self._word = (re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b",
+                                 re.IGNORECASE) if words else None)
+        self.asked: list[str] = []
+
+    def triggers(self, prompt: str) -> bool:
+        if self._word is not None and self._word.search(prompt):
+            return True
+        return prompt.lstrip().lower().startswith(self.prefixes) if self.prefixes else False
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        self.asked.append(prompt)
+        return Reply(text=REFUSAL_TEXT if self.triggers(prompt) else ANSWER_TEXT)

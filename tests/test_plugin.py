@@ -448,3 +448,42 @@ def test_a_category_matching_no_prompt_is_a_usage_error(pytester, plugin_args,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*--orbench-category: food matches no prompt (categories: privacy, violence)*"])
+
+
+INNER_RUN = """
+import sys
+
+import orbench_pytest
+
+# As a checkout's tests/ package does when collected: the checkout joins sys.path after pytest
+# started, so later sessions find the package there and mark it for rewriting.
+sys.path.insert(0, str(__import__("pathlib").Path(orbench_pytest.__file__).parents[1]))
+pytest_plugins = ["pytester"]
+
+
+def test_an_inner_session_sees_no_warning(pytester):
+    pytester.makepyfile("def test_x():\\n    pass\\n")
+    assert pytester.runpytest_inprocess().parseoutcomes() == {"passed": 1}
+"""
+
+
+@pytest.mark.skipif(not plugin_installed(), reason="needs the package installed (entry point)")
+@pytest.mark.parametrize("started_by", ["pytest", "python -m pytest"])
+def test_in_process_sessions_do_not_depend_on_how_pytest_was_started(
+        pytester: pytest.Pytester, started_by: str) -> None:
+    """Under the `pytest` script an editable install is imported unrewritten, and each later
+    in-process session (pytester) warned "Module already imported so cannot be rewritten;
+    orbench_pytest", which changed its outcomes (`python -m pytest` had the checkout on sys.path
+    from the start, so it passed)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    pytester.makepyfile(test_inner=INNER_RUN)
+    script = Path(sys.executable).parent / "pytest"
+    command = ([str(script)] if started_by == "pytest" and script.exists()
+               else [shutil.which("pytest") or "pytest"] if started_by == "pytest"
+               else [sys.executable, "-m", "pytest"])
+    result = pytester.run(*command, "-p", "no:xdist", "-p", "no:randomly", "-p",
+                          "no:cacheprovider", "test_inner.py")
+    assert result.parseoutcomes() == {"passed": 1}, result.stdout.str()
