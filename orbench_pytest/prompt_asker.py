@@ -114,7 +114,7 @@ class PromptAsker:
         variants = settings.variants
         self.system_prompt = variants[0].system_prompt if variants else None
         self.engine_settings = dataclasses.replace(
-            fetch_settings(settings, self.params), revalidate=False, judge_process_min=None)
+            fetch_settings(settings, self.params), revalidate=False)
         self.cache = (None if settings.cache_mode == "off"
                       else ResponseCache(settings.cache_path,
                                          writable=settings.cache_mode != "read"))
