@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="--orbench-concurrency of the runs against the server (default 256)")
     ap.add_argument("--skip-e2e", action="store_true", help="only import and per-answer cost")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="turns of the instant endpoint's runs (default 3)")
+                    help="turns of the instant endpoint's runs (default 3; 0: none)")
     ap.add_argument("--server-repeat", type=int, default=1,
                     help="turns of the runs against the server (default 1)")
     ap.add_argument("--skip-server", action="store_true", help="no run against the server")
@@ -300,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       f"(d) re-judge after a judge upgrade, "
                                                       f"{mode[0]}, turn {turn + 1}"))
                 cache.unlink()
-        summarise(f"(a) first run, {args.n} prompts, instant endpoint", first)
-        if not args.skip_upgrade:
+        if args.repeat:
+            summarise(f"(a) first run, {args.n} prompts, instant endpoint", first)
+        if args.repeat and not args.skip_upgrade:
             summarise(f"(d) re-run after a judge upgrade, {args.n} cached answers", upgrade)
         if args.skip_server:
             return 0
