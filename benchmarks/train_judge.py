@@ -20,8 +20,11 @@ of every training model. `benchmarks/judge_accuracy.py` runs this same procedure
 outer fold, so the left-out model is never seen.
 
 The seed is fixed and the features are `orbench_pytest.judge_classifier.features`, so the same
-data gives the same file byte for byte. Beside the model it writes `<out>.meta.json`: the
-model's sha256, the data's sha256s, sizes, the choice and its cross-validated figures.
+data and code give the same file byte for byte (tests/test_train_judge.py retrains and compares
+the sha256). The `train` extra pins scikit-learn (liblinear's solver and the TF-IDF weights are
+the numbers that could move). Beside the model it writes `<out>.meta.json`: the model's sha256,
+the data's sha256s, sizes, the choice, its cross-validated figures and the version of every
+library the training ran on (Python, scikit-learn, NumPy, SciPy, joblib, threadpoolctl).
 """
 
 from __future__ import annotations
@@ -287,6 +290,23 @@ def examples_of(rows: Sequence[Labelled]) -> list[Example]:
     return [example(r.model, r.row_id, r.completion, r.refusal) for r in rows]
 
 
+TRAINING_LIBRARIES = ("scikit-learn", "numpy", "scipy", "joblib", "threadpoolctl")
+
+
+def library_versions() -> dict[str, str]:
+    """The version of every library training runs on (recorded in the model's meta)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in TRAINING_LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", nargs="?", type=Path,
@@ -326,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                        for p in sorted(args.directory.glob("completions_*.csv"))},
         "rows": len(rows), "refusals": sum(truth),
         "training_accuracy": round(train_acc, 4),
+        "versions": library_versions(),
         "note": "held-out figures: benchmarks/judge_accuracy.py (leave-one-model-out, the "
                 "same choice made inside each fold)",
     }

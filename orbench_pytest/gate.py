@@ -91,6 +91,15 @@ class ItemResult:
         return self.refused != (self.expect == "refuse")
 
 
+@dataclass(frozen=True, slots=True)
+class CorrectedRate:
+    """A rate corrected for the judge's measured error (calibration.py): it decides."""
+
+    rate: float
+    low: float
+    high: float
+
+
 @dataclass
 class RateCheck:
     name: str
@@ -103,15 +112,30 @@ class RateCheck:
     # --orbench-samples: the mean per-prompt fraction decides, with a clustered interval;
     # k stays the prompts counted as mismatches by the refuse_at rule.
     sampled: ClusteredRate | None = None
+    # judge_calibration: the rate corrected for the judge's error decides; k/n stay judged
+    corrected: CorrectedRate | None = None
 
     @property
     def rate(self) -> float | None:
+        if self.corrected is not None and self.n:
+            return self.corrected.rate
+        return self.raw_rate
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        if self.corrected is not None:
+            return (self.corrected.low, self.corrected.high)
+        return self.raw_interval
+
+    @property
+    def raw_rate(self) -> float | None:
+        """The rate as the judge counted it."""
         if self.sampled is not None:
             return self.sampled.mean if self.n else None
         return self.k / self.n if self.n else None
 
     @property
-    def interval(self) -> tuple[float, float]:
+    def raw_interval(self) -> tuple[float, float]:
         if self.sampled is not None:
             return (self.sampled.low, self.sampled.high)
         return wilson_interval(self.k, self.n, self.confidence)
@@ -134,6 +158,10 @@ class RateCheck:
             counts = (f"mean of {self.n} prompts' fractions over {self.sampled.answers} "
                       f"answers, {self.k} past refuse_at")
             return f"{self.name} {_pct(rate)} ({counts}{extra}) {sign} {_pct(self.limit)}"
+        if self.corrected is not None:
+            return (f"{self.name} {_pct(rate)} corrected for the judge's error (judged "
+                    f"{_pct(self.raw_rate or 0.0)}, {self.k}/{self.n}{extra}) {sign} "
+                    f"{_pct(self.limit)}")
         return f"{self.name} {_pct(rate)} ({self.k}/{self.n}{extra}) {sign} {_pct(self.limit)}"
 
 

@@ -13,21 +13,49 @@ compliance called one) feed the gate's calibration (calibration.py).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .calibration import ErrorRates
 from .errors import ConfigError
 from .gate import wilson_interval
 from .judge_metrics import Agreement, agreement, confusion_matrix, format_confusion
-from .label import HUMAN_LABELS, SKIP, read_labels
 from .untrusted import terminal_text
 
 REFUSING = frozenset({"refusal", "partial_refusal", "content_filter"})
 JUDGE_CLASSES = {"compliance": "compliance", "refusal": "refusal",
                  "partial_refusal": "partial_refusal", "content_filter": "refusal"}
 SHOWN_CHARS = 160
+# The labels file orbench label appends to (one row per label given; the last of an id wins)
+COLUMNS = ("id", "suite", "variant", "case_id", "category", "expect", "judge_verdict", "label",
+           "prompt", "response", "labelled_at")
+HUMAN_LABELS = ("compliance", "refusal", "partial_refusal")
+SKIP = "skip"
+
+
+def read_labels(path: Path) -> dict[str, dict[str, str]]:
+    """The last row of every id (a relabel appends, it never rewrites)."""
+    if not path.exists():
+        return {}
+    latest: dict[str, dict[str, str]] = {}
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            names = reader.fieldnames or []
+            missing = [c for c in ("id", "judge_verdict", "label") if c not in names]
+            if missing:
+                raise ConfigError(f"{path}: not a labels file (no column {', '.join(missing)})")
+            for row in reader:
+                if row.get("id"):
+                    latest[row["id"]] = row
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the labels file ({exc.strerror})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"{path}: not a labels CSV ({exc})") from None
+    return latest
 
 
 def is_refusal(label: str, partial_is_refusal: bool = True) -> bool:
@@ -44,24 +72,6 @@ class Pair:
     judge: str  # the same three classes (a content filter counts as refusal)
     prompt: str = ""
     response: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorRates:
-    """The judge's binary error on labelled answers: what the calibration needs."""
-
-    refusals: int  # labelled refusals
-    caught: int  # of which the judge called refusals
-    compliances: int  # labelled compliances
-    passed: int  # of which the judge called compliances
-
-    @property
-    def sensitivity(self) -> float:
-        return self.caught / self.refusals if self.refusals else math.nan
-
-    @property
-    def specificity(self) -> float:
-        return self.passed / self.compliances if self.compliances else math.nan
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,11 @@ class JudgeCheck:
                           caught=sum(h and j for h, j in zip(human, judge, strict=True)),
                           compliances=sum(not h for h in human),
                           passed=sum(not h and not j for h, j in zip(human, judge, strict=True)))
+
+    def rates_by_scope(self) -> dict[str, ErrorRates]:
+        """The error on all labels, and on each kind of prompt's (the calibration's input)."""
+        return {"all": self.rates(), "comply": self.rates("comply"),
+                "refuse": self.rates("refuse")}
 
     def rate_difference(self, confidence: float = 0.95) -> tuple[float, float, float]:
         """Judge's refusal rate minus the labelled one, with its interval."""

@@ -28,14 +28,11 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import ConfigError
+from .judge_check import COLUMNS, SKIP, read_labels
 from .records import ERROR_VERDICTS, ItemRecord
 from .untrusted import clip, terminal_line
 
-COLUMNS = ("id", "suite", "variant", "case_id", "category", "expect", "judge_verdict", "label",
-           "prompt", "response", "labelled_at")
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
-HUMAN_LABELS = ("compliance", "refusal", "partial_refusal")
-SKIP = "skip"
 DEFAULT_N = 60
 SHOWN_CHARS = 4000  # of an answer on screen; the CSV keeps what the results file holds
 NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; give --suite)"
@@ -84,28 +81,6 @@ def sample(pool: Sequence[Candidate], n: int, seed: int) -> list[Candidate]:
 
 
 # --- the labels file -------------------------------------------------------------------------
-def read_labels(path: Path) -> dict[str, dict[str, str]]:
-    """The last row of every id (a relabel appends, it never rewrites)."""
-    if not path.exists():
-        return {}
-    latest: dict[str, dict[str, str]] = {}
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            names = reader.fieldnames or []
-            missing = [c for c in ("id", "judge_verdict", "label") if c not in names]
-            if missing:
-                raise ConfigError(f"{path}: not a labels file (no column {', '.join(missing)})")
-            for row in reader:
-                if row.get("id"):
-                    latest[row["id"]] = row
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the labels file ({exc.strerror})") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"{path}: not a labels CSV ({exc})") from None
-    return latest
-
-
 class LabelWriter:
     """Appends one row per label, flushed to the disk before the next answer is shown."""
 

@@ -36,6 +36,8 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"thresholds: {run.thresholds.source}")
     for line in table_lines(gate):
         write(line)
+    if outcome.calibration is not None:
+        write(outcome.calibration.line())
     if run.rewordings is not None:
         from .rewording_report import terminal_lines
 

@@ -120,6 +120,8 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
         "system_fingerprints": sorted({a.system_fingerprint for a in outcome.report.answers.values()
                                        if a.system_fingerprint}),
     }
+    if outcome.calibration is not None:
+        data["run"]["judge_calibration"] = outcome.calibration.as_dict()
     agreement = judge_agreement_dict(outcome.judge_stats)
     if agreement is not None:
         data["run"]["judge_agreement"] = agreement
@@ -247,6 +249,9 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
             "interval": list(check.interval), "confidence": check.confidence,
             "limit": check.limit, "decision": check.decision, "where": check.where,
             "passed": check.passed, "inherited": row.inherited(check),
+            **({"corrected": True, "raw_rate": check.raw_rate,
+                "raw_interval": list(check.raw_interval)}
+               if check.corrected is not None else {}),
             **({"mean_of_prompts": True, "answers": check.sampled.answers,
                 "n_effective": round(check.sampled.n_effective, 2)}
                if check.sampled is not None else {}),

@@ -12,6 +12,7 @@ from typing import Any
 
 from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
+from .calibration import Calibration
 from .errors import ConfigError
 from .fetch_engine import Answer, FetchReport, FetchSettings, Job, Progress, usable
 from .fetcher import JudgedFetch, run_phase
@@ -70,6 +71,7 @@ class RunOutcome:
     judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
     judge_version: str = ""  # recorded in results: a changed judge is visible there
     fingerprint: dict[str, Any] | None = None  # the candidate's code / version (fingerprint.py)
+    calibration: Calibration | None = None  # judge_calibration: what corrected the gate
 
 
 def served_url(settings: Settings) -> str:
@@ -320,6 +322,7 @@ def run_selected(
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None)
+    calibration = calibrate_gate(gate, settings, thresholds)
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
@@ -327,7 +330,21 @@ def run_selected(
             outcome, reason = Outcome.TOLERATED, f"not gated: {ungated}"
         states[s.nodeid] = ItemState(answer, outcome, reason, result)
     return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version,
-                      fingerprint)
+                      fingerprint, calibration)
+
+
+def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
+                   ) -> Calibration | None:
+    """--orbench-judge-calibration (else thresholds' judge_calibration): each gated rate
+    corrected for the judge's error measured on the team's labels, before any outcome."""
+    labels = settings.judge_calibration or thresholds.judge_calibration
+    if labels is None:
+        return None
+    from .calibration import calibrate
+    from .judge_check import check_labels
+
+    check = check_labels(labels, settings.partial_is_refusal)
+    return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
 
 
 def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings

@@ -40,7 +40,10 @@ def _rate(row: GroupRow, name: str) -> tuple[str, str]:
         sampled = clustered_rate(*_fractions(row, name))
         rate, low, high = sampled.mean, sampled.low, sampled.high
     limit = f"{check.limit * 100:.1f}%" if check else "—"
-    return rate_with_interval(rate, low, high, width=5), limit
+    shown = rate_with_interval(rate, low, high, width=5)
+    if check is not None and check.corrected is not None:  # judge_calibration
+        shown += f" raw {(check.raw_rate or 0.0) * 100:.1f}%"
+    return shown, limit
 
 
 def _fractions(row: GroupRow, name: str) -> tuple[list[float], int]:

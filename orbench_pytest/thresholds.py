@@ -17,7 +17,7 @@ RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_
 DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse_at")
 SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "categories")
 CATEGORY_KEYS = ("max_over_refusal", "max_toxic_acceptance", "decision")
-TOP_KEYS = ("defaults", "suites")
+TOP_KEYS = ("defaults", "suites", "judge_calibration")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Thresholds:
     # The dotted keys the file sets itself (suites.X.key, suites.X.categories.C.key): a limit
     # not among them was inherited, and messages name where it was inherited from.
     explicit: frozenset[str] = frozenset()
+    # judge_calibration: a labels CSV (orbench label), relative to the thresholds file
+    judge_calibration: Path | None = None
 
     def for_suite(self, suite: str) -> Limits:
         return self.suites.get(suite, self.defaults)
@@ -70,10 +72,10 @@ def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
     from .yaml_load import load_yaml
 
     data = load_yaml(read_text(path, THRESHOLDS_LIMIT, "thresholds file"), str(path))
-    return parse_thresholds(data, shown_as or str(path))
+    return parse_thresholds(data, shown_as or str(path), path.parent)
 
 
-def parse_thresholds(data: Any, source: str) -> Thresholds:
+def parse_thresholds(data: Any, source: str, base: Path | None = None) -> Thresholds:
     if data is None:
         data = {}
     _check_mapping(data, source, "", TOP_KEYS)
@@ -105,7 +107,20 @@ def parse_thresholds(data: Any, source: str) -> Thresholds:
             categories[(str(suite), str(category))] = _limits(
                 raw_category, source, cat_where, suite_limits
             )
-    return Thresholds(source, confidence, defaults, suites, categories, frozenset(explicit))
+    return Thresholds(source, confidence, defaults, suites, categories, frozenset(explicit),
+                      _calibration(data.get("judge_calibration"), source, base))
+
+
+def _calibration(raw: Any, source: str, base: Path | None) -> Path | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(f"{source}: judge_calibration: expected the path of a labels CSV "
+                          "(written by orbench label)")
+    path = (base or Path.cwd()) / Path(raw).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{source}: judge_calibration: {path} does not exist or is not a file")
+    return path
 
 
 def _or_empty(value: Any) -> Any:

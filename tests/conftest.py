@@ -52,3 +52,23 @@ def batches_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
     # The module the run will use (pytester may have dropped an earlier import of it).
     batch_run = importlib.import_module("orbench_pytest.batch_run")
     monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many code blocks of README.md and docs/ ran (tests/test_docs.py), under xdist too:
+    each page's test records its counts as a user property, which travels with its report."""
+    ran = not_run = files = page_count = 0
+    seconds = 0.0
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "docs_blocks":
+                    page_count += 1
+                    ran, not_run, files = ran + value[0], not_run + value[1], files + value[2]
+                    seconds += value[3]
+    if page_count:
+        terminalreporter.write_line(
+            f"docs: {ran} code blocks run on {page_count} pages in {seconds:.1f}s "
+            f"({not_run} not-run, {files} written as files)")

@@ -73,7 +73,7 @@ def test_a_message_names_where_an_inherited_limit_was_set() -> None:
         ),
         ({"defaults": {"confidence": 1}}, "t.yaml: defaults.confidence: 1 is outside (0, 1)"),
         ({"suites": ["x"]}, "t.yaml: suites: expected a mapping, got list"),
-        ({"gate": {}}, "t.yaml: gate: unknown key (allowed: defaults, suites)"),
+        ({"gate": {}}, "t.yaml: gate: unknown key (allowed: defaults, suites, judge_calibration)"),
         (
             {"suites": {"x": {"categories": {"c": {"max_error_rate": 0.1}}}}},
             "t.yaml: suites.x.categories.c.max_error_rate: unknown key",

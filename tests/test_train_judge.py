@@ -1,0 +1,63 @@
+"""The shipped judge model is reproducible: retraining from the labelled data gives it byte for
+byte (benchmarks/train_judge.py; the `train` extra pins scikit-learn)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "orbench_pytest" / "data" / "judge_classifier.json"
+
+
+def _train_judge():
+    spec = importlib.util.spec_from_file_location("train_judge",
+                                                  REPO / "benchmarks" / "train_judge.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_train_extra_pins_scikit_learn() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    (pin,) = [req for req in extras["train"] if req.startswith("scikit-learn")]
+    assert "==" in pin
+
+
+def test_the_shipped_meta_records_every_training_librarys_version() -> None:
+    meta = json.loads(SHIPPED.with_name(SHIPPED.name + ".meta.json").read_text())
+    versions = meta["versions"]
+    assert set(versions) == {"python", "scikit-learn", "numpy", "scipy", "joblib",
+                             "threadpoolctl"}
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert f"scikit-learn=={versions['scikit-learn']}" in extras["train"]
+
+
+def test_retraining_gives_the_shipped_model_byte_for_byte(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn", reason="scikit-learn is not installed: "
+                                          "pip install -e '.[train]' to retrain the judge")
+    train_judge = _train_judge()
+    data = Path(os.environ.get("ORBENCH_XSTEST_LABELLED", train_judge.DEFAULT_DIR))
+    if not sorted(data.glob("completions_*.csv")):
+        pytest.skip(f"XSTest's labelled completions are not in {data} (set "
+                    "ORBENCH_XSTEST_LABELLED); they are never copied into the repository")
+    out = tmp_path / "judge_classifier.json"
+    assert train_judge.main([str(data), "--out", str(out)]) == 0
+    retrained = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert retrained == hashlib.sha256(SHIPPED.read_bytes()).hexdigest()
+    meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
+    shipped_meta = json.loads(SHIPPED.with_name(SHIPPED.name + ".meta.json").read_text())
+    assert meta["sha256"] == shipped_meta["sha256"] == retrained
+    assert meta["trained_on"] == shipped_meta["trained_on"]
