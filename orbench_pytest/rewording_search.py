@@ -22,8 +22,9 @@ Reproducible and bounded:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
@@ -117,11 +118,37 @@ def _find(candidate: Candidate, tries: int, seed: int,
     from .strategies import rewordings
 
     try:
-        return find(rewordings(candidate.prompt), condition,
-                    settings=_settings(tries),  # type: ignore[arg-type]
-                    random=prompt_seed(seed, candidate))
+        with _no_local_constants():
+            return find(rewordings(candidate.prompt), condition,
+                        settings=_settings(tries),  # type: ignore[arg-type]
+                        random=prompt_seed(seed, candidate))
     except NoSuchExample:
         return None
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis sometimes draws an integer from the constants it found in the modules
+    loaded so far ("local constants"): which those are depends on what this process imported
+    (a serial run and an xdist controller differ), and the search must draw the same rewordings
+    in both. Within the search, the pool is empty and the constants cache its own. Private
+    Hypothesis names: if they change, nothing is patched (tests/test_rewordings.py checks the
+    search still draws the same rewordings in both)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+
+        saved = (providers._get_local_constants, providers.CONSTANTS_CACHE)
+    except (ImportError, AttributeError):
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE = type(saved[1])(saved[1].max_size)
+    try:
+        yield
+    finally:
+        providers._get_local_constants, providers.CONSTANTS_CACHE = saved
 
 
 def _tries(candidate: Candidate, tries: int, seed: int) -> list[str]:

@@ -102,11 +102,10 @@ def test_safe_prompts_never_draw_a_toxic_prompt() -> None:
 # --- the fixture in a user's property test -------------------------------------------------------
 
 USER_TEST = '''
-from hypothesis import given, settings
+from hypothesis import given
 from orbench_pytest import strategies
 
 
-@settings(max_examples=60)
 @given(prompt=strategies.safe_prompts("smoke").flatmap(strategies.rewordings))
 def test_rewordings_are_answered(orbench_ask, prompt):
     assert orbench_ask(prompt).complied
@@ -115,7 +114,7 @@ def test_rewordings_are_answered(orbench_ask, prompt):
 
 def test_the_user_property_test_fails_with_the_minimal_rewording(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    pytester.makepyfile(test_user=USER_TEST)
+    pytester.makepyfile(test_user=USER_TEST)  # the issue's test, as written
     script = RefuseOnTrigger(prefixes=("I'm a",))
     cache = Path(os.environ["ORBENCH_CACHE_DIR"])
     with OpenAIServer(script) as server:
@@ -282,3 +281,23 @@ def test_under_xdist_the_search_equals_a_serial_run(pytester: pytest.Pytester,
         parallel = search(pytester, plugin_args, server, "--orbench-cache=off", "-n", "2")
     assert flips_of(pytester) == serial_flips
     assert serial.parseoutcomes() == parallel.parseoutcomes()
+
+
+def test_the_tries_do_not_depend_on_the_constants_of_loaded_modules() -> None:
+    """Hypothesis draws some integers from constants found in the modules loaded so far; a
+    serial run and an xdist controller load different ones, and must try the same rewordings."""
+    from hypothesis.internal.conjecture import providers
+
+    from orbench_pytest.rewording_search import Candidate, _tries
+
+    candidate = Candidate("n", "smoke", "", "violence-0000", "violence", PROMPT, None)
+    first = _tries(candidate, 60, 0)
+    pool = providers._get_local_constants()
+    added = set(range(3, 400)) - pool.integers
+    pool.integers.update(added)  # as if a module full of numbers had been imported
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        assert _tries(candidate, 60, 0) == first
+    finally:
+        pool.integers.difference_update(added)
+        providers.CONSTANTS_CACHE.cache.clear()
