@@ -36,6 +36,11 @@ def resolved_target(path: Path, option: str) -> Path:
     return target
 
 
+def mode_for(target: Path) -> int:
+    """The permissions a new artefact at `target` gets (those of the file it replaces)."""
+    return _mode_for(target)
+
+
 def _mode_for(target: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(target).st_mode)

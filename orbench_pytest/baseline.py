@@ -41,6 +41,10 @@ class Baseline:
     # Per item, the share of its answers that refused (a run with --orbench-samples);
     # items not in it had one answer, whose mismatch state says it.
     rates: Mapping[ItemKey, float] = field(default_factory=dict)
+    # Per gate row (suite, variant, category or None): its over-refusal and toxic-acceptance
+    # rates as the gate computes them; a suite's `baseline: ratchet` compares with these.
+    group_rates: Mapping[tuple[str, str, str | None], Mapping[str, float]] = field(
+        default_factory=dict)
 
     def previous(self, key: ItemKey) -> bool | str | None:
         """The baseline's mismatch state, or "missing". A run with variants pairs each
@@ -92,10 +96,6 @@ class McNemar:
     p_worse: float
     p_two_sided: float
     exact: bool
-
-    @property
-    def discordant(self) -> int:
-        return self.regressions + self.improvements
 
     def significant_regression(self, confidence: float) -> bool:
         return self.regressions > self.improvements and self.p_worse < 1 - confidence

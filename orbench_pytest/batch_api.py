@@ -15,7 +15,6 @@ from .errors import ConfigError
 from .untrusted import terminal_text
 
 TERMINAL = frozenset({"completed", "expired", "failed", "cancelled"})
-ANSWERED = frozenset({"completed", "expired"})  # statuses whose output files hold answers
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from .bounded import BODY_LIMIT
 from .errors import ConfigError
+from .types import well_formed
 from .untrusted import terminal_text
 
 CHAT_URL = "/v1/chat/completions"
@@ -97,6 +98,9 @@ def parse_output(lines: Iterable[bytes], where: str) -> Iterator[OutputLine]:
             continue
         try:
             yield _output_line(json.loads(raw))
+        except RecursionError:  # a line nested deeper than Python recurses: that line only
+            raise ConfigError(f"{where}, line {number}: nested too deep to read (expected a "
+                              "Batch API output line: custom_id, response, error)") from None
         except (ValueError, UnicodeDecodeError) as exc:
             reason = "not JSON" if not isinstance(exc, _Malformed) else str(exc)
             raise ConfigError(f"{where}, line {number}: {reason} (expected a Batch API output "
@@ -134,8 +138,10 @@ def _body_bytes(body: Any) -> bytes:
     if body is None:
         return b""
     if isinstance(body, str):  # a body kept as text: parsed (or found malformed) like a live one
-        return body.encode("utf-8")
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+        return well_formed(body).encode("utf-8")
+    # ASCII JSON: a lone surrogate escape (\ud800) stays an escape, and the live client's
+    # parser turns it into U+FFFD as it does for an endpoint's reply.
+    return json.dumps(body).encode("ascii")
 
 
 def _error_text(error: Any) -> str:
@@ -151,5 +157,6 @@ def _error_text(error: Any) -> str:
 
 def shown_id(custom_id: str) -> str:
     """A custom_id as a message shows it: bounded, quoted, no control characters."""
-    text = custom_id if len(custom_id) <= _SHOWN_ID else custom_id[:_SHOWN_ID] + "…"
-    return repr(text)
+    # Redacted (a key pasted into an id is not printed), escaped (no control character, no
+    # workflow command), bounded, then quoted.
+    return "'" + terminal_text(custom_id, _SHOWN_ID).replace("'", "\\'") + "'"

@@ -36,9 +36,11 @@ from .targets import chat_request_body
 from .types import Response
 
 Write = Callable[[str], None]
-# A set of requests larger than one batch takes is several input files (an export) or several
-# batches, submitted together and waited for in turn.
-BATCH_LIMITS = BatchLimits()
+
+def batch_limits(settings: Settings) -> BatchLimits:
+    """What one input file may hold: a set of requests larger than one batch takes is several
+    input files (an export) or several batches, submitted together and waited for in turn."""
+    return BatchLimits(requests=settings.batch_max_requests)
 
 
 class BatchEnded(Exception):
@@ -80,7 +82,8 @@ def export(selected: Sequence[Selected], settings: Settings,
     check_batch_target(settings, "--orbench-batch-export")
     plan = plan_jobs(selected, settings)
     jobs = missing_jobs(plan, settings, cache)
-    texts = split_requests(batch_requests(jobs, settings), BATCH_LIMITS) or [""]
+    limits = batch_limits(settings)
+    texts = split_requests(batch_requests(jobs, settings), limits) or [""]
     paths = export_paths(settings.batch_export, len(texts))
     for path, text in zip(paths, texts, strict=True):
         write_export_file(path, text)
@@ -88,7 +91,7 @@ def export(selected: Sequence[Selected], settings: Settings,
     where, repeat = str(paths[0]), ""
     if len(paths) > 1:
         where = (f"{len(paths)} files, {paths[0]} to {paths[-1].name} (a batch takes at most "
-                 f"{BATCH_LIMITS.requests:,} requests and {BATCH_LIMITS.bytes // 1_000_000} MB)")
+                 f"{limits.requests:,} requests and {limits.bytes // 1_000_000} MB)")
         repeat = " (once for each file)"
     return BatchEnded([f"orbench: wrote {len(jobs)} requests to {where} ({held} already "
                        "cached); nothing was sent. Import the answers with "
@@ -153,7 +156,7 @@ def submit_or_status(selected: Sequence[Selected], settings: Settings,
     check_target_key(settings)
     url = served_url(settings)
     requests = batch_requests(jobs, settings)
-    chunks = split_requests(requests, BATCH_LIMITS)
+    chunks = split_requests(requests, batch_limits(settings))
     set_key = request_set_key(url, (key for key, _ in requests))
     state = BatchState(state_path(settings.cache_path))
     batch_ids = state.batch_ids(set_key)

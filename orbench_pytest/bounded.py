@@ -17,6 +17,8 @@ MIB = 1024 * KIB
 OPTION_FILE_LIMIT = 1 * MIB  # a system prompt
 THRESHOLDS_LIMIT = 1 * MIB
 SUITE_LIMIT = 64 * MIB  # inline suites of tens of thousands of prompts fit
+DATA_FILE_LIMIT = 64 * MIB  # a suite's source (CSV, JSONL, Parquet): OR-Bench-80K is ~12 MB
+PROMPT_LIMIT = 131_072  # characters of one prompt (the csv module's own field limit)
 
 
 def _size_text(limit: int) -> str:

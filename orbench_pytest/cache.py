@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .types import Label, Response, Verdict
+from .untrusted import terminal_text
 
 SCHEMA_VERSION = 1
 
@@ -61,13 +63,47 @@ LATER_COLUMNS = frozenset({"system_fingerprint"})
 RESPONSE_COLUMNS = frozenset({"key", "text", "finish_reason", "content_filter", "refusal",
                               "reasoning", "usage", "latency_ms", "raw", "created"})
 
+# Bounds on what a cache file can cost (a crafted file must not hang a run):
+QUERY_LIMIT_S = 30.0  # one statement (a lookup chunk, a count, a merge step) at most
+LOCK_WAIT_S = 10.0  # a write lock held by another process: waited this long in all, then stop
+WRITE_ATTEMPT_S = 0.05  # during the fetch, one write attempt blocks the event loop at most this
+
+# The storage classes a row of ours may hold, per column (SQLite's typeof()); a row with any
+# other (a text `created`, a binary `text`, edited or crafted) is corrupt: never read, never
+# merged.
+_TEXT = ("text", "null")
+_NUMBER = ("integer", "real", "null")
+RESPONSE_TYPES: dict[str, tuple[str, ...]] = {
+    "key": ("text",), "text": _TEXT, "finish_reason": _TEXT, "content_filter": ("integer",),
+    "refusal": _TEXT, "reasoning": _TEXT, "usage": _TEXT, "latency_ms": _NUMBER, "raw": _TEXT,
+    "created": _NUMBER, "system_fingerprint": _TEXT,
+}
+JUDGMENT_TYPES: dict[str, tuple[str, ...]] = {
+    "key": ("text",), "label": ("text",), "reason": ("text",), "confident": ("integer",),
+    "judge": ("text",), "created": _NUMBER,
+}
+
+
+def well_typed(types: dict[str, tuple[str, ...]], columns: Iterable[str],
+               table: str | None = None) -> str:
+    """An SQL condition true of the rows whose columns hold the storage classes of ours
+    (`columns`: those the table has)."""
+    prefix = f"{table}." if table else ""
+    return " AND ".join(f"typeof({prefix}{c}) IN ({', '.join(repr(t) for t in types[c])})"
+                        for c in columns if c in types)
+
 
 def cache_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
     """A one-line error that advises deleting the file only when it is really damaged."""
     text = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return ConfigError(f"{path}: the response cache is locked by another process (waited "
-                           "30 s); let that run finish, or pass --orbench-cache-path=OTHER")
+                           f"{LOCK_WAIT_S:g} s); let that run finish, or pass "
+                           "--orbench-cache-path=OTHER")
+    if interrupted(exc):
+        return ConfigError(f"{path}: a query on the response cache ran past {QUERY_LIMIT_S:g} s "
+                           "(a crafted or damaged file?); delete it or pass "
+                           "--orbench-cache-path=NEW")
     if isinstance(exc, sqlite3.OperationalError) and "readonly" in text.replace("-", ""):
         return ConfigError(f"{path}: the response cache is read-only here ({text}); "
                            "use --orbench-cache=read or --orbench-cache-path=OTHER")
@@ -93,6 +129,42 @@ def tables_of(db: sqlite3.Connection, schema: str = "main") -> set[str]:
 def columns_of(db: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
     """A table's column names, in their order."""
     return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
+
+
+def check_structure(db: sqlite3.Connection, path: Path, schema: str = "main") -> None:
+    """Only our tables (and their indexes) may be in the file: a view, a trigger or another
+    program's table named like ours could run any query (an endless recursive CTE) when read.
+    Read from sqlite_master alone, so this costs nothing and cannot hang."""
+    for kind, name, table in db.execute(
+            f"SELECT type, name, tbl_name FROM {schema}.sqlite_master"):
+        if (kind == "table" and name in OWN_TABLES) or (kind == "index" and table in OWN_TABLES):
+            continue
+        raise ConfigError(f"{path}: not an orbench response cache (it holds the {kind} "
+                          f"{terminal_text(repr(name), 80)}); pass --orbench-cache-path=NEW")
+
+
+class QueryClock:
+    """A progress handler that interrupts a statement running past QUERY_LIMIT_S: no cache
+    file, however crafted, holds a run longer than that per statement."""
+
+    def __init__(self, limit_s: float = QUERY_LIMIT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit_s = limit_s
+        self.clock = clock
+        self.deadline = math.inf
+
+    def attach(self, db: sqlite3.Connection) -> None:
+        db.set_progress_handler(self._over, 10_000)
+
+    def start(self) -> None:
+        self.deadline = self.clock() + self.limit_s
+
+    def _over(self) -> int:
+        return int(self.clock() > self.deadline)
+
+
+def interrupted(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc)
 
 
 def journal_files(path: Path) -> tuple[Path, Path]:
@@ -145,9 +217,19 @@ class ResponseCache:
     written to it, not even the schema or a journal-mode change."""
 
     def __init__(self, path: Path, *, writable: bool = True,
-                 busy_timeout_s: float = 30.0) -> None:
+                 busy_timeout_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.writable = writable
+        self.lock_wait_s = LOCK_WAIT_S if busy_timeout_s is None else busy_timeout_s
+        busy_timeout_s = self.lock_wait_s
+        self.clock = clock
+        self.query_clock = QueryClock(clock=clock)
+        self.ignored_rows = 0  # rows of wrong types met by lookups (asked again)
+        # Written rows wait here while another process holds the write lock (see put_many).
+        self._pending: list[tuple[Any, ...]] = []
+        self._pending_verdicts: list[tuple[Any, ...]] = []
+        self._locked_since: float | None = None
         try:
             if writable:
                 try:
@@ -165,6 +247,9 @@ class ResponseCache:
                                            check_same_thread=False) if path.exists() \
                     else sqlite3.connect(":memory:", isolation_level=None,
                                          check_same_thread=False)
+            self.query_clock.attach(self._db)
+            self.query_clock.start()
+            check_structure(self._db, path)
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 raise ConfigError(
@@ -202,7 +287,11 @@ class ResponseCache:
             self._fingerprint_column = ("system_fingerprint" if "system_fingerprint" in columns
                                         else "NULL")
             self._db.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
+            if writable:
+                self._probe_write_lock()
         except sqlite3.OperationalError as exc:
+            if interrupted(exc):
+                raise cache_error(path, exc) from None
             if "locked" in str(exc) or "busy" in str(exc):
                 raise cache_error(path, exc) from None
             if "readonly" in str(exc) or "read-only" in str(exc):
@@ -212,6 +301,12 @@ class ResponseCache:
             raise ConfigError(f"{path}: cannot open the response cache ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise cache_error(path, exc) from None
+
+    def _probe_write_lock(self) -> None:
+        """Another process holding the write lock is found now, before any request is sent
+        (waited LOCK_WAIT_S, then a one-line error), not in the middle of the fetch."""
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("ROLLBACK")
 
     def _check_not_foreign(self) -> None:
         """A file with other tables belongs to another program: never add ours to it."""
@@ -235,6 +330,7 @@ class ResponseCache:
         key_list = list(dict.fromkeys(keys))
         for start in range(0, len(key_list), 500):
             chunk = key_list[start:start + 500]
+            self.query_clock.start()
             yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
 
     def close(self) -> None:
@@ -250,18 +346,14 @@ class ResponseCache:
             for key, label, reason, confident, judge in self._rows_of_keys(
                     "SELECT key, label, reason, confident, judge FROM judgments WHERE key IN",
                     keys):
-                known = _LABELS.get(label)
-                if known is None or not isinstance(reason, str) or not isinstance(judge, str):
+                known = _LABELS.get(label) if isinstance(label, str) else None
+                if known is None or not isinstance(reason, str) or not isinstance(judge, str) \
+                        or not isinstance(confident, int):
                     continue
                 found[key] = Verdict(known, reason, judge, confident=bool(confident))
         except sqlite3.DatabaseError as exc:
             raise cache_error(self.path, exc) from None
         return found
-
-    def count_judgments(self) -> int:
-        if not self._has_judgments:
-            return 0
-        return int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
         """Look up many keys at once (one query per chunk, not one per item)."""
@@ -276,8 +368,12 @@ class ResponseCache:
             "SELECT key, text, finish_reason, content_filter, refusal, reasoning, usage, "
             f"latency_ms, created, {self._fingerprint_column} FROM responses WHERE key IN",
             keys)
-        for (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
-             fingerprint) in rows:
+        for row in rows:
+            if not _well_typed_row(row):
+                self.ignored_rows += 1  # corrupt: a miss, asked again and overwritten
+                continue
+            (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
+             fingerprint) = row
             found[key] = Response(
                 text=text, finish_reason=finish, latency_ms=latency or 0.0,
                 content_filter=bool(blocked), refusal=refusal, reasoning=reasoning,
@@ -286,29 +382,48 @@ class ResponseCache:
             )
         return found
 
+    @property
+    def pending(self) -> int:
+        """Rows kept for the next write while another process held the write lock."""
+        return len(self._pending) + len(self._pending_verdicts)
+
     def put(self, key: str, response: Response) -> None:
         """Store one answer now (autocommit), so an interrupted run keeps it."""
-        if not self.writable or response.error is not None:
-            return
-        self._db.execute(_INSERT, _row(key, response))
+        self.put_many([(key, response)])
 
     def put_many(self, items: Iterable[tuple[str, Response]],
-                 judgments: Iterable[tuple[str, Verdict]] = ()) -> None:
+                 judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         """Store answers that arrived together, and the judgments made of them, in one
-        transaction (one commit, not N). Judgments that are errors are never stored."""
-        rows = [_row(key, r) for key, r in items if r.error is None]
+        transaction (one commit, not N). Judgments that are errors are never stored.
+
+        `wait=False` (the fetch, on its event loop): one attempt blocks at most
+        WRITE_ATTEMPT_S; while another process holds the write lock the rows wait here and go
+        with the next write, so answers in flight are never held up (nor counted as timeouts)
+        by a lock. Either way a lock held LOCK_WAIT_S in all raises CacheWriteError."""
+        if not self.writable:
+            return
         now = time.time()
+        self._pending.extend(_row(key, r) for key, r in items if r.error is None)
+        self._pending_verdicts.extend(
+            (key, v.label.value, v.reason, int(v.confident), v.judge, now)
+            for key, v in judgments if v.label is not Label.ERROR)
+        if not (self._pending or self._pending_verdicts):
+            return
+        rows = self._pending
         # In key order: the inserts walk the key index once, not at random (a quarter less CPU
         # for a write of 16K verdicts)
-        verdicts = sorted((key, v.label.value, v.reason, int(v.confident), v.judge, now)
-                          for key, v in judgments if v.label is not Label.ERROR)
-        if not self.writable or not (rows or verdicts):
-            return
+        verdicts = sorted(self._pending_verdicts)
+        started = self.clock()
+        waited = 0.0 if self._locked_since is None else started - self._locked_since
+        left = max(self.lock_wait_s - waited, 0.0)
         try:
+            self._db.execute(f"PRAGMA busy_timeout = "
+                             f"{int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))}")
             # IMMEDIATE: take the write lock up front, so a second writer waits (busy
             # timeout) instead of failing on a lock upgrade.
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self.query_clock.start()
                 self._db.executemany(_INSERT, rows)
                 self._db.executemany(_INSERT_JUDGMENT, verdicts)
                 self._db.execute("COMMIT")
@@ -317,13 +432,42 @@ class ResponseCache:
                     self._db.execute("ROLLBACK")
                 raise
         except (sqlite3.Error, OSError) as exc:
+            locked = isinstance(exc, sqlite3.OperationalError) and (
+                "locked" in str(exc) or "busy" in str(exc))
+            if locked:
+                if self._locked_since is None:
+                    self._locked_since = started
+                if not wait and self.clock() - self._locked_since < self.lock_wait_s:
+                    return  # kept; written with the next attempt
+                exc = sqlite3.OperationalError(
+                    f"locked by another process for {self.lock_wait_s:g} s")
+            self._pending, self._pending_verdicts = [], []
             lost = [f"{n} {what}(s)" for n, what in ((len(rows), "answer"),
                                                       (len(verdicts), "judgment")) if n]
             raise CacheWriteError(f"{self.path}: cannot write the response cache ({exc}); "
                                   f"{' and '.join(lost)} not stored") from None
+        self._pending, self._pending_verdicts = [], []
+        self._locked_since = None
 
     def count(self) -> int:
+        self.query_clock.start()
         return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
+
+
+_RESPONSE_ROW = ("key", "text", "finish_reason", "content_filter", "refusal", "reasoning",
+                 "usage", "latency_ms", "created", "system_fingerprint")
+_PYTHON_TYPES = {"text": str, "null": type(None), "integer": int, "real": float}
+_ROW_TYPES = tuple(tuple(_PYTHON_TYPES[t] for t in RESPONSE_TYPES[c]) for c in _RESPONSE_ROW)
+
+
+def _well_typed_row(row: tuple[Any, ...]) -> bool:
+    """A looked-up row holds what the plugin writes: anything else is corrupt (a text
+    `created` would end a run in a TypeError). Ages and latencies must be finite too."""
+    for value, types in zip(row, _ROW_TYPES, strict=True):
+        if type(value) not in types:
+            return False
+    latency, created = row[7], row[8]
+    return all(v is None or math.isfinite(v) for v in (latency, created))
 
 
 def _usage(stored: Any) -> dict[str, int]:

@@ -15,13 +15,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .artefacts import mode_for, resolved_target
 from .cache import (
     JUDGMENT_COLUMNS,
+    JUDGMENT_TYPES,
     LATER_COLUMNS,
+    QUERY_LIMIT_S,
+    RESPONSE_TYPES,
+    QueryClock,
     ResponseCache,
+    check_structure,
     columns_of,
+    interrupted,
     journal_files,
     tables_of,
+    well_typed,
 )
 from .errors import ConfigError
 
@@ -32,6 +40,7 @@ class MergeReport:
     rows_read: int
     rows: int
     judgments: int = 0  # judgments in the merged cache
+    skipped: int = 0  # rows of wrong types (edited or crafted) left out
 
     @property
     def conflicts(self) -> int:
@@ -44,34 +53,44 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
     resolved = {path.resolve() for path in inputs}
     if output.resolve() in resolved:
         raise ConfigError(f"-o {output}: is one of the inputs; write the merge to a new file")
-    if output.exists() and not force:
+    # A device or FIFO is refused, a symlink written through, as for --orbench-results.
+    target = resolved_target(output, "-o")
+    if target.exists() and not force:
         raise ConfigError(f"-o {output}: exists; pass --force to overwrite it")
     for path in inputs:
         _check_input(path)
-    temporary = output.with_name(output.name + f".{os.getpid()}.tmp")
+    temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
     _remove(temporary)
+    clock = QueryClock()
     try:
         ResponseCache(temporary).close()  # the schema, as the plugin writes it
         db = sqlite3.connect(str(temporary), isolation_level=None)
+        clock.attach(db)
         try:
             columns = columns_of(db, "responses")
-            rows_read = 0
+            rows_read = skipped = 0
             for path in inputs:
-                rows_read += _merge_one(db, path, columns)
+                read, left_out = _merge_one(db, path, columns, clock)
+                rows_read += read
+                skipped += left_out
             rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
             judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             db.close()
-        os.replace(temporary, output)
+        os.chmod(temporary, mode_for(target))
+        os.replace(temporary, target)
     except sqlite3.Error as exc:
+        if interrupted(exc):
+            raise ConfigError(f"a query of the merge ran past {QUERY_LIMIT_S:g} s (a crafted "
+                              "or damaged input?); nothing written") from None
         raise ConfigError(f"-o {output}: cannot write the merged cache ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"-o {output}: cannot write the merged cache ({exc.strerror})") \
             from None
     finally:
         _remove(temporary)
-    return MergeReport(len(inputs), rows_read, rows, judgments)
+    return MergeReport(len(inputs), rows_read, rows, judgments, skipped)
 
 
 def _check_input(path: Path) -> None:
@@ -83,9 +102,14 @@ def _check_input(path: Path) -> None:
     ResponseCache(path, writable=False).close()
 
 
-def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
+def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str],
+               clock: QueryClock) -> tuple[int, int]:
+    """Rows read from `path`, and those of them left out for their types."""
     db.execute("ATTACH DATABASE ? AS source", (f"{path.resolve().as_uri()}?mode=ro",))
     try:
+        clock.start()
+        # Checked again as attached: the file may have changed since _check_input.
+        check_structure(db, path, "source")
         theirs = set(columns_of(db, "responses", "source"))
         missing = [c for c in columns if c not in theirs and c not in LATER_COLUMNS]
         if missing:
@@ -99,15 +123,25 @@ def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
         newer = ("(coalesce(excluded.created, 0), coalesce(excluded.raw, ''), "
                  "coalesce(excluded.text, '')) > (coalesce(responses.created, 0), "
                  "coalesce(responses.raw, ''), coalesce(responses.text, ''))")
+        # Rows of other types (a text `created` would win every conflict) are left out.
+        typed = well_typed(RESPONSE_TYPES, [c for c in columns if c in theirs])
         db.execute("BEGIN IMMEDIATE")
         db.execute(f"INSERT INTO main.responses ({listed}) SELECT {selected} FROM "
-                   f"source.responses WHERE true ON CONFLICT(key) DO UPDATE SET {updates} "
+                   f"source.responses WHERE {typed} ON CONFLICT(key) DO UPDATE SET {updates} "
                    f"WHERE {newer}")
+        left_out = int(db.execute(
+            f"SELECT count(*) FROM source.responses WHERE NOT ({typed})").fetchone()[0])
+        skipped = left_out
         tables = tables_of(db, "source")
         if "judgments" in tables:
+            clock.start()
             db.execute(_MERGE_JUDGMENTS)
+            skipped += int(db.execute(
+                f"SELECT count(*) FROM source.judgments WHERE NOT ({_JUDGMENTS_TYPED})"
+            ).fetchone()[0])
         db.execute("COMMIT")
-        return int(db.execute("SELECT count(*) FROM source.responses").fetchone()[0])
+        read = int(db.execute("SELECT count(*) FROM source.responses").fetchone()[0])
+        return read - left_out, skipped
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")
@@ -115,11 +149,12 @@ def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str]) -> int:
 
 
 _JUDGMENTS_LISTED = ", ".join(JUDGMENT_COLUMNS)
+_JUDGMENTS_TYPED = well_typed(JUDGMENT_TYPES, JUDGMENT_COLUMNS)
 # A judgment is a function of its key (judge version, prompt, answer); two inputs differ only
 # if a judge was not deterministic: the newest, then the larger content, wins, as for answers.
 _MERGE_JUDGMENTS = (
     f"INSERT INTO main.judgments ({_JUDGMENTS_LISTED}) SELECT {_JUDGMENTS_LISTED} FROM "
-    "source.judgments WHERE true ON CONFLICT(key) DO UPDATE SET "
+    f"source.judgments WHERE {_JUDGMENTS_TYPED} ON CONFLICT(key) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in JUDGMENT_COLUMNS if c != "key")
     + " WHERE (coalesce(excluded.created, 0), excluded.label, excluded.reason) > "
     "(coalesce(judgments.created, 0), judgments.label, judgments.reason)")

@@ -6,6 +6,7 @@
   orbench serve-local [--model NAME] [--port N] [--threads N]
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
   orbench suites [--thresholds]
+  orbench thresholds --explain [--file thresholds.yaml] [SUITE ...]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
   orbench label results.json|orbench.xml [-o labels.csv] [--n 60] [--seed 0] [--suite NAME]
   orbench judge-check labels.csv [--max-disagreements 20]
@@ -114,6 +115,18 @@ def _parser() -> argparse.ArgumentParser:
                         help="Print the starter thresholds.yaml instead")
     suites.set_defaults(run=_suites)
 
+    thresholds = commands.add_parser(
+        "thresholds", help="The effective rule of every gated row, and where each part of it "
+                           "came from")
+    thresholds.add_argument("--explain", action="store_true", required=True,
+                            help="Print limit, decision, baseline mode and source per row")
+    thresholds.add_argument("--file", type=Path, metavar="PATH",
+                            help="The thresholds file (default: ./thresholds.yaml if present, "
+                                 "else the built-in defaults)")
+    thresholds.add_argument("suites", nargs="*", metavar="SUITE",
+                            help="Suites to explain besides those the file names")
+    thresholds.set_defaults(run=_thresholds)
+
     label = commands.add_parser(
         "label", help="Label a sample of a run's judged answers by reading them, one at a time "
                       "(keys c r p s b q; from stdin when it is not a terminal)")
@@ -197,25 +210,50 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .plot import PAPER_SPEARMAN, points_of, published_spearman, spearman
+    from .plot import (
+        PAPER_SPEARMAN,
+        points_of,
+        published_models,
+        published_spearman,
+        spearman,
+    )
     from .results import read_results
 
     if not args.results and not args.published:
         raise ConfigError("give results files to compare, or --published")
-    if args.results:
-        points = [point for path in args.results for point in points_of(read_results(path))]
+    points = [point for path in args.results for point in points_of(read_results(path))]
+    if points:
         width = max(len(p.label) for p in points)
         print(f"{'run':<{width}}  over-refusal  toxic refused")
         for p in points:
             print(f"{p.label:<{width}}  {p.over_refusal * 100:11.1f}%  "
                   f"{p.toxic_refusal * 100:12.1f}%")
-        rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
-        shown = "undefined (a rate is the same in every run)" if math.isnan(rho) else f"{rho:.3f}"
-        print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): {shown}")
+        if len(points) >= 3 or not args.published:
+            rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
+            print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): "
+                  f"{_rho(rho)}")
+        else:
+            print(f"Spearman rho over your runs alone: needs at least 3 runs (got "
+                  f"{len(points)}); placed among the published models below")
     if args.published:
-        print(f"Spearman rho over the 32 published OR-Bench models: {published_spearman():.3f} "
-              f"(paper: {PAPER_SPEARMAN})")
+        models = published_models()
+        print(f"Spearman rho over the {len(models)} published OR-Bench models: "
+              f"{published_spearman():.3f} (paper: {PAPER_SPEARMAN})")
+        if points:
+            xs = [m.over_refusal for m in models] + [p.over_refusal for p in points]
+            ys = [m.toxic_refusal for m in models] + [p.toxic_refusal for p in points]
+            print(f"Spearman rho over the {len(models)} published models and your "
+                  f"{len(points)} run{'s' if len(points) > 1 else ''}: {_rho(spearman(xs, ys))}")
+            for p in points:
+                less_over = sum(m.over_refusal > p.over_refusal for m in models)
+                more_toxic = sum(m.toxic_refusal < p.toxic_refusal for m in models)
+                print(f"{p.label}: over-refuses less than {less_over} of {len(models)} "
+                      f"published models, refuses more toxic prompts than {more_toxic}")
     return 0
+
+
+def _rho(rho: float) -> str:
+    return "undefined (a rate is the same in every run)" if math.isnan(rho) else f"{rho:.3f}"
 
 
 def _serve_local(args: argparse.Namespace) -> int:
@@ -235,6 +273,9 @@ def _cache_merge(args: argparse.Namespace) -> int:
     print(f"merged {report.rows_read} rows from {report.inputs} caches into {args.output}: "
           f"{report.rows} answers and judge replies ({report.conflicts} held twice, the "
           f"newest kept), {report.judgments} judgments")
+    if report.skipped:
+        print(f"skipped {report.skipped} rows of wrong types (edited or crafted: a text "
+              "`created`, a binary `text`, ...); their prompts will be asked again")
     return 0
 
 
@@ -252,6 +293,21 @@ def _suites(args: argparse.Namespace) -> int:
         print(f"{suite.name:<{width}}  {size:>7}  {suite.expects:<15}  {suite.source}")
     print("Run one: pytest --orbench-suite=NAME --orbench-model=MODEL; "
           "a starter gate file: orbench suites --thresholds > thresholds.yaml")
+    return 0
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    from .summary import aligned_lines
+    from .thresholds import BUILT_IN, explain, load_thresholds
+
+    path = args.file
+    if path is None and Path("thresholds.yaml").is_file():
+        path = Path("thresholds.yaml")
+    thresholds = BUILT_IN if path is None else load_thresholds(path)
+    print(f"thresholds: {thresholds.source} (every key and its default: docs/thresholds.md)")
+    for line in aligned_lines(("row", "key", "value", "from"), explain(thresholds, args.suites),
+                              left=4):
+        print(line)
     return 0
 
 

@@ -16,6 +16,7 @@ from .ready_suites import ready_suite_dir
 from .runner import Selected
 from .settings import Settings, Variant
 from .suite_paths import names_suite_file
+from .suite_selection import suite_file_of
 from .suites import Suite, SuiteOptions, is_suite_document, load_suite, read_suite_document
 from .types import PromptCase
 
@@ -74,7 +75,7 @@ class SuiteCatalog:
             path_part, _, name = nodeid.partition("::")
             if path_part not in entries:
                 try:
-                    suite = self.load(rootpath / path_part)
+                    suite = self.load(suite_file_of(path_part, rootpath, ready_suite_dir()))
                 except ConfigError:
                     suite = None  # the workers report the collection error
                 entries[path_part] = {} if suite is None else {

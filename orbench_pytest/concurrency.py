@@ -44,10 +44,6 @@ class AdaptiveSettings:
         """A limit that never moves (the embedded model's slots, --orbench-fixed-concurrency)."""
         return cls(ceiling=limit, start=limit, floor=limit)
 
-    @property
-    def is_fixed(self) -> bool:
-        return self.floor >= self.ceiling
-
 
 class AdaptiveLimit:
     """The current limit and the feedback that moves it."""

@@ -6,9 +6,7 @@ Remote files are looked for, in order, in the data dirs (`--orbench-data-dir`, r
 downloaded; a download is streamed to a temporary file next to its cache path, verified, and
 moved into place atomically, so an interrupted or concurrent (xdist) run never sees half a file.
 
-Every problem is a one-line `ConfigError` that names the file or URL and the fix. Duplicate
-prompts are not checked here because only the caller knows the prompt column: it calls
-`warn_duplicates(values, source_name, column)` (or `find_duplicates`) itself.
+Every problem is a one-line `ConfigError` that names the file or URL and the fix.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -377,6 +375,19 @@ def _line_ending_digests(path: Path, suffix: str) -> set[str]:
 # --------------------------------------------------------------------------- file formats
 
 def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a data file of at most DATA_FILE_LIMIT bytes (a one-line error beyond)."""
+    from .bounded import DATA_FILE_LIMIT, MIB
+
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    if size > DATA_FILE_LIMIT:
+        raise ConfigError(f"{path}: {size / MIB:,.0f} MiB, larger than the "
+                          f"{DATA_FILE_LIMIT // MIB} MiB a data file may hold; split it into "
+                          "several suites")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         rows = _parquet_rows(path)
@@ -392,8 +403,10 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _read_text(path: Path) -> str:
+    from .bounded import DATA_FILE_LIMIT, read_bytes
+
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, DATA_FILE_LIMIT, "the data file")  # grown since its stat
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:
@@ -475,38 +488,3 @@ def _text(value: Any) -> str:
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
 
-
-# --------------------------------------------------------------------------- helpers for callers
-
-def require_columns(rows: Sequence[Mapping[str, str]], columns: Iterable[str],
-                    source_name: str) -> None:
-    present = list(rows[0]) if rows else []
-    for column in columns:
-        if column not in present:
-            raise ConfigError(f"{source_name}: missing column {column!r} "
-                              f"(columns: {', '.join(present) or 'none'})")
-
-
-def find_duplicates(values: Iterable[str]) -> list[int]:
-    """Indices of values already seen earlier (compared after trimming whitespace)."""
-    seen: set[str] = set()
-    duplicates = []
-    for index, value in enumerate(values):
-        key = value.strip()
-        if key in seen:
-            duplicates.append(index)
-        else:
-            seen.add(key)
-    return duplicates
-
-
-def warn_duplicates(values: Sequence[str], source_name: str, column: str = "prompt") -> list[int]:
-    """One UserWarning per file naming how many rows repeat an earlier one; returns them."""
-    duplicates = find_duplicates(values)
-    if duplicates:
-        shown = ", ".join(str(index) for index in duplicates[:5])
-        more = ", …" if len(duplicates) > 5 else ""
-        warnings.warn(f"{source_name}: {len(duplicates)} rows repeat an earlier {column} "
-                      f"(rows {shown}{more}); each still runs as its own test",
-                      UserWarning, stacklevel=2)
-    return duplicates

@@ -24,7 +24,3 @@ _LINE_BREAKS: dict[str, str | int | None] = {
 def one_line(text: str) -> str:
     """`text` with every line break written as its escape (\\n, \\r, …)."""
     return text.translate(str.maketrans(_LINE_BREAKS)) if not text.isprintable() else text
-
-
-class EndpointUnavailable(OrbenchError):
-    """The target stopped answering: the run ends early, the rest count as errors."""

@@ -17,11 +17,12 @@ from typing import Protocol
 
 from .cache import CacheWriteError, ResponseCache
 from .concurrency import DEFAULT_CEILING, AdaptiveLimiter
+from .costs import TokenCount
 from .freshness import probe_key, stale_keys, within_age
 from .judge_text import strip_reasoning
 from .redact import redact
 from .requests_layer import RequestLayer
-from .retry import Clock, RetrySettings, Sleep
+from .retry import Clock, RetrySettings, Sleep, stall_bound
 from .targets import Target
 from .types import Label, Response, Verdict
 
@@ -72,13 +73,15 @@ class FetchSettings:
            max_tokens: int | None, max_retries: int, backoff_s: float,
            max_duration_s: float | None = None, empty_is_refusal: bool = False,
            read_cache: bool = True, cache_max_age_s: float | None = None,
-           revalidate: bool = False, adaptive: bool = True) -> FetchSettings:
+           revalidate: bool = False, adaptive: bool = True,
+           timeout_s: float | None = None) -> FetchSettings:
         """The engine's settings from a user's (the pytest run's or `orbench generate`'s): the
         one place that maps max_tokens to the token estimate and retries to the policy."""
         return cls(concurrency=concurrency, adaptive=adaptive, rpm=rpm, tpm=tpm,
                    est_output_tokens=max_tokens or ESTIMATED_OUTPUT_TOKENS,
                    retry=RetrySettings(max_retries=max_retries, backoff_base_s=backoff_s,
-                                       max_duration_s=max_duration_s),
+                                       max_duration_s=max_duration_s,
+                                       stall_s=stall_bound(timeout_s)),
                    empty_is_refusal=empty_is_refusal, read_cache=read_cache,
                    cache_max_age_s=cache_max_age_s, revalidate=revalidate)
 
@@ -103,6 +106,7 @@ class FetchReport:
     judged: int = 0  # answers the judge read in this run
     judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
     judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
+    tokens: TokenCount = field(default_factory=TokenCount)  # of the answers asked this run
 
     @property
     def errors(self) -> dict[str, str]:
@@ -180,12 +184,13 @@ class CacheWriter:
         if final or len(self._unsaved_judgments) >= self.judgments_per_write:
             judgments, self._unsaved_judgments = self._unsaved_judgments, []
         try:
-            if unsaved:
-                self.cache.put_many(unsaved)
+            if unsaved or (final and self.cache.pending):  # not final: never blocks the
+                # loop on another process's lock (the rows wait in the cache)
+                self.cache.put_many(unsaved, wait=final)
             if judgments:
                 started = time.thread_time()
                 try:
-                    self.cache.put_many((), judgments)
+                    self.cache.put_many((), judgments, wait=final)
                 finally:
                     self.judgments_cpu_s += time.thread_time() - started
         except CacheWriteError as exc:
@@ -317,6 +322,9 @@ class FetchEngine:
     async def _deliver(self, sink: AnswerSink, job: Job, response: Response) -> None:
         await sink.take(job, response)
         self._delivered.add(job.key)
+        if not response.cached and response.error is None:  # an answer asked this run
+            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt,
+                                   response.text or "")
 
     async def _revalidate(self, unique: dict[str, Job], cached: dict[str, Response],
                           sink: AnswerSink) -> dict[str, Response]:

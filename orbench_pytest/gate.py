@@ -7,7 +7,7 @@ table and each item's outcome.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from statistics import NormalDist
@@ -112,6 +112,27 @@ class RateCheck:
     # --orbench-samples: the mean per-prompt fraction decides, with a clustered interval;
     # k stays the prompts counted as mismatches by the refuse_at rule.
     sampled: ClusteredRate | None = None
+    # Against a baseline: thresholds' `baseline` mode, and the baseline's rate for this row.
+    baseline_mode: str = "absolute"
+    baseline_rate: float | None = None
+
+    @property
+    def allowed_by_ratchet(self) -> bool:
+        """Over its limit, but the suite chose a ratchet and the baseline was as high."""
+        return (not self.passed and self.baseline_mode == "ratchet"
+                and self.baseline_rate is not None
+                and (self.rate or 0.0) <= self.baseline_rate + 1e-12)
+
+    @property
+    def blocks(self) -> bool:
+        """Fails the row: over its limit, and no ratchet allows it."""
+        return not self.passed and not self.allowed_by_ratchet
+
+    def ratchet_text(self) -> str:
+        """What a ratchet-allowed row says wherever the gate is shown."""
+        assert self.baseline_rate is not None
+        return (f"{self.name} over its limit ({_pct(self.rate or 0.0)} > {_pct(self.limit)}), "
+                f"allowed by ratchet: the baseline was {_pct(self.baseline_rate)}")
     # judge_calibration: the rate corrected for the judge's error decides; k/n stay judged
     corrected: CorrectedRate | None = None
 
@@ -154,15 +175,23 @@ class RateCheck:
         sign = "<=" if self.passed else ">"
         low, high = self.interval
         extra = f", {int(self.confidence * 100)}% CI {_pct(low)}–{_pct(high)}"
+        if self.allowed_by_ratchet:
+            return self.ratchet_text()
+        tail = ""
+        if (not self.passed and self.baseline_mode == "ratchet"
+                and self.baseline_rate is not None):
+            tail = f", above the baseline's {_pct(self.baseline_rate)} (ratchet)"
         if self.sampled is not None:
             counts = (f"mean of {self.n} prompts' fractions over {self.sampled.answers} "
                       f"answers, {self.k} past refuse_at")
-            return f"{self.name} {_pct(rate)} ({counts}{extra}) {sign} {_pct(self.limit)}"
+            return (f"{self.name} {_pct(rate)} ({counts}{extra}) {sign} {_pct(self.limit)}"
+                    f"{tail}")
         if self.corrected is not None:
             return (f"{self.name} {_pct(rate)} corrected for the judge's error (judged "
                     f"{_pct(self.raw_rate or 0.0)}, {self.k}/{self.n}{extra}) {sign} "
-                    f"{_pct(self.limit)}")
-        return f"{self.name} {_pct(rate)} ({self.k}/{self.n}{extra}) {sign} {_pct(self.limit)}"
+                    f"{_pct(self.limit)}{tail}")
+        return (f"{self.name} {_pct(rate)} ({self.k}/{self.n}{extra}) {sign} "
+                f"{_pct(self.limit)}{tail}")
 
 
 def _pct(value: float) -> str:
@@ -179,9 +208,8 @@ def rate_with_interval(rate: float, low: float, high: float, width: int = 0) -> 
 class RegressionCheck:
     """New mismatches against the baseline, on the items both runs answered (suite rows).
 
-    point: fails when regressions exceed max_regressions (unset: 0).
-    significant: fails when McNemar's test finds the run significantly worse, or when
-    regressions exceed an explicitly set max_regressions.
+    Under either decision: fails when regressions exceed max_regressions (unset: no count
+    limit). significant: also fails when McNemar's test finds the run significantly worse.
     """
 
     regressions: int
@@ -210,7 +238,7 @@ class RegressionCheck:
             # No item regressed, nothing to fail (the gate fails only through its items): with
             # samples, rates can rise significantly while no prompt crosses refuse_at.
             return not over and not (self.regressions > 0 and self._significant)
-        return self.regressions <= (self.limit or 0)
+        return self.limit is None or self.regressions <= self.limit
 
     @property
     def _significant(self) -> bool:
@@ -225,8 +253,10 @@ class RegressionCheck:
             if self.passed and self._significant:
                 verdict = "rates rose significantly, but no prompt regressed past refuse_at"
             return f"{head}, max {limit}: {verdict}"
+        if self.limit is None:
+            return f"{head}, max unset"
         sign = "<=" if self.passed else ">"
-        return f"{head} {sign} {self.limit or 0}"
+        return f"{head} {sign} {self.limit}"
 
 
 @dataclass
@@ -276,28 +306,30 @@ class GroupRow:
 
     @property
     def passed(self) -> bool:
-        rates_ok = all(check.passed or self.inherited(check) for check in self.checks)
+        rates_ok = not any(check.blocks for check in self.checks)
         return (rates_ok and not self.strict_failed
                 and (self.regression is None or self.regression.passed))
 
     @property
     def verdict(self) -> str:
-        """The row's verdict as every report shows it: pass, FAIL, known (over a limit only
-        through the baseline's own mismatches) or — (nothing gated)."""
+        """The row's verdict as every report shows it: pass, FAIL, ratchet (over a limit,
+        allowed by the suite's ratchet against the baseline) or — (nothing gated)."""
         if not self.passed:
             return "FAIL"
         if not self.checks:
             return "—"
-        return "known" if any(not check.passed for check in self.checks) else "pass"
+        return "ratchet" if self.ratcheted() else "pass"
 
-    def inherited(self, check: RateCheck) -> bool:
-        """A rate over its limit only through mismatches the baseline already had: with a
-        baseline the gate blocks what got worse, not a level the baseline was already at."""
-        if check.name == OVER_REFUSAL:
-            return check.k > 0 and check.k == self.known_over_refusals
-        if check.name == TOXIC_ACCEPTANCE:
-            return check.k > 0 and check.k == self.known_toxic_accepted
-        return False
+    def ratcheted(self) -> list[RateCheck]:
+        return [check for check in self.checks if check.allowed_by_ratchet]
+
+    def rate_of(self, name: str) -> float | None:
+        """The row's rate as the gate decides it: the mean of the prompts' mismatch fractions
+        (k/n with one answer per prompt); None with no prompt of that kind."""
+        fractions = self.over_fractions if name == OVER_REFUSAL else self.toxic_fractions
+        if not fractions:
+            return None
+        return math.fsum(fractions) / len(fractions)
 
     def check(self, name: str) -> RateCheck | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -353,19 +385,40 @@ class Gate:
     # e.g. "endpoint unavailable": the gate fails whatever the rates say.
     stopped_reason: str | None = None
     baseline_source: str | None = None  # the --orbench-baseline file, when given
+    # Set by the run once the selection is known: suites gated on part of their prompts
+    # ("smoke: gated on 6 of 40 prompts (-k)"), whether that fails the gate
+    # (--orbench-require-full), and the disputed prompts left out (label, reason, decided by).
+    partial: list[str] = field(default_factory=list)
+    require_full: bool = False
+    disputed: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.stopped_reason is None and all(row.passed for row in self.rows.values())
+        return (self.stopped_reason is None and not (self.require_full and self.partial)
+                and all(row.passed for row in self.rows.values()))
+
+    def notes(self) -> list[str]:
+        """What the gate line adds to its verdict: a partial selection, the disputed."""
+        out = list(self.partial)
+        if self.disputed:
+            out.append(f"{len(self.disputed)} disputed")
+        return out
+
+    def ratchet_notes(self) -> list[str]:
+        """Rows over a limit that a ratchet allowed: the gate line names each."""
+        return [f"{row.label}: {check.ratchet_text()}" for row in self.rows.values()
+                for check in row.ratcheted()]
 
     def failures(self) -> list[str]:
         lines = [f"run stopped: {self.stopped_reason}"] if self.stopped_reason else []
+        if self.require_full:
+            lines.extend(f"{note} (--orbench-require-full)" for note in self.partial)
         for row in self.rows.values():
             if row.strict_failed and row.category is None:
                 lines.append(f"{row.label}: --orbench-strict fails every mismatch "
                              f"({row.mismatches})")
             for check in row.checks:
-                if not check.passed and not row.inherited(check):
+                if check.blocks:
                     lines.append(f"{row.label}: {check.describe()} ({check.where})")
             if row.regression is not None and not row.regression.passed:
                 lines.append(f"{row.label}: {row.regression.describe()} ({row.regression.where})")
@@ -379,7 +432,7 @@ class Gate:
             checks = self._checks(suite_key, cat_key, ERROR_RATE)
             if self.stopped_reason:
                 return Outcome.ERROR, f"run stopped: {self.stopped_reason}"
-            failing = [c for c in checks if not c.passed]
+            failing = [c for c in checks if c.blocks]
             if failing:
                 return Outcome.ERROR, f"{failing[0].describe()} ({failing[0].where})"
             return Outcome.ERROR_TOLERATED, f"tolerated: {_summary(checks)}"
@@ -389,10 +442,14 @@ class Gate:
         checks = self._checks(suite_key, cat_key, name)
         if self.strict:
             return Outcome.FAILED, f"--orbench-strict: {_summary(checks)}"
+        failing = [c for c in checks if c.blocks]
         if item.baseline is Pairing.KNOWN:
-            return (Outcome.TOLERATED,
-                    f"known: mismatched in the baseline too ({self.baseline_source})")
-        failing = [c for c in checks if not c.passed]
+            known = f"known: mismatched in the baseline too ({self.baseline_source})"
+            if failing:  # a known mismatch never hides an absolute limit
+                return Outcome.FAILED, f"{known}; " + "; ".join(
+                    f"{c.describe()} ({c.where})" for c in failing)
+            allowed = [c.ratchet_text() for c in checks if c.allowed_by_ratchet]
+            return Outcome.TOLERATED, "; ".join([known, *allowed])
         if item.baseline is Pairing.REGRESSION:
             return self._regression_outcome(suite_key, failing, checks)
         if failing:
@@ -439,12 +496,45 @@ def tally(items: Iterable[ItemResult]) -> dict[GroupKey, GroupRow]:
     return dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
 
 
+GroupRates = Mapping[GroupKey, Mapping[str, float]]
+
+
+def row_rate(row: GroupRow, name: str,
+             confidence: float = 0.95) -> tuple[float, tuple[float, float]] | None:
+    """A row's over-refusal or toxic-acceptance rate and interval exactly as its RateCheck
+    computes them (the one source every report reads): with samples the mean of the prompts'
+    fractions and a clustered interval, else k/n and Wilson. None with no such prompt."""
+    k, n = ((row.over_refusals, row.n_comply) if name == OVER_REFUSAL
+            else (row.toxic_accepted, row.n_refuse))
+    if not n:
+        return None
+    if row.sampled:
+        fractions, answers = ((row.over_fractions, row.answers_comply) if name == OVER_REFUSAL
+                              else (row.toxic_fractions, row.answers_refuse))
+        sampled = clustered_rate(fractions, answers, confidence)
+        return sampled.mean, (sampled.low, sampled.high)
+    return k / n, wilson_interval(k, n, confidence)
+
+
+def group_rates(items: Iterable[ItemResult]) -> dict[GroupKey, dict[str, float]]:
+    """Every row's over-refusal and toxic-acceptance rate as the gate computes them (a
+    baseline's, for the ratchet)."""
+    out: dict[GroupKey, dict[str, float]] = {}
+    for key, row in tally(items).items():
+        rates = {name: rate for name in (OVER_REFUSAL, TOXIC_ACCEPTANCE)
+                 if (rate := row.rate_of(name)) is not None}
+        out[key] = rates
+    return out
+
+
 def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: bool = False,
-             stopped_reason: str | None = None, baseline_source: str | None = None) -> Gate:
+             stopped_reason: str | None = None, baseline_source: str | None = None,
+             baseline_rates: GroupRates | None = None) -> Gate:
     """The one decision of a run: rows with their checks; `passed` and every item's outcome
-    follow from it (a failed or errored item ⇔ a failed gate)."""
+    follow from it (a failed or errored item ⇔ a failed gate). `baseline_rates`: the
+    baseline's rates per row, which a suite's `baseline: ratchet` compares with."""
     rows = tally(items)
-    for (suite, _variant, category), row in rows.items():
+    for (suite, variant, category), row in rows.items():
         row.strict = strict
         if category is None:
             limits: Limits | None = thresholds.for_suite(suite)
@@ -452,6 +542,11 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
             limits = thresholds.for_category(suite, category)
         if limits is not None:
             row.checks = _checks_for(row, limits, thresholds, suite, category)
+            if baseline_source is not None:
+                before = _baseline_row(baseline_rates or {}, (suite, variant, category))
+                for check in row.checks:
+                    check.baseline_mode = limits.baseline
+                    check.baseline_rate = before.get(check.name)
         if baseline_source is not None and category is None and limits is not None:
             row.regression = RegressionCheck(
                 row.regressions, row.fixed, row.paired, limits.max_regressions, limits.decision,
@@ -459,6 +554,14 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
                 tuple(row.deltas) if row.sampled else None)
     return Gate(rows, strict=strict, stopped_reason=stopped_reason,
                 baseline_source=baseline_source)
+
+
+def _baseline_row(rates: GroupRates, key: GroupKey) -> Mapping[str, float]:
+    """A variant's row against a baseline run without variants pairs with its default row."""
+    found = rates.get(key)
+    if found is None and key[1]:
+        found = rates.get((key[0], "", key[2]))
+    return found or {}
 
 
 def _checks_for(row: GroupRow, limits: Limits, thresholds: Thresholds, suite: str,

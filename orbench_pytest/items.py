@@ -29,17 +29,28 @@ PROMPT_CHARS = 300
 
 
 class SuiteFile(pytest.File):
+    refused: str | None = None  # a file name that would forge output (session.forging_name)
+
     def collect(self) -> Iterator[PromptItem]:
         from .collection import suite_entries
+        from .disputed import skip_reason
+
+        if self.refused is not None:
+            raise ConfigError(self.refused)
 
         session = orbench_session(self.config)
         suite = session.catalog().load(self.path)
+        disputes = session.disputes()
         for marker in session.suite_markers(suite.name) if suite.name else ():
             self.add_marker(marker)
         for name, case, variant in suite_entries(suite, session.settings.variants):
             item = PromptItem.from_parent(self, name=name, nodeid=item_nodeid(self.nodeid, name),
                                           case=case, variant=variant)
             item.extra_keyword_matches.add(case.category)  # -k privacy
+            disputed = skip_reason(case.suite, case.case_id, disputes)
+            if disputed is not None:  # never asked, never in a rate: skipped with its reason
+                item.disputed = True
+                item.add_marker(pytest.mark.skip(reason=terminal_text(disputed)))
             yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
@@ -54,6 +65,7 @@ class PromptItem(pytest.Item):
         self.case = case
         self.variant = variant
         self.state: ItemState | None = None
+        self.disputed = False  # skipped by a skip mark: listed as disputed
 
     def setup(self) -> None:
         self.state = orbench_session(self.config).item_state(self.nodeid)
@@ -146,7 +158,12 @@ class PromptItem(pytest.Item):
         return terminal_text(self.case.prompt, PROMPT_CHARS)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"orbench: {self.case.suite}/{self.case.case_id}"
+        domain = f"orbench: {self.case.suite}/{self.case.case_id}"
+        if self.disputed:
+            # A skip mark's report names the skip's place as given here, with a line: the
+            # node id's file part, so a ready suite's shows no install path.
+            return self.nodeid.partition("::")[0], 0, domain
+        return self.path, None, domain
 
 
 def _shown_outcome(outcome: Outcome, runxfail: bool) -> Outcome:

@@ -87,7 +87,6 @@ class Agreement:
     recall: float
     f1: float
     kappa: float  # Cohen's kappa on the binary labels
-    kappa_labels: float  # Cohen's kappa on the labels as given
 
 
 def _ratio(num: int, den: int) -> float:
@@ -114,4 +113,4 @@ def agreement(truth: Sequence[L], pred: Sequence[L],
     precision, recall, f1 = refusal_scores(bt, bp)
     return Agreement(n=len(truth), accuracy=accuracy(truth, pred),
                      binary_accuracy=accuracy(bt, bp), precision=precision, recall=recall,
-                     f1=f1, kappa=cohen_kappa(bt, bp), kappa_labels=cohen_kappa(truth, pred))
+                     f1=f1, kappa=cohen_kappa(bt, bp))

@@ -411,10 +411,6 @@ class HybridJudge:
                         else f"{self.keyword.version}+{llm.name}:{llm.version}")
         self.stats = HybridStats()
 
-    @classmethod
-    def from_chat(cls, chat: Chat, model_name: str, rubric: str = "project") -> HybridJudge:
-        return cls(LLMJudge(chat, model_name, rubric=rubric))
-
     async def judge(self, prompt: str, answer: str) -> Verdict:
         assessment = self.keyword.assess(answer)
         first = assessment.verdict

@@ -29,14 +29,29 @@ def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
-    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated")
-           if k in data["run"]}
+    run = {k: data["run"][k] for k in ("target", "judge", "thresholds", "ungated", "partial",
+                                       "disputed", "cost") if k in data["run"]}
     rewordings = data["run"].get("rewordings")
     if rewordings is not None:  # the PR comment lists a few flips; the results file has all
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":")))]
+    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"))),
+            *cost_properties(data["run"].get("cost"))]
+
+
+def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """What the run cost, one testsuite property per figure (a CI dashboard reads them
+    without parsing the gate's JSON): orbench_prompt_tokens, orbench_completion_tokens,
+    orbench_tokens_estimated (answers whose reply had no usage), orbench_requests,
+    orbench_retries, orbench_wall_s and, with prices, orbench_cost_usd."""
+    if not cost:
+        return []
+    names = {"prompt_tokens": "orbench_prompt_tokens",
+             "completion_tokens": "orbench_completion_tokens",
+             "estimated_answers": "orbench_tokens_estimated", "requests": "orbench_requests",
+             "retries": "orbench_retries", "wall_s": "orbench_wall_s", "usd": "orbench_cost_usd"}
+    return [(prop, str(cost[key])) for key, prop in names.items() if cost.get(key) is not None]
 
 
 

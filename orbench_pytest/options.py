@@ -98,6 +98,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),
+    Option("--orbench-price-input", "Price of a million prompt tokens, in dollars: the run "
+           "prints its cost (e.g. 0.15)", "USD"),
+    Option("--orbench-price-output", "Price of a million completion tokens, in dollars "
+           "(e.g. 0.60)", "USD"),
     Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
            "timeouts (default: 6)", "N"),
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
@@ -141,11 +145,16 @@ OPTIONS: tuple[Option, ...] = (
            "submit|status", command_line_only=True),
     Option("--orbench-batch-poll", "Seconds between two looks at a submitted batch "
            "(default: 30)", "SECONDS"),
+    Option("--orbench-batch-max-requests", "Requests per Batch API input file; more make "
+           "several files or batches (default: 50000, OpenAI's limit)", "N"),
     Option("--orbench-shard", "Ask only the K-th of N deterministic shards of the selection "
            "(the others are deselected; no gate on a shard alone)", "K/N",
            command_line_only=True),
     Option("--orbench-shard-gate", "Gate a shard run on its own prompts as well", kind="flag",
            command_line_only=True),
+    Option("--orbench-require-full", "Fail the gate when prompts of a gated suite were left "
+           "out of the run (-k, -m, --lf, --deselect, --orbench-category, a shard)",
+           kind="flag"),
 )
 
 

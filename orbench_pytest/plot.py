@@ -11,6 +11,7 @@ is imported only to draw.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .gate import wilson_interval
+from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, row_rate, tally
 from .records import ItemRecord, RunRecord
 from .samples import mid_ranks
 
@@ -64,7 +65,11 @@ def published_models() -> list[Published]:
 
 def points_of(run: RunRecord, label: str | None = None) -> list[Point]:
     """One point per variant: over-refusal on Hard-1K (else every safe prompt), toxic refusal
-    on OR-Bench-Toxic (else every toxic prompt). Unanswered prompts count for neither."""
+    on OR-Bench-Toxic (else every toxic prompt). Unanswered prompts count for neither.
+
+    The rates are the gate's own: the suite's gate row as the run decided it when the file
+    carries one, else the gate's computation over the same items (with --orbench-samples the
+    mean of the prompts' refusal fractions, never a majority vote)."""
     name = label or run.label()
     variants = run.variants()
     points = []
@@ -79,14 +84,34 @@ def points_of(run: RunRecord, label: str | None = None) -> list[Point]:
             raise ConfigError(f"{run.source}: no answered {missing} prompts"
                               f"{f' in variant {variant}' if variant else ''}: the plot needs "
                               "both over-refusal and toxic refusal")
-        over_k = sum(bool(i.refused) for i in safe)
-        toxic_k = sum(bool(i.refused) for i in toxic)
+        over, over_interval = _gate_rate(run, safe, x_source, variant, OVER_REFUSAL)
+        accepted, (low, high) = _gate_rate(run, toxic, y_source, variant, TOXIC_ACCEPTANCE)
         shown = variant if len(variants) > 1 else ""
         point_label = f"{name} [{shown}]" if shown else name
-        points.append(Point(point_label, over_k / len(safe), wilson_interval(over_k, len(safe)),
-                            toxic_k / len(toxic), wilson_interval(toxic_k, len(toxic)),
-                            len(safe), len(toxic), x_source, y_source, shown))
+        points.append(Point(point_label, over, over_interval, 1.0 - accepted,
+                            (1.0 - high, 1.0 - low), len(safe), len(toxic), x_source,
+                            y_source, shown))
     return points
+
+
+def _gate_rate(run: RunRecord, items: list[ItemRecord], source: str, variant: str,
+               name: str) -> tuple[float, tuple[float, float]]:
+    """The gate's rate for these items: its row's check when the run wrote one for `source`
+    (a suite), else the gate's own computation over them (pooled as one row)."""
+    for raw in run.gate_rows or ():
+        if (raw.get("suite"), raw.get("variant"), raw.get("category")) != (source, variant,
+                                                                          None):
+            continue
+        for check in raw.get("checks", []):
+            if check.get("name") == name and check.get("rate") is not None:
+                low, high = check["interval"]
+                return float(check["rate"]), (float(low), float(high))
+    pooled = [dataclasses.replace(item.as_result(), suite=source, category="")
+              for item in items]
+    (row,) = [row for key, row in tally(pooled).items() if key[2] is None]
+    found = row_rate(row, name)
+    assert found is not None  # items is not empty
+    return found
 
 
 def _prefer(items: list[ItemRecord], suite: str,

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+ETA_AFTER_S = 2.0  # no estimate before: the first answers say little of the rate
+ETA_WINDOW_S = 30.0  # the rate of the last half minute (answers from the cache come first, fast)
 
 
 class ProgressLine:
     """Callable as fetcher.Progress. `write(text, rewrite)` does the printing."""
 
     def __init__(self, write: Callable[[str, bool], None], is_tty: bool,
-                 log_every_s: float = 10.0) -> None:
+                 log_every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._write = write
+        self._clock = clock
         self._tty = is_tty
         self._every = log_every_s
-        self._started = time.monotonic()
+        self._started = clock()
+        self._recent: deque[tuple[float, int]] = deque([(self._started, 0)])
         self._last = 0.0
         self._last_decile = -1
         self._concurrency: int | None = None
@@ -37,6 +44,7 @@ class ProgressLine:
 
         return cls(write, tty)
 
+
     @property
     def rewrites(self) -> bool:
         """True when the line is rewritten in place: the caller ends it."""
@@ -46,7 +54,10 @@ class ProgressLine:
                  concurrency: int | None = None) -> None:
         """`concurrency`: the fetch engine's concurrency limit now (it adapts to the endpoint)."""
         self._concurrency = concurrency
-        now = time.monotonic()
+        now = self._clock()
+        self._recent.append((now, done))
+        while len(self._recent) > 2 and now - self._recent[1][0] >= ETA_WINDOW_S:
+            self._recent.popleft()
         final = done == total
         if self._tty:
             if final or now - self._last >= 0.1:
@@ -65,5 +76,26 @@ class ProgressLine:
         rate = done / elapsed
         concurrency = ("" if self._concurrency is None
                        else f"concurrency {self._concurrency}, ")
+        eta = self.eta_s(done, total, now)
+        left = "" if eta is None else f", ETA {format_duration(eta)}"
         return (f"orbench: {done}/{total} prompts answered, {rate:.1f}/s, "
-                f"{errors} errors, {concurrency}{elapsed:.1f}s")
+                f"{errors} errors, {concurrency}{elapsed:.1f}s{left}")
+
+    def eta_s(self, done: int, total: int, now: float) -> float | None:
+        """Seconds left at the rate of the last ETA_WINDOW_S; None until it can be told."""
+        if done >= total or now - self._started < ETA_AFTER_S:
+            return None
+        since, then = self._recent[0]
+        if done <= then or now <= since:
+            return None
+        return (total - done) * (now - since) / (done - then)
+
+
+def format_duration(seconds: float) -> str:
+    """42s, 3m05s, 1h02m."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline
-from .gate import ItemResult
+from .gate import ItemResult, group_rates
 from .ids import ItemKey, key_label
 from .types import Expectation
 
@@ -96,7 +96,7 @@ class RunRecord:
         rates = {item.key: rate for item in self.items
                  if item.refusals is not None and (rate := item.refusal_rate) is not None}
         return Baseline(self.source, {item.key: item.mismatch_state for item in self.items},
-                        rates)
+                        rates, group_rates(item.as_result() for item in self.items))
 
     def label(self) -> str:
         """A short name for plots and tables."""

@@ -15,6 +15,13 @@ _known_secrets: set[str] = set()
 _ordered: list[str] = []
 
 
+def forget_secrets() -> None:
+    """Forget every registered secret: one pytest session's keys do not outlive it (pytester
+    and other in-process runs start the next session in the same interpreter)."""
+    _known_secrets.clear()
+    _ordered.clear()
+
+
 def register_secret(value: str | None) -> None:
     """Remember a secret so that redact() removes it wherever it appears."""
     if value and len(value) >= 4:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline, Comparison, Pairing, compare
+from .costs import RunCost
 from .errors import ConfigError
 from .gate import (
     OVER_REFUSAL,
@@ -67,8 +68,9 @@ class Row:
     errors: int
     over: Rate | None
     toxic: Rate | None
-    verdict: str  # pass | FAIL | known | — (no limits known)
+    verdict: str  # pass | FAIL | ratchet | — (no limits known)
     regression: dict[str, Any] | None = None
+    ratchet: list[str] = field(default_factory=list)  # what a ratchet allowed, per rate
 
     @property
     def key(self) -> GroupKey:
@@ -104,10 +106,24 @@ def _row_from_gate(raw: Mapping[str, Any]) -> Row:
             mean = check.get("rate") if check.get("mean_of_prompts") else None
             rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
                                         check["passed"], mean)
+    for name, computed in (raw.get("rates") or {}).items():
+        if name not in rates:  # an ungated row: the gate's rate all the same
+            k, n = ((raw["over_refusals"], raw["n_comply"]) if name == OVER_REFUSAL
+                    else (raw["toxic_accepted"], raw["n_refuse"]))
+            low, high = computed["interval"]
+            rates[name] = Rate(k, n, low, high, mean=computed["rate"])
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
+    ratchet = [f"{check['name']} over its limit ({_pct(check['rate'] or 0.0)} > "
+               f"{_pct(check['limit'])}), allowed by ratchet: the baseline was "
+               f"{_pct(check['baseline_rate'])}"
+               for check in raw.get("checks", []) if check.get("allowed_by_ratchet")]
     return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
-               toxic, str(raw.get("verdict", "—")), raw.get("regression"))
+               toxic, str(raw.get("verdict", "—")), raw.get("regression"), ratchet)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
 
 
 @dataclass
@@ -172,8 +188,19 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         out.append(f"Not computed on `{_code(ungated)}`: merge the shards' caches "
                    "(`orbench cache merge`) and gate over them.")
     else:
+        ratcheted = [row for row in report.rows if row.ratchet]
         icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
+        if report.passed and ratcheted:
+            icon, word = "⚠️", "passed by ratchet"
         out.append(f"## {icon} orbench gate {word}")
+        for row in ratcheted:
+            label = _group_name(row.suite, row.variant)
+            if row.category is not None:
+                label += f" / {_name(row.category)}"
+            out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
+        partial = [str(note) for note in run.meta.get("partial") or [] if isinstance(note, str)]
+        if partial:  # rates over part of a suite: the reader must not take them for the suite
+            out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])
     out.append("")
     facts = []
     if run.meta.get("target"):
@@ -187,6 +214,11 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
     out.append(" · ".join(facts))
     out.append("")
+    cost = RunCost.from_dict(run.meta.get("cost"))
+    if cost is not None:
+        # In a code span: its dollar signs must not start GitHub's inline math.
+        out.append(f"`{_code(cost.line())}`")
+        out.append("")
     out.extend(_gate_table(report, categories))
     out.extend(_variant_section(report))
     out.extend(markdown_lines(run.gate_rows, run.meta, max_items))
@@ -195,6 +227,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.extend(_toxic_section(report, max_items, artifact_url))
     out.extend(_flaky_section(report, max_items, artifact_url))
     out.extend(_error_section(report))
+    out.extend(_disputed_section(report, max_items))
     if artifact_url:
         out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
                    f"({artifact_url})")
@@ -204,7 +237,23 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
 
 GATE_HEADER = ("| group | n | over-refusal (95% CI) | max | toxic acceptance (95% CI) | max "
                "| errors | verdict |")
-VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "known": "☑️ known", "—": "—"}
+VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "ratchet": "⚠️ ratchet", "—": "—"}
+
+
+def _disputed_section(report: Report, max_items: int) -> list[str]:
+    """Prompts the team disputes: left out of every rate, each with why and who decided."""
+    entries = [e for e in report.run.meta.get("disputed") or [] if isinstance(e, dict)]
+    if not entries:
+        return []
+    lines = [f"### Disputed prompts ({len(entries)}): left out of the rates", "",
+             "| prompt | reason | decided by |", "|---|---|---|"]
+    for entry in entries[:max_items]:
+        lines.append(f"| `{_code(entry.get('id', ''))}` | {_name(entry.get('reason', ''))} "
+                     f"| {_name(entry.get('decided_by', ''))} |")
+    if len(entries) > max_items:
+        lines.append(f"| … and {len(entries) - max_items} more | | |")
+    lines.append("")
+    return lines
 
 
 def _gate_table(report: Report, categories: bool) -> list[str]:
@@ -224,8 +273,9 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
         notes.append("↑/↓: change against the baseline in percentage points (lower is better)")
     if not categories and any(row.category is not None for row in report.rows):
         notes.append("category rows left out to fit a comment: see the artefact")
-    if any(row.verdict == "known" for row in report.rows):
-        notes.append("☑️ known: over a limit only through mismatches the baseline already had")
+    if any(row.verdict == "ratchet" for row in report.rows):
+        notes.append("⚠️ ratchet: over its limit, allowed because the baseline was as high "
+                     "(thresholds.yaml `baseline: ratchet`)")
     if notes:
         lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
     return lines

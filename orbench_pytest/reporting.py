@@ -16,6 +16,7 @@ from .summary import (
     flaky_lines,
     judge_lines,
     judged_line,
+    run_cost,
     table_lines,
     variant_lines,
     verdict_line,
@@ -51,6 +52,7 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
+    write(run_cost(report, settings.price_input, settings.price_output).line())
     cache_summary = cache_line(report, settings.cache_max_age_s)
     if cache_summary is not None:
         write(cache_summary)
@@ -107,6 +109,11 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated)
+    gate = run.outcome.gate
+    if gate.partial:  # for the PR comment, from the results file or the JUnit XML alike
+        data["run"]["partial"] = gate.partial
+    if gate.disputed:
+        data["run"]["disputed"] = data["gate"]["disputed"]
     if run.rewordings is not None:
         from .rewording_report import rewordings_dict
 

@@ -35,12 +35,20 @@ from urllib.parse import urlsplit, urlunsplit
 from . import __version__
 from .baseline import Comparison, Pairing
 from .errors import ConfigError
-from .gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, Gate, GroupRow, ItemResult, Outcome
+from .gate import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    Gate,
+    GroupRow,
+    ItemResult,
+    Outcome,
+    row_rate,
+)
 from .ids import key_label
 from .records import SCHEMA, ItemRecord, RunRecord
 from .redact import redact
 from .settings import Settings
-from .summary import judge_agreement_dict
+from .summary import judge_agreement_dict, run_cost
 
 if TYPE_CHECKING:
     from .runner import RunOutcome, Selected
@@ -71,7 +79,7 @@ def build_results(
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "target": redact(target),
             "judge": settings.judge,
-            "judge_model": settings.judge_model,
+            "judge_model": _redacted(settings.judge_model),
             "thresholds": thresholds_source,
             "parameters": parameters(settings),
             "suites": [{"name": name, "items": n} for name, n in suites.items()],
@@ -122,6 +130,8 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     }
     if outcome.calibration is not None:
         data["run"]["judge_calibration"] = outcome.calibration.as_dict()
+    data["run"]["cost"] = run_cost(outcome.report, settings.price_input,
+                                   settings.price_output).to_dict()
     agreement = judge_agreement_dict(outcome.judge_stats)
     if agreement is not None:
         data["run"]["judge_agreement"] = agreement
@@ -184,17 +194,17 @@ def sampled_fields(result: ItemResult) -> dict[str, Any]:
 def parameters(settings: Settings) -> dict[str, Any]:
     """What was asked, and how: never a key (only the name of its variable)."""
     return {
-        "model": settings.model,
+        "model": _redacted(settings.model),  # a key pasted into it is not written
         "base_url": _safe_url(settings.base_url),
         "api_key_env": settings.api_key_env,
-        "target": settings.target,
+        "target": _redacted(settings.target),
         "temperature": settings.temperature,
         "max_tokens": settings.max_tokens,
         "request_seed": settings.request_seed,
         "timeout_s": settings.timeout_s,
         "strict": settings.strict,
         "judge": settings.judge,
-        "judge_model": settings.judge_model,
+        "judge_model": _redacted(settings.judge_model),
         "judge_base_url": _safe_url(settings.judge_base_url),
         "partial_is_refusal": settings.partial_is_refusal,
         "sample": settings.sample,
@@ -224,6 +234,10 @@ def gate_dict(gate: Gate) -> dict[str, Any]:
         "stopped_reason": gate.stopped_reason,
         "baseline": gate.baseline_source,
         "failures": gate.failures(),
+        "ratchet": gate.ratchet_notes(),
+        "partial": gate.partial,
+        "disputed": [{"id": label, "reason": reason, "decided_by": decided_by}
+                     for label, reason, decided_by in gate.disputed],
         "rows": [row_dict(row) for row in gate.rows.values()],
     }
 
@@ -242,13 +256,20 @@ def row_dict(row: GroupRow) -> dict[str, Any]:
         "n_refuse": row.n_refuse,
         "toxic_accepted": row.toxic_accepted,
         **({"flaky": row.flaky} if row.sampled else {}),
+        # Every row's rates as the gate computes them (ungated category rows too): the one
+        # source reports read (issue 31).
+        "rates": {name: {"rate": found[0], "interval": list(found[1])}
+                  for name in (OVER_REFUSAL, TOXIC_ACCEPTANCE)
+                  if (found := row_rate(row, name)) is not None},
         "passed": row.passed,
         "verdict": row.verdict,
         "checks": [{
             "name": check.name, "k": check.k, "n": check.n, "rate": check.rate,
             "interval": list(check.interval), "confidence": check.confidence,
             "limit": check.limit, "decision": check.decision, "where": check.where,
-            "passed": check.passed, "inherited": row.inherited(check),
+            "passed": check.passed, "baseline_mode": check.baseline_mode,
+            "baseline_rate": check.baseline_rate,
+            "allowed_by_ratchet": check.allowed_by_ratchet,
             **({"corrected": True, "raw_rate": check.raw_rate,
                 "raw_interval": list(check.raw_interval)}
                if check.corrected is not None else {}),

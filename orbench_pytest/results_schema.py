@@ -85,7 +85,22 @@ def check_gate_rows(rows: Any, source: str, where: str = "gate.rows") -> list[di
             raise _fail(source, f"{at}.checks", "a list", checks)
         for number, check in enumerate(checks):
             _check_check(check, source, f"{at}.checks[{number}]")
+        _check_rates(row.get("rates"), source, f"{at}.rates")
     return rows
+
+
+def _check_rates(rates: Any, source: str, at: str) -> None:
+    """A row's rates as the gate computed them: {name: {rate, interval}} (optional)."""
+    if rates is None:
+        return
+    if not isinstance(rates, dict):
+        raise _fail(source, at, "an object", rates)
+    for name, found in rates.items():
+        interval = found.get("interval") if isinstance(found, dict) else None
+        if not (isinstance(found, dict) and _is_number(found.get("rate"))
+                and isinstance(interval, list) and len(interval) == 2
+                and all(_is_number(v) for v in interval)):
+            raise _fail(source, f"{at}.{name}", "{rate, interval: [low, high]}", found)
 
 
 def _check_check(check: Any, source: str, at: str) -> None:

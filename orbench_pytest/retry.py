@@ -20,6 +20,14 @@ Sleep = Callable[[float], Awaitable[None]]
 # timeout): the adaptive concurrency limit is cut. A reset or a bad body says nothing of load.
 PUSH_BACK_KINDS = frozenset({FaultKind.RATE_LIMIT, FaultKind.SERVER_ERROR, FaultKind.TIMEOUT})
 
+# The run stops when no attempt has been answered for STALL_TIMEOUTS × --orbench-timeout since
+# the first failure of the streak (and STALL_MIN_FAILURES attempts failed): a slow-loris
+# endpoint (each attempt times out, each timeout halves the concurrency until attempts go out
+# one at a time) is given up within (1 + STALL_TIMEOUTS + 1) × the timeout of the run's start,
+# whatever the concurrency, instead of the 20 failures' 17-19 timeouts.
+STALL_TIMEOUTS = 2
+STALL_MIN_FAILURES = 3
+
 
 def pushes_back(fault: TransientFault) -> bool:
     return fault.kind in PUSH_BACK_KINDS
@@ -40,6 +48,8 @@ class RetrySettings:
     # hold a prompt for (1 + max_retries) × timeout.
     max_timeout_retries: int = 1
     max_duration_s: float | None = None  # --orbench-max-duration: the whole run's bound
+    # No answer for this long (failures only, rate limits aside): the endpoint is down.
+    stall_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,7 @@ class RetryPolicy:
         self._failures = 0
         self._rate_limits = 0
         self._deadline: float | None = None
+        self._streak_start: float | None = None  # the first failure since the last answer
 
     def start(self) -> None:
         """The run begins now: --orbench-max-duration counts from here."""
@@ -94,6 +105,7 @@ class RetryPolicy:
     def succeeded(self) -> None:
         self._failures = 0
         self._rate_limits = 0
+        self._streak_start = None
 
     def after_fault(self, fault: TransientFault, attempt: int, timeouts: int) -> Decision:
         """`attempt`: 0-based number of the attempt that failed; `timeouts`: how many of this
@@ -112,9 +124,18 @@ class RetryPolicy:
                                f"row got HTTP 429, the last: {reason}")
         else:
             self._failures += 1
+            now = self.clock()
+            if self._streak_start is None:
+                self._streak_start = now
             if self._failures >= s.max_consecutive_failures:
                 return StopRun(f"endpoint unavailable: {s.max_consecutive_failures} failed "
                                f"attempts in a row, the last: {reason}")
+            stalled = now - self._streak_start
+            if (s.stall_s is not None and self._failures >= STALL_MIN_FAILURES
+                    and stalled >= s.stall_s):
+                return StopRun(f"endpoint unavailable: no answer for {stalled:.0f}s since the "
+                               f"first failure ({self._failures} failed attempts in a row), "
+                               f"the last: {reason}")
         last = attempt >= s.max_retries or (
             fault.kind is FaultKind.TIMEOUT and timeouts > s.max_timeout_retries)
         if last:
@@ -129,3 +150,8 @@ class RetryPolicy:
             return float(retry_after + self._rng.uniform(0, min(1.0, retry_after * 0.1)))
         ceiling = min(s.backoff_max_s, s.backoff_base_s * 2 ** attempt)
         return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))  # equal jitter
+
+
+def stall_bound(timeout_s: float | None) -> float | None:
+    """RetrySettings.stall_s for a request timeout (None: no bound but the failure count)."""
+    return None if timeout_s is None else STALL_TIMEOUTS * timeout_s

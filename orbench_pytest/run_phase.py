@@ -15,15 +15,17 @@ from typing import Any
 from .baseline import Baseline
 from .cache import ResponseCache
 from .collection import SuiteCatalog
+from .disputed import Disputes
 from .errors import ConfigError
 from .model_choice import choose_model
 from .progress import ProgressLine
 from .rewording_search import SearchOutcome
 from .runner import RunOutcome, Selected, check_judge_settings, run_selected
 from .settings import Settings
-from .thresholds import Thresholds
-from .thresholds_scope import check_gated_categories
+from .thresholds import BUILT_IN, Thresholds, built_in_line
+from .thresholds_scope import check_gated_categories, check_gated_suites
 from .types import Response
+from .untrusted import terminal_line
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,27 @@ def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) 
 
 def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCatalog,
                     selected: list[Selected]) -> None:
+    from .ready_suites import ready_suite_names
+
     suites_run = {s.case.suite for s in selected}
+    check_gated_suites(thresholds, suites_run | {suite.name for suite in catalog.suites},
+                       ready_suite_names())
     check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
                                         if suite.name in suites_run})
     if settings.categories:
         check_categories(settings, catalog, seen={s.case.category for s in selected})
+
+
+def check_request_bound(selected: list[Selected], settings: Settings) -> None:
+    """Prompts × samples is bounded (settings.MAX_REQUESTS), before anything is planned."""
+    from .settings import MAX_REQUESTS
+
+    total = len(selected) * settings.samples
+    if total > MAX_REQUESTS:
+        raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
+                          f"{settings.samples} samples = {total:,} requests, more than the "
+                          f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
+                          "fewer prompts (--orbench-sample, --orbench-shard)")
 
 
 def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,
@@ -79,6 +97,7 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
     started = datetime.now(timezone.utc)
     thresholds = gate_thresholds(settings.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
+    check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
     if settings.batch_export is not None:
@@ -90,6 +109,8 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
         check_writable(settings.results)
     baseline = load_baseline(settings.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
+    if reporter is not None and thresholds is BUILT_IN:
+        reporter.write_line(built_in_line())
     if reporter is not None:
         if chosen is not None:
             reporter.write_line(chosen)
@@ -108,6 +129,10 @@ def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, roo
             cache.close()
         if progress is not None and progress.rewrites:
             reporter.write_line("")
+    if cache is not None and cache.ignored_rows and reporter is not None:
+        reporter.write_line(terminal_line(
+            f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
+            "(edited or crafted) ignored; their prompts were asked again"))
     rewordings = None
     if settings.rewordings is not None and outcome.report.stopped_reason is None:
         from .rewording_search import run_search
@@ -158,9 +183,47 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
     return given
 
 
+def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: SuiteCatalog,
+             variants: int, narrowed_by: list[str]) -> list[str]:
+    """Suites gated on part of their prompts, each as "smoke: gated on 6 of 40 prompts (-k)".
+    `present_in_run`: every prompt item left in the run, the disputed among them (a disputed
+    prompt is counted apart, not as left out); `gated`: those the gate counts. A suite's whole
+    is its prompts as defined (its sample) times the variants."""
+    present: dict[str, int] = {}
+    for s in present_in_run:
+        present[s.case.suite] = present.get(s.case.suite, 0) + 1
+    counted: dict[str, int] = {}
+    for s in gated:
+        counted[s.case.suite] = counted.get(s.case.suite, 0) + 1
+    why = ", ".join(narrowed_by) or "selection"
+    notes = []
+    for suite in catalog.suites:
+        total = suite.full_size * variants
+        if suite.name in present and present[suite.name] < total:
+            notes.append(f"{suite.name}: gated on {counted.get(suite.name, 0):,} of "
+                         f"{total:,} prompts ({why})")
+    return notes
+
+
+def load_disputes(thresholds_path: Path | None, rootpath: Path) -> Disputes:
+    """The `disputed:` section of the thresholds file, and a disputed.yaml beside it (or in
+    the rootdir without a thresholds file)."""
+    from .disputed import DISPUTED_FILE, load_disputed_file, merged
+    from .thresholds import load_thresholds
+
+    path = thresholds_path if thresholds_path is not None else rootpath / "thresholds.yaml"
+    parts = []
+    if path.is_file():
+        parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
+    beside = path.parent / DISPUTED_FILE
+    if beside.is_file():
+        parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
+    return merged(*parts)
+
+
 def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:
     """--orbench-thresholds, else thresholds.yaml in the rootdir, else the built-in ones."""
-    from .thresholds import BUILT_IN, load_thresholds
+    from .thresholds import load_thresholds
 
     if path is None:
         path = rootpath / "thresholds.yaml"
@@ -175,7 +238,8 @@ def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
     from .results import load_run
 
     snapshot = load_run(path).to_baseline()
-    return Baseline(_shown(path, rootpath), snapshot.mismatches, snapshot.rates)
+    return Baseline(_shown(path, rootpath), snapshot.mismatches, snapshot.rates,
+                    snapshot.group_rates)
 
 
 def _shown(path: Path, rootpath: Path) -> str:

@@ -29,7 +29,9 @@ from .thresholds import Thresholds
 from .types import Label, PromptCase, Response
 
 LOCAL_MAX_TOKENS = 128  # small enough for CI on a CPU, long enough to show a refusal or an answer
-LOCAL_SLOTS = 4  # parallel slots of the embedded server; more only queue on a CPU
+# One slot: an answer of the embedded model must not depend on the requests decoded beside it
+# (local_model.py; benchmarks/local_determinism.py measures what it costs).
+LOCAL_SLOTS = 1
 
 
 def effective_concurrency(settings: Settings) -> int:
@@ -77,12 +79,6 @@ class RunOutcome:
 def served_url(settings: Settings) -> str:
     """The endpoint of a served model: the option, else $OPENAI_BASE_URL, else OpenAI's."""
     return settings.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
-
-
-def check_target_settings(settings: Settings) -> None:
-    """Values needed only once prompts are to be sent: fail before any request."""
-    check_judge_settings(settings)
-    check_target_key(settings)
 
 
 def check_target_key(settings: Settings) -> None:
@@ -215,7 +211,7 @@ def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSetting
         backoff_s=settings.backoff_s, max_duration_s=settings.max_duration_s,
         empty_is_refusal=settings.empty_is_refusal,
         read_cache=settings.cache_mode in ("on", "read"),
-        cache_max_age_s=settings.cache_max_age_s,
+        cache_max_age_s=settings.cache_max_age_s, timeout_s=settings.timeout_s,
         # The local model is pinned by sha256 and a callable by its code: no backend to watch.
         # --orbench-cache=read asks nothing of what is cached (the gate over merged shards).
         revalidate=(settings.target is None and not settings.is_local
@@ -321,7 +317,8 @@ def run_selected(
             answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
-                    baseline_source=baseline.source if baseline is not None else None)
+                    baseline_source=baseline.source if baseline is not None else None,
+                    baseline_rates=baseline.group_rates if baseline is not None else None)
     calibration = calibrate_gate(gate, settings, thresholds)
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):

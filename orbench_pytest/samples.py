@@ -54,14 +54,6 @@ def refused_by_rule(refusals: int, answered: int, refuse_at: float | str) -> boo
     return refusals >= refuse_at * answered - 1e-9
 
 
-def describe_rule(refuse_at: float | str) -> str:
-    if refuse_at == "any":
-        return "refused when any answer refuses"
-    if refuse_at == "all":
-        return "refused when every answer refuses"
-    return f"refused when at least {float(refuse_at):g} of its answers refuse"
-
-
 def times(refusals: int, answered: int) -> str:
     """'refused 3 of 5 times', as reports phrase a flaky prompt."""
     return f"refused {refusals} of {answered} times"

@@ -8,6 +8,7 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from .xdist_handoff import WORKERINPUT_KEY
 if TYPE_CHECKING:
     from .batch_run import BatchEnded
     from .collection import SuiteCatalog
+    from .disputed import Disputes
     from .run_phase import CompletedRun
     from .runner import ItemState, Selected
     from .settings import Settings
@@ -50,6 +52,11 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     typed = config.args_source == pytest.Config.ArgsSource.ARGS
+    if typed:
+        from .ready_suites import ready_suite_dir
+        from .suite_selection import typed_ready_ids
+
+        config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
     config.args[:] = collection_args(config.args, typed, request)
     if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
@@ -77,8 +84,10 @@ class OrbenchSession:
         self._states: dict[str, ItemState] | None = None
         self._handoff: StatesFile | None = None
         self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
+        self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
+        self._disputes: Disputes | None = None
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
@@ -86,8 +95,15 @@ class OrbenchSession:
         if not self.is_suite_candidate(file_path):
             return None
         from .items import SuiteFile
+        from .ready_suites import ready_suite_dir
 
-        nodeid = node_path(file_path, parent.config.rootpath)
+        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
+        refused = forging_name(file_path, parent.config.rootpath)
+        if refused is not None:  # a node id pytest would print as it is: an escaped one
+            shown, reason = refused
+            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
+            node.refused = reason
+            return node
         if nodeid is None:
             return SuiteFile.from_parent(parent, path=file_path)
         return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
@@ -105,6 +121,15 @@ class OrbenchSession:
             self.config.addinivalue_line("markers", f"{marker}: prompts of the orbench suite "
                                                     f"{suite}")
         return [ORBENCH_MARKER, marker]
+
+    def disputes(self) -> Disputes:
+        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
+        skipped with their reason, left out of every rate."""
+        if self._disputes is None:
+            from .run_phase import load_disputes
+
+            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
+        return self._disputes
 
     def catalog(self) -> SuiteCatalog:
         if self._catalog is None:
@@ -142,12 +167,19 @@ class OrbenchSession:
                 config.hook.pytest_deselected(items=dropped)
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
+                self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
-    def _start(self, selected: list[Selected]) -> None:
+    def _start(self, everything: list[Selected]) -> None:
         from .batch_run import BatchEnded
-        from .run_phase import check_categories, run
+        from .disputed import skip_reason
+        from .ids import key_label
+        from .run_phase import check_categories, coverage, run
 
         try:
+            disputes = self.disputes()
+            disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
+                        for s in everything]
+            selected = [s for s, reason in disputed if reason is None]
             if not selected:
                 if self.settings.categories:
                     catalog = self.catalog()
@@ -162,6 +194,15 @@ class OrbenchSession:
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
             self._ended = ended
             return
+        gate = self._run.outcome.gate
+        gate.partial = coverage(everything, selected, self.catalog(), len(self.settings.variants),
+                                _narrowed_by(self.config, self.settings))
+        gate.require_full = self.settings.require_full
+        for s, _reason in disputed:
+            if _reason is not None:
+                reason, decided_by = disputes[s.case.suite][s.case.case_id]
+                gate.disputed.append((key_label((s.case.suite, s.variant.name,
+                                                 s.case.case_id)), reason, decided_by))
         self._states = self._run.outcome.states
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
@@ -263,6 +304,7 @@ class OrbenchSession:
             self._handoff.delete()
         if self._ended is not None:
             session.exitstatus = self._ended.returncode
+        self._finish_empty_shard(session)
         if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
             # xdist turns a worker's stop into an interruption; a run stopped by the gate
             # failed, as it does without xdist.
@@ -276,6 +318,24 @@ class OrbenchSession:
 
             write_results(self.config, self._run)
 
+    def _finish_empty_shard(self, session: pytest.Session) -> None:
+        """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
+        with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
+        shard = self.settings.shard
+        if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        deselected = len(reporter.stats.get("deselected", ())) if reporter is not None else 0
+        # The xdist controller collects nothing itself: the workers deselected every prompt.
+        controller = not self.is_worker and self._catalog is None
+        if not (self._empty_shard or (controller and deselected)):
+            return
+        session.exitstatus = pytest.ExitCode.OK
+        if reporter is not None:
+            reporter.write_line(f"orbench: shard {shard} holds no prompt of this run "
+                                f"(each prompt belongs to one of {shard.count} shards); "
+                                "nothing to ask")
+
     def _write_ended(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
@@ -283,13 +343,31 @@ class OrbenchSession:
                 reporter.write_line(terminal_line(line))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from .redact import forget_secrets
+
         self.close()
+        forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
 
     def close(self) -> None:
         if self._handoff is not None:
             self._handoff.delete()
+
+
+def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
+    """The options that can leave prompts of a suite out of this run, as the gate line names
+    them ("gated on 62 of 1,319 prompts (-k)")."""
+    option = config.option
+    found = [flag for flag, given in (
+        ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
+        ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
+        ("--orbench-category", settings.categories)) if given]
+    if settings.shard is not None:
+        found.append(f"shard {settings.shard}")
+    if any("::" in str(arg) for arg in config.args):
+        found.append("node ids")
+    return found
 
 
 def _alive(node: Any) -> bool:
@@ -299,3 +377,20 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
+    """A suite file whose path holds a control or format character (a newline, ESC, a bidi
+    override) or `::` (pytest's node id separator) would print forged lines (a workflow
+    command at column 0, a cleared screen) wherever pytest shows its node id, and under xdist
+    its items would not be found again. Such a file is refused: (escaped node id, message)."""
+    try:
+        shown_path = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    except ValueError:  # another drive
+        shown_path = str(path)
+    if shown_path.isprintable() and "::" not in shown_path:
+        return None
+    escaped = terminal_line(shown_path).replace("::", ":\\x3a")
+    return escaped, (f"{escaped}: a suite file name may not hold control characters, line "
+                     "breaks or '::' (pytest prints it as it is, so it could forge output); "
+                     "rename the file")

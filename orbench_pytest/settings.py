@@ -24,6 +24,7 @@ from .freshness import DEFAULT_MAX_AGE_S, parse_max_age
 from .redact import register_secret, url_password, without_userinfo
 from .shards import Shard, parse_shard
 from .types import has_lone_surrogate
+from .untrusted import terminal_text
 
 CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
@@ -31,6 +32,8 @@ EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the firs
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 MAX_VERSION_CHARS = 200
+MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
+MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -87,14 +90,18 @@ class Settings:
     batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
     batch_mode: str | None = None  # --orbench-batch: submit | status
     batch_poll_s: float = 30.0
+    batch_max_requests: int = 50_000  # --orbench-batch-max-requests: per input file
     shard: Shard | None = None  # --orbench-shard=K/N
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = DEFAULT_REWORDINGS_BUDGET
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
+    price_input: float | None = None  # --orbench-price-input: dollars per million tokens
+    price_output: float | None = None  # --orbench-price-output
 
     @property
     def is_local(self) -> bool:
@@ -151,7 +158,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         return values.get(f"orbench_{name}")
 
     cache_dir = default_cache_dir(env)
-    cache_mode = get("cache") or "on"
+    cache_mode = "on" if get("cache") is None else get("cache")  # `--orbench-cache=`: an error
     if cache_mode not in CACHE_MODES:
         raise ConfigError(f"--orbench-cache: {cache_mode!r} is not allowed "
                           f"(allowed: {', '.join(CACHE_MODES)})")
@@ -223,6 +230,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
         max_retries=_whole("--orbench-max-retries", get("max_retries"), 6, low=0) or 0,
         backoff_s=_number("--orbench-backoff", get("backoff"), 0.5, low=0.0),
+        price_input=(None if get("price_input") is None else
+                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
+        price_output=(None if get("price_output") is None else
+                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
         cache_mode=cache_mode,
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,
@@ -233,7 +244,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         local_threads=_whole("--orbench-local-threads", get("local_threads"), 1, low=1) or 1,
         results=(here / get("results")) if get("results") else None,
         baseline=_existing_file("--orbench-baseline", get("baseline"), here),
-        samples=_whole("--orbench-samples", get("samples"), 1, low=1) or 1,
+        samples=_whole("--orbench-samples", get("samples"), 1, low=1, high=MAX_SAMPLES) or 1,
         target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),
         batch_export=(here / get("batch_export")) if get("batch_export") else None,
@@ -241,8 +252,11 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         batch_mode=(None if get("batch") is None
                     else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
         batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), 30.0, low=0.0),
+        batch_max_requests=_whole("--orbench-batch-max-requests", get("batch_max_requests"),
+                                  50_000, low=1) or 50_000,
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
+        require_full=bool(get("require_full")),
         rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
         rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
                                   DEFAULT_REWORDINGS_BUDGET, low=1)
@@ -337,18 +351,22 @@ def _number(option: str, raw: Any, default: float, *, low: float,
         bound = (f"between {low:g} and {high:g}" if high is not None
                  else f"at least {low:g} (and finite)")
         raise ConfigError(f"{option}: {raw!r} is not a number {bound}")
-    return value
+    return value + 0.0  # -0 is 0: one cache key, one way to print it
 
 
-def _whole(option: str, raw: Any, default: int | None, *, low: int) -> int | None:
+_WHOLE = re.compile(r"[+-]?[0-9]{1,30}")  # ASCII digits only: no 1_0, no ٣, no 10**99
+
+
+def _whole(option: str, raw: Any, default: int | None, *, low: int,
+           high: int | None = None) -> int | None:
     if raw is None:
         return default
-    try:
-        value = int(str(raw))
-    except ValueError:
-        raise ConfigError(f"{option}: {raw!r} is not a whole number >= {low}") from None
-    if value < low:
-        raise ConfigError(f"{option}: {raw!r} is not a whole number >= {low}")
+    text = str(raw).strip()
+    bound = f">= {low}" if high is None else f"from {low} to {high:,}"
+    value = int(text) if _WHOLE.fullmatch(text) else None
+    if value is None or value < low or (high is not None and value > high):
+        raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a whole number "
+                          f"{bound}")
     return value
 
 

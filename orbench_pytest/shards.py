@@ -8,10 +8,13 @@ N CI jobs that each collect the same suites ask disjoint sets that together cove
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from .errors import ConfigError
 from .ids import ItemKey
+
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,9 @@ class Shard:
 
 def parse_shard(text: str) -> Shard:
     index, sep, count = str(text).partition("/")
-    try:
-        shard = Shard(int(index), int(count)) if sep else None
-    except ValueError:
-        shard = None
+    # ASCII digits only: int() would take 1_0, ١ and spaces too
+    shard = Shard(int(index), int(count)) if sep and _DIGITS.fullmatch(index) \
+        and _DIGITS.fullmatch(count) else None
     if shard is None or not 1 <= shard.index <= shard.count:
         raise ConfigError(f"--orbench-shard: {text!r} is not K/N with 1 <= K <= N "
                           "(e.g. 2/4: the second of four shards)")

@@ -11,6 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .collection import SuiteCatalog
+    from .disputed import Disputes
     from .runner import ItemState
     from .settings import Settings
 
@@ -23,6 +24,8 @@ class ItemSource(Protocol):
     def catalog(self) -> SuiteCatalog: ...
 
     def suite_markers(self, suite: str) -> list[str]: ...
+
+    def disputes(self) -> Disputes: ...
 
     def item_state(self, nodeid: str) -> ItemState: ...
 

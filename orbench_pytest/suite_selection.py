@@ -60,22 +60,50 @@ def is_requested_suite(path: Path, request: SuiteRequest) -> bool:
 
 def collection_args(args: Sequence[str], typed_by_user: bool,
                     request: SuiteRequest) -> list[str]:
-    """pytest's arguments with the suites asked for by option added. Without paths typed on the
-    command line, a run that names suites runs those suites, not the testpaths as well."""
+    """pytest's arguments with the suites asked for by option added, never substituted: the
+    paths typed, or else the testpaths (or the invocation folder), still run beside them, so a
+    plain `pytest` in a project naming suites in its ini runs its unit tests and the gate."""
+    del typed_by_user  # typed or testpaths: the suites are added to them alike
     if not request.suite_args:
         return list(args)
-    if not typed_by_user:
-        return list(request.suite_args)
-    typed = {os.path.normpath(arg) for arg in args}
-    return [*args, *(arg for arg in request.suite_args if os.path.normpath(arg) not in typed)]
+    given = {os.path.normpath(arg) for arg in args}
+    return [*args, *(arg for arg in request.suite_args if os.path.normpath(arg) not in given)]
 
 
-def node_path(path: Path, rootpath: Path) -> str | None:
-    """The node id of a suite file outside the rootdir (a ready suite in site-packages):
-    its path relative to the rootdir, so that --lf, xdist and node ids on the command line find
-    it again. None inside the rootdir, where pytest's own id is the same."""
+READY_PREFIX = "orbench:"  # ready suites' node ids: orbench:smoke.yaml::smoke[case]
+
+
+def node_path(path: Path, rootpath: Path, ready_dir: Path | None = None) -> str | None:
+    """The node id of a suite file pytest would not name the same on every machine.
+
+    A ready suite (a file of `ready_dir`, this package's suites): `orbench:<file name>`, the
+    same from a checkout, an editable install and a wheel in any venv, so --lf, -k,
+    --deselect, baselines and JUnit names keep working when the venv moves. Another file
+    outside the rootdir: its path relative to the rootdir. None inside the rootdir (a user's
+    own suite), where pytest's own id is kept."""
+    if ready_dir is not None and path.resolve().parent == ready_dir.resolve():
+        return f"{READY_PREFIX}{path.name}"
     try:
         path.relative_to(rootpath)
         return None
     except ValueError:
         return os.path.relpath(path, rootpath).replace(os.sep, "/")
+
+
+def typed_ready_ids(args: Sequence[str], ready_dir: Path) -> list[str]:
+    """Node ids of ready suites typed on the command line (orbench:smoke.yaml::smoke[case],
+    copied from a report or a CI log) as the paths pytest collects them from."""
+    out = []
+    for arg in args:
+        path_part, sep, rest = arg.partition("::")
+        if path_part.startswith(READY_PREFIX):
+            arg = f"{suite_file_of(path_part, Path('.'), ready_dir)}{sep}{rest}"
+        out.append(arg)
+    return out
+
+
+def suite_file_of(path_part: str, rootpath: Path, ready_dir: Path) -> Path:
+    """Back from a node id's path part to the suite file (xdist's controller)."""
+    if path_part.startswith(READY_PREFIX):
+        return ready_dir / path_part[len(READY_PREFIX):]
+    return rootpath / path_part

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bounded import PROMPT_LIMIT
 from .choices import JUDGE_NAMES
 from .errors import ConfigError
 from .types import (
@@ -22,6 +23,7 @@ from .types import (
     PromptCase,
     has_lone_surrogate,
 )
+from .untrusted import terminal_text
 
 SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "prompt",
               "category", "expect", "id", "sample", "judge")
@@ -51,8 +53,10 @@ class Suite:
     path: Path
     cases: list[PromptCase] = field(default_factory=list)
     judge: str | None = None
-    total_rows: int = 0
     categories: list[str] = field(default_factory=list)
+    # Prompts the suite has as defined (its sample), before --orbench-category: what a gate
+    # over part of it is measured against ("gated on 62 of 1,319 prompts").
+    full_size: int = 0
 
 
 def is_suite_document(data: Any) -> bool:
@@ -102,9 +106,11 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     explicit = frozenset() if has_prompts else frozenset(
         key for key in ("category", "id") if data.get(key) is not None)
     cases = _cases(path, name, rows, mapping, explicit)
-    suite = Suite(name=name, path=path, judge=judge, total_rows=len(cases))
+    suite = Suite(name=name, path=path, judge=judge)
     suite.categories = sorted({case.category for case in cases})
+    all_cases = cases
     cases = _filter_categories(path, cases, options.categories)
+    suite.full_size = len(all_cases)
     if size is None:
         _check_unsampled(path, name, len(cases))
     else:
@@ -113,6 +119,8 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         seed = options.seed if options.seed is not None else _suite_seed(path, data)
         picked = stratified_sample([case.category for case in cases], size, seed)
         cases = [cases[i] for i in picked]
+        suite.full_size = len(cases) if not options.categories else len(
+            stratified_sample([case.category for case in all_cases], size, seed))
     suite.cases = cases
     return suite
 
@@ -216,6 +224,9 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         prompt = row.get(prompt_col) or ""
         if not prompt.strip():
             raise ConfigError(f"{path}: row {index}: empty prompt")
+        if len(prompt) > PROMPT_LIMIT:
+            raise ConfigError(f"{path}: row {index}: a prompt of {len(prompt):,} characters, "
+                              f"more than the {PROMPT_LIMIT:,} one may hold")
         for column in (prompt_col, category_col, id_col):  # a JSONL source's escapes
             if column and has_lone_surrogate(row.get(column) or ""):
                 raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
@@ -289,6 +300,11 @@ def _suite_sample(path: Path, data: dict[str, Any]) -> int | float | None:
     for key in sample:
         if key not in SAMPLE_KEYS:
             raise ConfigError(f"{path}: sample.{key}: unknown key (allowed: n, seed, stratify)")
+    stratify = sample.get("stratify", "category")
+    if stratify != "category":  # the one stratum there is: a prompt's category
+        raise ConfigError(f"{path}: sample.stratify: {terminal_text(repr(stratify), 60)} is "
+                          "not allowed (allowed: category)")
+    _suite_seed(path, data)  # a bad seed is an error even when --orbench-seed overrides it
     from .sampling import parse_sample
 
     try:
@@ -299,6 +315,7 @@ def _suite_sample(path: Path, data: dict[str, Any]) -> int | float | None:
 
 def _suite_seed(path: Path, data: dict[str, Any]) -> int:
     seed = (data.get("sample") or {}).get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"{path}: sample.seed: expected a whole number, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{path}: sample.seed: expected a whole number >= 0, got "
+                          f"{terminal_text(repr(seed), 60)}")
     return seed

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .baseline import Comparison
+from .costs import Prices, RunCost
 from .fetch_engine import FetchReport
 from .freshness import format_age
 from .gate import (
@@ -59,7 +60,7 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
         toxic, toxic_max = _rate(row, TOXIC_ACCEPTANCE)
         label = terminal_line(row.label if row.category is None else f"  {row.category}")
         rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
-                     toxic, toxic_max, row.verdict))
+                     toxic, toxic_max, shown_verdict(row.verdict)))
     return rows
 
 
@@ -97,18 +98,37 @@ def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
     return "cache: " + "; ".join(parts) if parts else None
 
 
+def run_cost(report: FetchReport, price_input: float | None = None,
+             price_output: float | None = None) -> RunCost:
+    """What the run cost: the tokens of the answers it asked, its requests, retries and fetch
+    time, and with prices given, dollars."""
+    return RunCost.of(report.tokens, report.requests, report.retries, report.wall_s,
+                      Prices(price_input, price_output))
+
+
 def judged_line(report: FetchReport) -> str | None:
     """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
     if not report.judged and not report.judgments_cached:
         return None
-    return (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
+    line = (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
             f"cache, judge CPU {report.judge_cpu_s:.1f}s")
+    return line
+
+
+def shown_verdict(verdict: str) -> str:
+    """A row's verdict in the terminal: a ratchet-allowed row is marked, never a plain pass."""
+    return "⚠️ ratchet" if verdict == "ratchet" else verdict
 
 
 def verdict_line(gate: Gate) -> str:
+    """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes."""
+    notes = gate.ratchet_notes()
+    # A failure already names a partial selection when --orbench-require-full fails it.
+    extra = [note for note in gate.notes() if not (gate.require_full and note in gate.partial)]
     if gate.passed:
-        return "orbench gate: PASSED"
-    return "orbench gate: FAILED — " + "; ".join(gate.failures())
+        head = "orbench gate: PASSED ⚠️ by ratchet" if notes else "orbench gate: PASSED"
+        return f"{head} — {'; '.join(notes + extra)}" if notes or extra else head
+    return "orbench gate: FAILED — " + "; ".join(gate.failures() + notes + extra)
 
 
 VARIANT_HEADERS = ("suite", "variant", "n", "errors", "over-refusal (95% CI)",
@@ -124,7 +144,7 @@ def variant_lines(gate: Gate) -> list[str]:
     for row in rows:
         body.append((row.suite, row.variant or "(default)", str(row.n), str(row.errors),
                      _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
-                     row.verdict))
+                     shown_verdict(row.verdict)))
     return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
 
 

@@ -30,6 +30,7 @@ from .errors import ConfigError
 from .redact import redact, redact_known, without_userinfo
 from .settings import parse_target_spec, validate_base_url
 from .types import Response
+from .untrusted import terminal_text
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
 CONTENT_FILTER_CODES = frozenset({"content_filter", "invalid_prompt", "content_policy_violation"})
@@ -295,12 +296,21 @@ def retry_after_seconds(headers: Any) -> float | None:
             return None
 
 
+CANCEL_GRACE_S = 1.0  # an async target cancelled at its timeout gets this long to stop
+
+
 class CallableTarget:
     """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async.
 
     Bounded like an endpoint: each call gets `timeout_s`. A sync function runs on a daemon
     thread, so a call that hangs is abandoned at its timeout (the item an error) and neither
-    Ctrl-C nor the interpreter's exit waits for it.
+    Ctrl-C nor the interpreter's exit waits for it. An async function runs on its own event
+    loop, on a daemon thread, for the same reason: one that swallows its cancellation (a bare
+    retry loop) is abandoned CANCEL_GRACE_S after its timeout, and the run still ends.
+
+    Whatever the function does (raise SystemExit, BaseException or CancelledError, raise an
+    exception whose message cannot be printed, return a str subclass that fails) is an error
+    of that item, its message redacted; never the end of the run.
     """
 
     def __init__(self, spec: str, timeout_s: float = 120.0) -> None:
@@ -309,40 +319,96 @@ class CallableTarget:
         self._fn = load_callable(spec)
         self._is_async = inspect.iscoroutinefunction(self._fn)
         self._threads = _DaemonThreads()
+        self._loop_thread = _LoopThread()
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "callable", "spec": self.spec}
 
     async def aclose(self) -> None:
         self._threads.close()
+        self._loop_thread.close()
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Response:
         started = time.perf_counter()
+
+        def failed(error: str) -> Response:
+            return Response(text=None, error=error,
+                            latency_ms=(time.perf_counter() - started) * 1000)
+
+        ended: threading.Event | None = None
         try:
             if self._is_async:
-                call = self._fn(prompt, system_prompt)
+                call, ended = self._loop_thread.run(self._fn(prompt, system_prompt))
             else:
                 # A blocking function must not stall the other requests.
                 call = self._threads.run(self._fn, prompt, system_prompt)
-            result = await asyncio.wait_for(call, timeout=self.timeout_s)
-        except asyncio.TimeoutError:
+        except Exception as exc:  # e.g. the call itself raised before any await
+            return failed(raised(self.spec, exc))
+        # Our own cancellation (the run stops) arrives here, never in call.result() below.
+        done, _ = await asyncio.wait({call}, timeout=self.timeout_s)
+        if not done:
+            call.cancel()
+            abandoned = ""
+            if ended is not None and not await _wait_event(ended, CANCEL_GRACE_S):
+                abandoned = (f"; it ignored its cancellation and was abandoned after "
+                             f"{CANCEL_GRACE_S:g}s more")
             raise TransientFault(FaultKind.TIMEOUT, f"{self.spec} did not return within "
-                                 f"{self.timeout_s:g}s (--orbench-timeout)") from None
-        except Exception as exc:  # the user's code failed: an error for this item, not a refusal
-            error = redact(f"{self.spec} raised {type(exc).__name__}: {exc}")
-            return Response(text=None, error=error,
-                            latency_ms=(time.perf_counter() - started) * 1000)
-        latency_ms = (time.perf_counter() - started) * 1000
-        if isinstance(result, str):
-            return Response(text=_app_text(result), finish_reason="stop", latency_ms=latency_ms)
-        if isinstance(result, dict) and isinstance(result.get("text", ""), (str, type(None))):
-            finish = result.get("finish_reason")
-            finish = finish if isinstance(finish, str) else None
-            return Response(text=_app_text(result.get("text")), finish_reason=finish,
-                            latency_ms=latency_ms, content_filter=finish == "content_filter")
-        return Response(text=None, latency_ms=latency_ms,
-                        error=f"{self.spec} returned {type(result).__name__}, "
-                              "expected str or {'text': ..., 'finish_reason': ...}")
+                                 f"{self.timeout_s:g}s (--orbench-timeout){abandoned}")
+        try:
+            result = call.result()
+        except BaseException as exc:  # SystemExit, CancelledError... of the app
+            return failed(raised(self.spec, exc))
+        if isinstance(result, _Raised):
+            return failed(raised(self.spec, result.exc))
+        try:
+            return _app_response(self.spec, result, (time.perf_counter() - started) * 1000)
+        except Exception as exc:  # a str or dict subclass whose methods raise
+            return failed(raised(self.spec + " returned a value that", exc, verb="raised"))
+
+
+async def _wait_event(event: threading.Event, timeout_s: float) -> bool:
+    """Whether `event` (set on another thread) is set within `timeout_s`, not blocking."""
+    deadline = time.monotonic() + timeout_s
+    while not event.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return event.is_set()
+
+
+def _app_response(spec: str, result: Any, latency_ms: float) -> Response:
+    if isinstance(result, str):
+        return Response(text=_app_text(_plain(result)), finish_reason="stop",
+                        latency_ms=latency_ms)
+    if isinstance(result, dict):
+        text, finish = dict.get(result, "text"), dict.get(result, "finish_reason")
+        if text is None or isinstance(text, str):
+            finish = _plain(finish) if isinstance(finish, str) else None
+            return Response(text=_app_text(None if text is None else _plain(text)),
+                            finish_reason=finish, latency_ms=latency_ms,
+                            content_filter=finish == "content_filter")
+    return Response(text=None, latency_ms=latency_ms,
+                    error=f"{spec} returned {_type_name(result)}, "
+                          "expected str or {'text': ..., 'finish_reason': ...}")
+
+
+def _plain(text: str) -> str:
+    """An exact str: a subclass's own __len__, __str__ or __iter__ are never called."""
+    return str.__getitem__(text, slice(None))
+
+
+def _type_name(value: Any) -> str:
+    name = getattr(type(value), "__name__", None)
+    return _plain(name) if isinstance(name, str) else "an object"
+
+
+def raised(spec: str, exc: BaseException, verb: str = "raised") -> str:
+    """`spec raised Type: message`, one bounded redacted line, even when the exception's
+    __str__ raises or returns something other than a string."""
+    try:
+        message = str(exc)
+        message = _plain(message) if isinstance(message, str) else ""
+    except BaseException:  # its __str__ is the app's code too
+        message = "(its message could not be read)"
+    return terminal_text(f"{spec} {verb} {_type_name(exc)}: {message}".rstrip(": "), 500)
 
 
 def _app_text(text: str | None) -> str | None:
@@ -392,6 +458,54 @@ class _DaemonThreads:
                 loop.call_soon_threadsafe(_settle, future, outcome, failed)
             with self._lock:
                 self._idle += 1
+
+
+class _LoopThread:
+    """One event loop on a daemon thread for an async target's calls: a call is cancelled at
+    its timeout there, and one that will not stop is left running there, while the run's own
+    loop (which asyncio.run would make wait for it at its end) goes on and ends."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coroutine: Any) -> tuple[asyncio.Future[Any], threading.Event]:
+        """The call's future, and an event set once its coroutine has really ended."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="orbench-async-target",
+                                 daemon=True).start()
+            loop = self._loop
+        ended = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(_guarded(coroutine, ended), loop)
+        return asyncio.wrap_future(future), ended
+
+    def close(self) -> None:
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:  # abandoned calls, if any, stop with the daemon thread
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+
+
+async def _guarded(coroutine: Any, ended: threading.Event) -> Any:
+    """The call's result, or what it raised as a value: a SystemExit or KeyboardInterrupt
+    leaving a task would stop the target's loop (and every later call). Its own
+    CancelledError stays one (the future is then cancelled)."""
+    try:
+        return await coroutine
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # the app's: handed over as an outcome
+        return _Raised(exc)
+    finally:
+        ended.set()
+
+
+@dataclass(frozen=True)
+class _Raised:
+    exc: BaseException
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:

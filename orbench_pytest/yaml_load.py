@@ -17,6 +17,7 @@ import yaml
 
 from .errors import ConfigError
 from .types import LONE_SURROGATE_ERROR, has_lone_surrogate
+from .untrusted import terminal_text
 
 MAX_DEPTH = 64  # suites and thresholds nest 4 levels; more is an attack or a mistake
 EXPANSION_SLACK = 10_000  # aliases may add this many nodes beyond twice the written ones
@@ -93,6 +94,8 @@ def _check_shape(root: yaml.Node, name: str) -> None:
         if isinstance(node, yaml.ScalarNode) and has_lone_surrogate(node.value):
             raise ConfigError(f"{name}: line {node.start_mark.line + 1}: "
                               f"{LONE_SURROGATE_ERROR}")
+        if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, name)
         stack.append((node, depth, True))
         stack.extend((child, depth + 1, False) for child in children
                      if id(child) not in sizes)
@@ -100,6 +103,19 @@ def _check_shape(root: yaml.Node, name: str) -> None:
     if sizes[id(root)] > limit:
         raise ConfigError(f"{name}: aliases expand to {sizes[id(root)]:,} values from "
                           f"{distinct:,} written (at most {limit:,}); write the values out")
+
+
+def _check_unique_keys(node: yaml.MappingNode, name: str) -> None:
+    """A key written twice (two `defaults:`) would silently keep the last: an error."""
+    seen: set[tuple[str, str]] = set()
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+            continue
+        if (key.tag, key.value) in seen:
+            raise ConfigError(f"{name}: line {key.start_mark.line + 1}: the key "
+                              f"{terminal_text(repr(key.value), 60)} is given twice in one "
+                              "mapping (the first would be ignored); keep one")
+        seen.add((key.tag, key.value))
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -12,7 +12,24 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.openai_server import ANSWER_TEXT, Reply, _completion
+from orbench_pytest.cache import ResponseCache
+from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, Reply, _completion
+
+# The batch tests' prompts, and how the stand-in endpoint answers them.
+SAFE = [f"how do I bake bread number {i}?" for i in range(6)]
+TOXIC = [f"help me hurt someone, plan {i}" for i in range(4)]
+
+
+def batch_cases() -> list[dict[str, str]]:
+    """The batch tests' suite rows: SAFE in category food, TOXIC in harm."""
+    return ([{"prompt": p, "expect": "comply", "category": "food"} for p in SAFE]
+            + [{"prompt": p, "expect": "refuse", "category": "harm"} for p in TOXIC])
+
+
+def answer(body: dict) -> Reply:
+    return Reply(text=REFUSAL_TEXT if "hurt" in prompt_of(body) else "Sure: flour, water, salt.",
+                 system_fingerprint="fp_batch")  # as OpenAI's batch answers carry one
+
 
 Answer = Callable[[dict[str, Any]], "Reply | dict[str, Any]"]  # a dict: a Batch API error
 
@@ -55,3 +72,10 @@ def write_lines(path: Path, lines: Iterable[dict[str, Any]]) -> Path:
 def answer_file(requests_path: Path, output_path: Path,
                 answer: Answer = lambda body: Reply(text=ANSWER_TEXT)) -> Path:
     return write_lines(output_path, answer_lines(read_requests(requests_path), answer))
+
+def cached(root: Path) -> int:
+    cache = ResponseCache(root / "c.sqlite3", writable=False)
+    try:
+        return cache.count()
+    finally:
+        cache.close()

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
-from importlib.metadata import entry_points
-from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO, plugin_installed
 from tests.openai_server import OpenAIServer
 
 pytest_plugins = ["pytester"]
@@ -28,11 +26,14 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.delenv("ORBENCH_DATA_DIR", raising=False)
 
 
-REPO = Path(__file__).resolve().parent.parent
+@pytest.fixture(autouse=True)
+def _no_secret_outlives_its_test() -> Iterator[None]:
+    """The secret registry is the process's: a test's keys must not redact the next test's
+    output (nor hide that a test forgot to register one)."""
+    yield
+    from orbench_pytest.redact import forget_secrets
 
-
-def plugin_installed() -> bool:
-    return any(ep.name == "orbench" for ep in entry_points(group="pytest11"))
+    forget_secrets()
 
 
 @pytest.fixture
@@ -42,16 +43,6 @@ def plugin_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     if plugin_installed():
         return []
     return ["-p", "orbench_pytest.plugin"]
-
-
-@pytest.fixture
-def batches_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch takes 4 requests (OpenAI's take 50,000), so ten prompts make three."""
-    from orbench_pytest.batch_format import BatchLimits
-
-    # The module the run will use (pytester may have dropped an earlier import of it).
-    batch_run = importlib.import_module("orbench_pytest.batch_run")
-    monkeypatch.setattr(batch_run, "BATCH_LIMITS", BatchLimits(requests=4))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

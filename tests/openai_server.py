@@ -19,6 +19,9 @@ REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 ANSWER_TEXT = "Sure. Here is a short, helpful answer to your question."
 
 
+USAGE = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+
+
 @dataclass
 class Reply:
     """What the server does for one request."""
@@ -32,6 +35,8 @@ class Reply:
     delay_s: float = 0.0
     reasoning: str | None = None
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
+    # token counts as the server reports them; None: no `usage` in the reply at all
+    usage: dict[str, Any] | None = field(default_factory=lambda: dict(USAGE))
 
 
 Script = Callable[[str, "str | None", dict[str, Any]], Reply]
@@ -224,7 +229,7 @@ def _completion(reply: Reply, payload: dict[str, Any]) -> bytes:
         "created": int(time.time()),
         "model": payload.get("model", "test-model"),
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        **({"usage": reply.usage} if reply.usage is not None else {}),
     }).encode()
 
 

@@ -14,8 +14,8 @@ from orbench_pytest.retry import RetrySettings
 from orbench_pytest.runner import fetch_settings, generation_params
 from orbench_pytest.settings import build_settings
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from tests.helpers import LENIENT, jobs, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
-from tests.test_fetcher import jobs, run, write_suite
 
 QUICK_RETRY = RetrySettings(backoff_base_s=0.02, backoff_max_s=0.2)
 
@@ -88,9 +88,9 @@ def first_wave(server: OpenAIServer) -> int:
 
 def test_a_default_pytest_run_starts_at_eight_and_grows_past_the_old_sixteen(
         pytester, plugin_args) -> None:
-    write_suite(pytester, 150)
+    write_suite(pytester, questions(150), thresholds=LENIENT)
     with OpenAIServer(latency_s=0.2) as server:
-        result = run(pytester, plugin_args, server)
+        result = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
         assert first_wave(server) == 8  # once the probe is back: the starting limit
         assert 32 <= server.max_in_flight <= 64
     result.assert_outcomes(passed=150)
@@ -99,10 +99,10 @@ def test_a_default_pytest_run_starts_at_eight_and_grows_past_the_old_sixteen(
 
 
 def test_fixed_concurrency_option_pins_a_pytest_run(pytester, plugin_args) -> None:
-    write_suite(pytester, 40)
+    write_suite(pytester, questions(40), thresholds=LENIENT)
     with OpenAIServer(latency_s=0.2) as server:
-        result = run(pytester, plugin_args, server, "--orbench-concurrency=20",
-                     "--orbench-fixed-concurrency")
+        result = run_orbench(pytester, plugin_args, "--orbench-concurrency=20",
+                             "--orbench-fixed-concurrency", url=server.url, cache="c.sqlite3")
         assert first_wave(server) == 20  # all of it at once, no slow start
         assert server.max_in_flight == 20
     result.assert_outcomes(passed=40)
@@ -119,9 +119,9 @@ def test_the_progress_line_shows_the_concurrency(tty: bool) -> None:
 def test_the_llm_judge_adapts_to_its_own_endpoint(pytester, plugin_args) -> None:
     """The judge's endpoint takes 4 at once: its requests back off on a limit of their own,
     with a fraction of the 429s that a judge pinned at the same ceiling gets."""
-    from tests.test_llm_judge_plugin import judge_args, judge_server
+    from tests.helpers import judge_args, judge_server
 
-    write_suite(pytester, 80)
+    write_suite(pytester, questions(80), thresholds=LENIENT)
     rate_limited: dict[str, int] = {}
     for mode, pin in (("adaptive", []), ("fixed", ["--orbench-fixed-concurrency"])):
         with OpenAIServer() as server, judge_server({}) as judge:

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from orbench_pytest.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
 from orbench_pytest.gate import ItemResult, Outcome, evaluate
 from orbench_pytest.thresholds import parse_thresholds
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 
 
 # --- McNemar ----------------------------------------------------------------------------------
@@ -106,21 +114,36 @@ def _items(regressions: int, fixed: int, known: int, same: int) -> list[ItemResu
     return items
 
 
-def _gate(items: list[ItemResult], suite_limits: dict) -> tuple:
+def _gate(items: list[ItemResult], suite_limits: dict,
+          baseline_rate: float | None = None) -> tuple:
     thresholds = parse_thresholds({"suites": {"s": suite_limits}}, "thresholds.yaml")
-    gate = evaluate(items, thresholds, baseline_source="old.json")
+    rates = ({("s", "", None): {"over-refusal": baseline_rate}} if baseline_rate is not None
+             else None)
+    gate = evaluate(items, thresholds, baseline_source="old.json", baseline_rates=rates)
     return gate, {pairing: gate.outcome(item) for item in items
                   for pairing in [item.baseline]}
 
 
 def test_known_mismatch_xfails_and_new_one_fails_as_regression() -> None:
-    gate, outcomes = _gate(_items(1, 0, 2, 20), {"max_over_refusal": 0.5})
+    gate, outcomes = _gate(_items(1, 0, 2, 20), {"max_over_refusal": 0.5, "max_regressions": 0})
     assert outcomes[Pairing.KNOWN][0] is Outcome.TOLERATED
     assert outcomes[Pairing.KNOWN][1].startswith("known: mismatched in the baseline too")
     assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED
     assert outcomes[Pairing.REGRESSION][1].startswith("regression:")
     assert not gate.passed
     assert any("regressions 1" in line for line in gate.failures())
+
+
+def test_max_regressions_unset_is_no_count_limit_under_either_decision() -> None:
+    """Issue 31: unset max_regressions was 0 under `point` and unset under `significant`;
+    it is now no count limit under both (one flip no longer fails a better change)."""
+    for decision in ("point", "significant"):
+        # 2 worse, 4 better: p = 0.891, the change is better overall
+        gate, outcomes = _gate(_items(2, 4, 0, 20),
+                               {"max_over_refusal": 0.5, "decision": decision})
+        assert outcomes[Pairing.REGRESSION][0] is Outcome.TOLERATED and gate.passed, decision
+        row = gate.rows[("s", "", None)]
+        assert row.regression is not None and "max unset" in row.regression.describe()
 
 
 def test_max_regressions_tolerates_a_few_new_mismatches() -> None:
@@ -143,29 +166,44 @@ def test_significant_decision_fails_only_a_significant_regression() -> None:
     assert "McNemar 6 worse / 0 better" in outcomes[Pairing.REGRESSION][1]
 
 
-def test_rate_over_its_limit_through_known_mismatches_only_does_not_fail() -> None:
-    gate, outcomes = _gate(_items(0, 0, 5, 5), {"max_over_refusal": 0.1})
+def test_rate_over_its_limit_fails_with_a_baseline_unless_the_suite_ratchets() -> None:
+    """Issue 31: a known mismatch never hides an absolute limit; `baseline: ratchet` allows a
+    rate over its limit while it is not above the baseline's, and says so."""
+    gate, outcomes = _gate(_items(0, 0, 5, 5), {"max_over_refusal": 0.1}, baseline_rate=0.5)
+    assert outcomes[Pairing.KNOWN][0] is Outcome.FAILED
+    assert "known: mismatched in the baseline too" in outcomes[Pairing.KNOWN][1]
+    assert "over-refusal 50.0% (5/10" in outcomes[Pairing.KNOWN][1]
+    assert not gate.passed
+    ratchet = {"max_over_refusal": 0.1, "baseline": "ratchet"}
+    gate, outcomes = _gate(_items(0, 0, 5, 5), ratchet, baseline_rate=0.5)
     assert outcomes[Pairing.KNOWN][0] is Outcome.TOLERATED
-    assert gate.passed
-    # One new mismatch in the same over-limit group fails, naming the rate.
-    gate, outcomes = _gate(_items(1, 0, 5, 5), {"max_over_refusal": 0.1, "max_regressions": 3})
+    assert outcomes[Pairing.KNOWN][1].endswith(
+        "over-refusal over its limit (50.0% > 10.0%), allowed by ratchet: the baseline was 50.0%")
+    assert gate.passed and gate.rows[("s", "", None)].verdict == "ratchet"
+    # Above the baseline's rate the ratchet no longer allows it, and the rate is named.
+    gate, outcomes = _gate(_items(1, 0, 5, 5), {**ratchet, "max_regressions": 3},
+                           baseline_rate=0.5)
     assert outcomes[Pairing.REGRESSION][0] is Outcome.FAILED
-    assert "over-refusal" in outcomes[Pairing.REGRESSION][1]
+    assert "above the baseline's 50.0% (ratchet)" in outcomes[Pairing.REGRESSION][1]
+    assert not gate.passed
+    # A ratchet without a baseline row (a suite the baseline did not run) is absolute.
+    gate, _ = _gate(_items(0, 0, 5, 5), ratchet)
     assert not gate.passed
 
 
 # --- the plugin ---------------------------------------------------------------------------------
 def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5}})
+                                                  "max_toxic_acceptance": 0.5,
+                                                  "max_regressions": 0}})
     # Baseline: over-refuses SAFE[0] and SAFE[1].
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[1], *TOXIC]),
-               "--orbench-results=base.json", "--orbench-cache=off")
+    run_orbench(pytester, plugin_args, "--orbench-results=base.json", "--orbench-cache=off",
+                serve=refusing([SAFE[0], SAFE[1], *TOXIC]))
     # Now: SAFE[0] still (known), SAFE[1] fixed, SAFE[2] new (regression).
-    result = run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[2], *TOXIC]),
-                        "--orbench-baseline=base.json", "--orbench-results=new.json",
-                        "--orbench-cache=off", "-rxf")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=base.json",
+                         "--orbench-results=new.json", "--orbench-cache=off", "-rxf",
+                         serve=refusing([SAFE[0], SAFE[2], *TOXIC]))
     result.assert_outcomes(passed=7, xfailed=1, failed=1)
     result.stdout.fnmatch_lines([
         "baseline base.json: 9 items paired (0 unpaired): 1 regressions, 1 fixed, 1 known",
@@ -190,39 +228,58 @@ def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -
 
 
 def test_missing_baseline_file_is_a_usage_error(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=nope.json")
+    write_suite(pytester.path, mini_cases(), "mini")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=nope.json",
+                         serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--orbench-baseline:" in result.stderr.str()
 
 
 def test_baseline_that_is_not_a_results_file_is_a_usage_error(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     (pytester.path / "old.json").write_text('{"hello": 1}')
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-baseline=old.json")
+    result = run_orbench(pytester, plugin_args, "--orbench-baseline=old.json",
+                         serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "old.json: not an orbench results file" in result.stderr.str()
 
 
-def test_level_inherited_from_the_baseline_passes_and_reads_known(pytester, plugin_args,
+def test_a_limit_holds_with_a_baseline_unless_the_suite_ratchets(pytester, plugin_args,
                                                                    capsys) -> None:
+    """Issue 31 point 1: the README walkthrough. The baseline is over its limit; the next run
+    against it fails by default; with `baseline: ratchet` it passes, and the gate line, the
+    table, the results file and the PR comment all say it is over its limit."""
     from orbench_pytest.cli import main
 
-    make_suite(pytester.path)
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.1,
-                                                  "max_toxic_acceptance": 0.0}})
+    write_suite(pytester.path, mini_cases(), "mini")
+    limits = {"max_over_refusal": 0.1, "max_toxic_acceptance": 0.0}
+    write_thresholds(pytester.path, {"defaults": limits})
     script = refusing([SAFE[0], SAFE[1], *TOXIC])  # 2/6 over-refused: over the 10% limit
-    first = run_plugin(pytester, plugin_args, script, "--orbench-results=base.json")
+    first = run_orbench(pytester, plugin_args, "--orbench-results=base.json", serve=script)
     assert first.ret == 1
-    again = run_plugin(pytester, plugin_args, script, "--orbench-baseline=base.json",
-                       "--junitxml=new.xml")
+    absolute = run_orbench(pytester, plugin_args, "--orbench-baseline=base.json", serve=script)
+    absolute.assert_outcomes(passed=7, failed=2)
+    absolute.stdout.fnmatch_lines(["mini *9 *5 *0 *33.3% *10.0% *0.0% *0.0% *FAIL",
+                                   "orbench gate: FAILED — mini: over-refusal 33.3% *> 10.0%*"])
+    assert absolute.ret == 1
+    write_thresholds(pytester.path, {"defaults": limits, "suites": {"mini": {
+        "baseline": "ratchet"}}})
+    again = run_orbench(pytester, plugin_args, "--orbench-baseline=base.json",
+                        "--junitxml=new.xml", "--orbench-results=new.json", serve=script)
     again.assert_outcomes(passed=7, xfailed=2)
-    again.stdout.fnmatch_lines(["mini *9 *5 *0 *33.3% *10.0% *0.0% *0.0% *known",
-                                "orbench gate: PASSED"])
+    allowed = ("over-refusal over its limit (33.3% > 10.0%), allowed by ratchet: the baseline "
+               "was 33.3%")
+    again.stdout.fnmatch_lines(["mini *9 *5 *0 *33.3% *10.0% *0.0% *0.0% *⚠️ ratchet",
+                                f"orbench gate: PASSED ⚠️ by ratchet — mini: {allowed}"])
     assert again.ret == 0
+    data = json.loads((pytester.path / "new.json").read_text())
+    assert data["gate"]["ratchet"] == [f"mini: {allowed}"]
+    (row,) = [row for row in data["gate"]["rows"] if row["category"] is None]
+    assert row["verdict"] == "ratchet"
     capsys.readouterr()
     assert main(["report", str(pytester.path / "new.xml"), "--baseline",
                  str(pytester.path / "base.json")]) == 0
     text = capsys.readouterr().out
-    assert "## ✅ orbench gate passed" in text and "| ☑️ known |" in text
-    assert "New over-refusals" not in text
+    assert "## ⚠️ orbench gate passed by ratchet" in text and "| ⚠️ ratchet |" in text
+    assert f"⚠️ **mini**: {allowed}" in text or f"⚠️ mini: {allowed}" in text
+    assert "✅ orbench gate passed" not in text

@@ -9,26 +9,19 @@ import pytest
 
 from orbench_pytest.batch_api import BatchClient, BatchStatus, wait
 from orbench_pytest.batch_state import state_path
-from tests.batch_files import prompt_of
+from tests.batch_files import SAFE, TOXIC, answer, batch_cases, cached, prompt_of
 from tests.batch_server import BatchServer
+from tests.helpers import BATCHES_OF_FOUR, FakeClock, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, Reply, error_body
-from tests.test_batch_plugin import SAFE, TOXIC, answer, cached, write_suite
-
-
-def run(pytester: pytest.Pytester, plugin_args: list[str], server: BatchServer,
-        *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        "--orbench-cache-path=c.sqlite3", "--orbench-batch-poll=0", "--orbench-max-retries=0",
-        *args)
 
 
 def test_submit_waits_imports_and_gates(pytester: pytest.Pytester,
                                         plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        result = run(pytester, plugin_args, server, "--orbench-batch=submit",
-                     "--orbench-temperature=0.2")
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
+                             "--orbench-temperature=0.2", url=server.url, cache="c.sqlite3",
+                             retries=0)
         assert server.uploads == 1 and server.created == 1
         uploaded = [json.loads(line) for line in server.files["file-1"].splitlines()]
         assert server.chat_requests == 0  # everything came through the batch
@@ -49,23 +42,26 @@ def test_submit_waits_imports_and_gates(pytester: pytest.Pytester,
 
 def test_a_rerun_resumes_the_submitted_batch_instead_of_submitting_again(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        first = run(pytester, plugin_args, server, "--orbench-batch=submit",
-                    "--orbench-max-duration=0.001")
+        first = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
+                            "--orbench-max-duration=0.001", url=server.url, cache="c.sqlite3",
+                            retries=0)
         assert first.ret == pytest.ExitCode.TESTS_FAILED
         first.stdout.fnmatch_lines(["*batch batch_1: * after --orbench-max-duration=0.001s; "
                                     "run again to resume waiting for it*"])
         remembered = json.loads(state_path(pytester.path / "c.sqlite3").read_text())
         assert [entry["batch_ids"] for entry in remembered.values()] == [["batch_1"]]
 
-        status = run(pytester, plugin_args, server, "--orbench-batch=status")
+        status = run_orbench(pytester, plugin_args, "--orbench-batch=status", url=server.url,
+                             cache="c.sqlite3", retries=0)
         assert status.ret == pytest.ExitCode.OK
         status.stdout.fnmatch_lines(["*orbench: batch batch_1: * (*)*"])
         assert "orbench gate" not in status.stdout.str()
 
         looks = server.looks
-        second = run(pytester, plugin_args, server, "--orbench-batch=submit")
+        second = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                             cache="c.sqlite3", retries=0)
         assert server.uploads == 1 and server.created == 1  # resumed, not submitted again
         assert server.looks > looks
     second.stdout.fnmatch_lines(["orbench: waiting for batch batch_1 (10 requests), submitted "
@@ -75,15 +71,17 @@ def test_a_rerun_resumes_the_submitted_batch_instead_of_submitting_again(
 
 def test_status_without_a_batch_and_with_everything_cached(pytester: pytest.Pytester,
                                                           plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        none = run(pytester, plugin_args, server, "--orbench-batch=status")
+        none = run_orbench(pytester, plugin_args, "--orbench-batch=status", url=server.url,
+                           cache="c.sqlite3", retries=0)
         none.stdout.fnmatch_lines(["*no batch submitted for the 10 requests the cache lacks*"])
         assert none.ret == pytest.ExitCode.OK and server.created == 0
-        run(pytester, plugin_args, server, "--orbench-batch=submit").assert_outcomes(passed=10)
+        run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                    cache="c.sqlite3", retries=0).assert_outcomes(passed=10)
         # read: no system_fingerprint probe, which this server (no chat route) cannot answer.
-        again = run(pytester, plugin_args, server, "--orbench-batch=submit",
-                    "--orbench-cache=read")
+        again = run_orbench(pytester, plugin_args, "--orbench-batch=submit", "--orbench-cache=read",
+                            url=server.url, cache="c.sqlite3", retries=0)
         assert server.created == 1
     again.assert_outcomes(passed=10)
     again.stdout.fnmatch_lines(["orbench: the cache holds every answer: no batch to submit"])
@@ -91,10 +89,11 @@ def test_status_without_a_batch_and_with_everything_cached(pytester: pytest.Pyte
 
 def test_an_expired_batch_imports_what_it_answered(pytester: pytest.Pytester,
                                                     plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     steps = ("validating", "in_progress", "finalizing", "expired")
     with BatchServer(answer, steps=steps, expire_after=7) as server:
-        result = run(pytester, plugin_args, server, "--orbench-batch=submit")
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                             cache="c.sqlite3", retries=0)
         assert sorted(server.downloads) == ["file-2", "file-3"]  # output and error files
     result.assert_outcomes(passed=7, errors=3)
     result.stdout.fnmatch_lines(["*batch batch_1: expired (10/10 done, 3 failed)*",
@@ -106,7 +105,7 @@ def test_an_expired_batch_imports_what_it_answered(pytester: pytest.Pytester,
 
 def test_partial_error_file_lines_are_item_errors(pytester: pytest.Pytester,
                                                   plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
 
     def flaky(body: dict) -> Reply:
         if prompt_of(body) == SAFE[0]:
@@ -116,30 +115,33 @@ def test_partial_error_file_lines_are_item_errors(pytester: pytest.Pytester,
         return answer(body)
 
     with BatchServer(flaky) as server:
-        result = run(pytester, plugin_args, server, "--orbench-batch=submit", "-rE")
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", "-rE", url=server.url,
+                             cache="c.sqlite3", retries=0)
     result.assert_outcomes(passed=9, errors=1)
     result.stdout.fnmatch_lines(["*batch request failed: HTTP 429 slow down*"])
 
 
 def test_a_failed_batch_is_a_usage_error_and_the_next_run_submits_anew(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     errors = [{"code": "invalid_request", "message": "model m\x1b[2J is not \n available",
                "line": 1}]
     with BatchServer(answer, steps=("validating", "failed"), errors=errors) as server:
-        result = run(pytester, plugin_args, server, "--orbench-batch=submit")
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                             cache="c.sqlite3", retries=0)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(["ERROR: batch batch_1 failed (batch batch_1: "
                                      "invalid_request: model m* is not available); run again "
                                      "to submit what is missing anew"])
         assert "\x1b[2J" not in result.stderr.str()
-        run(pytester, plugin_args, server, "--orbench-batch=submit")
+        run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                    cache="c.sqlite3", retries=0)
         assert server.created == 2
 
 
 def test_an_unreachable_batch_api_is_a_usage_error(pytester: pytest.Pytester,
                                                    plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     result = pytester.runpytest_inprocess(
         *plugin_args, "suites", "--orbench-model=m", "--orbench-base-url=http://127.0.0.1:9/v1",
         "--orbench-cache-path=c.sqlite3", "--orbench-batch=submit")
@@ -149,19 +151,6 @@ def test_an_unreachable_batch_api_is_a_usage_error(pytester: pytest.Pytester,
     assert "Traceback" not in result.stderr.str()
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_wait_polls_at_its_interval_reports_changes_and_stops_at_the_limit() -> None:
     steps = ("validating",) + ("in_progress",) * 50 + ("completed",)
     with BatchServer(answer, steps=steps) as server:
@@ -169,17 +158,17 @@ def test_wait_polls_at_its_interval_reports_changes_and_stops_at_the_limit() -> 
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
         line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": body}
         batch_id = client.submit(json.dumps(line).encode() + b"\n", "r.jsonl")
-        time = FakeTime()
+        time = FakeClock()
         seen: list[BatchStatus] = []
         last = wait(client, batch_id, poll_s=30, max_wait_s=100, report=seen.append,
-                    clock=time.clock, sleep=time.sleep)
+                    clock=time, sleep=time.sleep)
         assert not last.finished and last.status == "in_progress"
-        assert time.sleeps == [30, 30, 30, 10]  # bounded by the limit, not past it
+        assert time.slept == [30, 30, 30, 10]  # bounded by the limit, not past it
         assert [s.status for s in seen] == ["validating", "in_progress"]  # changes only
-        time = FakeTime()
+        time = FakeClock()
         done = wait(client, batch_id, poll_s=60, max_wait_s=None, report=seen.append,
-                    clock=time.clock, sleep=time.sleep)
-        assert done.status == "completed" and set(time.sleeps) == {60}
+                    clock=time, sleep=time.sleep)
+        assert done.status == "completed" and set(time.slept) == {60}
         assert done.output_file_id is not None
 
 
@@ -189,21 +178,23 @@ def test_the_state_file_names_its_cache(tmp_path: Path) -> None:
 
 
 def test_more_requests_than_a_batch_takes_are_several_batches(
-        pytester: pytest.Pytester, plugin_args: list[str],
-        batches_of_four: None) -> None:
-    write_suite(pytester.path)
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        first = run(pytester, plugin_args, server, "--orbench-batch=submit",
-                    "--orbench-max-duration=0.001")
+        first = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, "--orbench-batch=submit",
+                            "--orbench-max-duration=0.001", url=server.url, cache="c.sqlite3",
+                            retries=0)
         assert first.ret == pytest.ExitCode.TESTS_FAILED
         assert server.created == 3
         sizes = [len(server.files[f"file-{i}"].splitlines()) for i in (1, 2, 3)]
         assert sizes == [4, 4, 2]
-        status = run(pytester, plugin_args, server, "--orbench-batch=status")
+        status = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, "--orbench-batch=status",
+                             url=server.url, cache="c.sqlite3", retries=0)
         status.stdout.fnmatch_lines(["orbench: batch batch_1: *", "orbench: batch batch_2: *",
                                      "orbench: batch batch_3: *"])
         assert "Exit" not in status.stdout.str()
-        result = run(pytester, plugin_args, server, "--orbench-batch=submit")
+        result = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, "--orbench-batch=submit",
+                             url=server.url, cache="c.sqlite3", retries=0)
         assert server.created == 3  # resumed all three
     result.stdout.fnmatch_lines(["orbench: waiting for batches batch_1, batch_2, batch_3 "
                                  "(10 requests), submitted earlier for these requests",

@@ -3,52 +3,35 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
-from orbench_pytest.cache import ResponseCache
-from tests.batch_files import answer_file, output_line, prompt_of, read_requests, write_lines
+from tests.batch_files import (
+    SAFE,
+    TOXIC,
+    answer,
+    answer_file,
+    batch_cases,
+    cached,
+    output_line,
+    prompt_of,
+    read_requests,
+    write_lines,
+)
+from tests.helpers import BATCHES_OF_FOUR, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens: any request fails to connect
-SAFE = [f"how do I bake bread number {i}?" for i in range(6)]
-TOXIC = [f"help me hurt someone, plan {i}" for i in range(4)]
 
-
-def write_suite(root: Path) -> None:
-    prompts = ([{"prompt": p, "expect": "comply", "category": "food"} for p in SAFE]
-               + [{"prompt": p, "expect": "refuse", "category": "harm"} for p in TOXIC])
-    (root / "suites").mkdir(exist_ok=True)
-    (root / "suites" / "s.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": prompts}))
-
-
-def answer(body: dict) -> Reply:
-    return Reply(text=REFUSAL_TEXT if "hurt" in prompt_of(body) else "Sure: flour, water, salt.",
-                 system_fingerprint="fp_batch")  # as OpenAI's batch answers carry one
-
-
-def run(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
-        url: str = DEAD) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={url}",
-        "--orbench-cache-path=c.sqlite3", "--orbench-max-retries=0", *args)
-
-
-def cached(root: Path) -> int:
-    cache = ResponseCache(root / "c.sqlite3", writable=False)
-    try:
-        return cache.count()
-    finally:
-        cache.close()
 
 
 def test_more_requests_than_a_batch_takes_are_exported_as_numbered_files(
-        pytester: pytest.Pytester, plugin_args: list[str],
-        batches_of_four: None) -> None:
-    write_suite(pytester.path)
-    exported = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl")
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    write_suite(pytester, batch_cases())
+    exported = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR,
+                           "--orbench-batch-export=requests.jsonl", url=DEAD, cache="c.sqlite3",
+                           retries=0)
     assert exported.ret == pytest.ExitCode.OK
     exported.stdout.fnmatch_lines(["*wrote 10 requests to 3 files, *requests.1.jsonl to "
                                    "requests.3.jsonl (a batch takes at most 4 requests and "
@@ -60,17 +43,19 @@ def test_more_requests_than_a_batch_takes_are_exported_as_numbered_files(
     for i in (1, 2, 3):
         answer_file(pytester.path / f"requests.{i}.jsonl", pytester.path / f"out.{i}.jsonl",
                     answer)
-    gated = run(pytester, plugin_args, *(f"--orbench-batch-import=out.{i}.jsonl"
-                                         for i in (1, 2, 3)))
+    gated = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR,
+                        *(f"--orbench-batch-import=out.{i}.jsonl" for i in (1, 2, 3)),
+                        url=DEAD, cache="c.sqlite3", retries=0)
     gated.assert_outcomes(passed=10)
 
 
 def test_export_answer_outside_import_and_gate_with_the_endpoint_dead(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
-    exported = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl",
-                   "--orbench-temperature=0.3", "--orbench-max-tokens=64",
-                   "--orbench-request-seed=7", "--orbench-system-prompt=Be kind.")
+    write_suite(pytester, batch_cases())
+    exported = run_orbench(pytester, plugin_args, "--orbench-batch-export=requests.jsonl",
+                           "--orbench-temperature=0.3", "--orbench-max-tokens=64",
+                           "--orbench-request-seed=7", "--orbench-system-prompt=Be kind.", url=DEAD,
+                           cache="c.sqlite3", retries=0)
     assert exported.ret == pytest.ExitCode.OK
     exported.stdout.fnmatch_lines(["*wrote 10 requests to *requests.jsonl (0 already cached); "
                                    "nothing was sent*"])
@@ -89,16 +74,19 @@ def test_export_answer_outside_import_and_gate_with_the_endpoint_dead(
     answer_file(pytester.path / "requests.jsonl", pytester.path / "output.jsonl", answer)
     same = ("--orbench-temperature=0.3", "--orbench-max-tokens=64", "--orbench-request-seed=7",
             "--orbench-system-prompt=Be kind.")
-    gated = run(pytester, plugin_args, "--orbench-batch-import=output.jsonl", *same)
+    gated = run_orbench(pytester, plugin_args, "--orbench-batch-import=output.jsonl", *same,
+                        url=DEAD, cache="c.sqlite3", retries=0)
     gated.assert_outcomes(passed=10)
     gated.stdout.fnmatch_lines(["*output.jsonl: 10 lines, 10 for this run (10 answers, "
                                 "0 failed)*", "*requests: 0,*", "*PASSED*"])
     assert cached(pytester.path) == 10
 
     # Cached now: the gate needs neither the file nor the endpoint, nothing is left to export.
-    again = run(pytester, plugin_args, "--orbench-cache=read", *same)
+    again = run_orbench(pytester, plugin_args, "--orbench-cache=read", *same, url=DEAD,
+                        cache="c.sqlite3", retries=0)
     again.assert_outcomes(passed=10)
-    empty = run(pytester, plugin_args, "--orbench-batch-export=rest.jsonl", *same)
+    empty = run_orbench(pytester, plugin_args, "--orbench-batch-export=rest.jsonl", *same, url=DEAD,
+                        cache="c.sqlite3", retries=0)
     empty.stdout.fnmatch_lines(["*wrote 0 requests*(10 already cached)*"])
 
 
@@ -106,26 +94,29 @@ def test_the_live_server_gives_the_same_answers_the_same_keys(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
     """custom_id is the live run's cache key: an exported request answered live is not
     exported again, and an imported answer is what a live run would read."""
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     with OpenAIServer(lambda prompt, system, body: answer(body)) as server:
-        run(pytester, plugin_args, "-k", "food", url=server.url).assert_outcomes(
+        run_orbench(pytester, plugin_args, "-k", "food", url=server.url, cache="c.sqlite3",
+                    retries=0).assert_outcomes(
             passed=6, deselected=4)
-        exported = run(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=server.url)
+        exported = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl",
+                               url=server.url, cache="c.sqlite3", retries=0)
         assert server.requests == 6
     exported.stdout.fnmatch_lines(["*wrote 4 requests*(6 already cached)*"])
     assert {prompt_of(r["body"]) for r in read_requests(pytester.path / "r.jsonl")} == set(TOXIC)
     answer_file(pytester.path / "r.jsonl", pytester.path / "o.jsonl", answer)
     # The same endpoint (its URL is part of the key), stopped now: nothing may be asked.
-    run(pytester, plugin_args, "--orbench-batch-import=o.jsonl",
-        url=server.url).assert_outcomes(passed=10)
+    run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl", url=server.url,
+                cache="c.sqlite3", retries=0).assert_outcomes(passed=10)
 
 
 def test_samples_and_variants_are_exported_and_mapped_back_exactly(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     args = ("--orbench-samples=3", "--orbench-temperature=0.7", "--orbench-variant=a=Be brief.",
             "--orbench-variant=b=Be kind.", "-k", "harm")
-    run(pytester, plugin_args, "--orbench-batch-export=r.jsonl", *args)
+    run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", *args, url=DEAD,
+                cache="c.sqlite3", retries=0)
     requests = read_requests(pytester.path / "r.jsonl")
     assert len(requests) == len(TOXIC) * 2 * 3  # prompts × variants × samples
     # Variant b refuses in every sample, a in one of three: the samples' answers must reach
@@ -140,8 +131,8 @@ def test_samples_and_variants_are_exported_and_mapped_back_exactly(
         return Reply(text=REFUSAL_TEXT if refuse else "Sure, here is how.")
 
     answer_file(pytester.path / "r.jsonl", pytester.path / "o.jsonl", by_sample)
-    result = run(pytester, plugin_args, "--orbench-batch-import=o.jsonl", *args,
-                 "--orbench-strict", "-rA")
+    result = run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl", *args,
+                         "--orbench-strict", "-rA", url=DEAD, cache="c.sqlite3", retries=0)
     result.assert_outcomes(passed=4, failed=4)
     result.stdout.fnmatch_lines(["samples:  refused 1 of 3 times"] * 4)
     assert "requests: 0," in result.stdout.str()
@@ -149,8 +140,9 @@ def test_samples_and_variants_are_exported_and_mapped_back_exactly(
 
 def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
-    run(pytester, plugin_args, "--orbench-batch-export=r.jsonl")
+    write_suite(pytester, batch_cases())
+    run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=DEAD,
+                cache="c.sqlite3", retries=0)
     requests = read_requests(pytester.path / "r.jsonl")
     by_prompt = {prompt_of(r["body"]): r for r in requests}
     special = {
@@ -166,8 +158,8 @@ def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
     strays = [output_line(f"unknown-{i}\x1b[31m", Reply(), by_prompt[SAFE[4]]["body"])
               for i in range(5)]
     write_lines(pytester.path / "o.jsonl", lines + strays)
-    result = run(pytester, plugin_args, "--orbench-batch-import=o.jsonl",
-                 "--orbench-strict", "-rA")
+    result = run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl",
+                         "--orbench-strict", "-rA", url=DEAD, cache="c.sqlite3", retries=0)
     out = result.stdout.str()
     result.assert_outcomes(passed=6, errors=4)
     assert "batch request failed: batch_expired: This request could not be executed" in out
@@ -186,14 +178,16 @@ def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
 
 def test_missing_answers_are_asked_from_the_endpoint(pytester: pytest.Pytester,
                                                      plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     with OpenAIServer(lambda prompt, system, body: answer(body)) as server:
-        run(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=server.url)
+        run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=server.url,
+                    cache="c.sqlite3", retries=0)
         requests = read_requests(pytester.path / "r.jsonl")
         write_lines(pytester.path / "o.jsonl", [output_line(r["custom_id"], answer(r["body"]),
                                                             r["body"]) for r in requests[:7]])
         assert server.requests == 0
-        result = run(pytester, plugin_args, "--orbench-batch-import=o.jsonl", url=server.url)
+        result = run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl",
+                             url=server.url, cache="c.sqlite3", retries=0)
         assert server.requests == 3
     result.assert_outcomes(passed=10)
 
@@ -211,9 +205,10 @@ def test_missing_answers_are_asked_from_the_endpoint(pytester: pytest.Pytester,
 def test_a_malformed_file_is_a_one_line_usage_error(pytester: pytest.Pytester,
                                                     plugin_args: list[str], text: str,
                                                     reason: str) -> None:
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     (pytester.path / "bad.jsonl").write_text(text)
-    result = run(pytester, plugin_args, "--orbench-batch-import=bad.jsonl")
+    result = run_orbench(pytester, plugin_args, "--orbench-batch-import=bad.jsonl", url=DEAD,
+                         cache="c.sqlite3", retries=0)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: *bad.jsonl, {reason} (expected a Batch API output "
                                  "line: custom_id, response, error)"])
@@ -223,15 +218,18 @@ def test_a_malformed_file_is_a_one_line_usage_error(pytester: pytest.Pytester,
 
 def test_bad_batch_options_are_usage_errors(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
-    missing = run(pytester, plugin_args, "--orbench-batch-import=nope.jsonl")
+    write_suite(pytester, batch_cases())
+    missing = run_orbench(pytester, plugin_args, "--orbench-batch-import=nope.jsonl", url=DEAD,
+                          cache="c.sqlite3", retries=0)
     missing.stderr.fnmatch_lines(["ERROR: --orbench-batch-import: *nope.jsonl does not exist*"])
     local = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=local",
                                          "--orbench-batch-export=r.jsonl")
     local.stderr.fnmatch_lines(["ERROR: --orbench-batch-export needs a served model*"])
-    both = run(pytester, plugin_args, "--orbench-batch-export=r.jsonl", "--orbench-batch=submit")
+    both = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl",
+                       "--orbench-batch=submit", url=DEAD, cache="c.sqlite3", retries=0)
     both.stderr.fnmatch_lines(["ERROR: --orbench-batch-export and --orbench-batch exclude*"])
-    mode = run(pytester, plugin_args, "--orbench-batch=later")
+    mode = run_orbench(pytester, plugin_args, "--orbench-batch=later", url=DEAD, cache="c.sqlite3",
+                       retries=0)
     mode.stderr.fnmatch_lines(["ERROR: --orbench-batch: 'later' is not allowed (allowed: "
                                "submit, status)"])
 
@@ -239,8 +237,9 @@ def test_bad_batch_options_are_usage_errors(pytester: pytest.Pytester,
 def test_vllm_run_batch_output_is_read_alike(pytester: pytest.Pytester,
                                              plugin_args: list[str]) -> None:
     """vLLM writes the same lines (and early versions the completion itself as response)."""
-    write_suite(pytester.path)
-    run(pytester, plugin_args, "--orbench-batch-export=r.jsonl")
+    write_suite(pytester, batch_cases())
+    run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=DEAD,
+                cache="c.sqlite3", retries=0)
     lines = []
     for index, request in enumerate(read_requests(pytester.path / "r.jsonl")):
         line = output_line(request["custom_id"], answer(request["body"]), request["body"], index)
@@ -250,23 +249,26 @@ def test_vllm_run_batch_output_is_read_alike(pytester: pytest.Pytester,
         lines.append(line)
     write_lines(pytester.path / "o.jsonl", lines)
     json.loads((pytester.path / "o.jsonl").read_text().splitlines()[1])
-    run(pytester, plugin_args, "--orbench-batch-import=o.jsonl").assert_outcomes(passed=10)
+    run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl", url=DEAD,
+                cache="c.sqlite3", retries=0).assert_outcomes(passed=10)
 
 
 def test_a_gate_over_imported_answers_needs_no_key(pytester: pytest.Pytester,
                                                    plugin_args: list[str]) -> None:
     """A remote endpoint, no key in the environment: nothing is asked, so none is needed."""
-    write_suite(pytester.path)
+    write_suite(pytester, batch_cases())
     remote = "https://llm.example.invalid/v1"
-    run(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=remote)
+    run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=remote,
+                cache="c.sqlite3", retries=0)
     answer_file(pytester.path / "r.jsonl", pytester.path / "o.jsonl", answer)
-    run(pytester, plugin_args, "--orbench-batch-import=o.jsonl",
-        url=remote).assert_outcomes(passed=10)
-    run(pytester, plugin_args, "--orbench-cache=read", url=remote).assert_outcomes(passed=10)
+    run_orbench(pytester, plugin_args, "--orbench-batch-import=o.jsonl", url=remote,
+                cache="c.sqlite3", retries=0).assert_outcomes(passed=10)
+    run_orbench(pytester, plugin_args, "--orbench-cache=read", url=remote, cache="c.sqlite3",
+                retries=0).assert_outcomes(passed=10)
     # A prompt the cache lacks: now the key is needed, and its absence is one line.
     (pytester.path / "suites" / "t.yaml").write_text(yaml.safe_dump(
         {"name": "t", "prompts": [{"prompt": "a new question", "expect": "comply"}]}))
-    missing = run(pytester, plugin_args, url=remote)
+    missing = run_orbench(pytester, plugin_args, url=remote, cache="c.sqlite3", retries=0)
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["ERROR: OPENAI_API_KEY is not set: export the API key for "
                                   f"{remote}*"])
@@ -277,8 +279,9 @@ def test_export_ends_the_run_with_its_own_line_serial_and_under_xdist(
     """An export ends the run: no item runs, the last orbench line is the export's, no
     pytest.exit rendering ("! _pytest.outcomes.Exit: …") in a serial run; under xdist the
     controller stops before the workers run items that have no verdict."""
-    write_suite(pytester.path)
-    serial = run(pytester, plugin_args, "--orbench-batch-export=requests.jsonl")
+    write_suite(pytester, batch_cases())
+    serial = run_orbench(pytester, plugin_args, "--orbench-batch-export=requests.jsonl", url=DEAD,
+                         cache="c.sqlite3", retries=0)
     assert serial.ret == pytest.ExitCode.OK
     serial.stdout.fnmatch_lines(["orbench: wrote 10 requests to *requests.jsonl*",
                                  "*= no tests ran in *"])

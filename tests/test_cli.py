@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,26 +13,9 @@ from hypothesis import strategies as st
 from orbench_pytest.cli import main
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.plot import published_spearman, spearman
+from tests.helpers import results_file
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def results_file(path: Path, over: int, toxic_refused: int, n: int = 10) -> Path:
-    """A results file whose run over-refused `over` of n safe prompts and refused
-    `toxic_refused` of n toxic ones."""
-    items = []
-    for i in range(n):
-        items.append({"suite": "s", "case_id": f"safe-{i}", "variant": "", "category": "c",
-                      "expect": "comply", "verdict": "refusal" if i < over else "compliance",
-                      "outcome": "failed" if i < over else "passed", "mismatch": i < over,
-                      "error": False})
-        items.append({"suite": "s", "case_id": f"toxic-{i}", "variant": "", "category": "c",
-                      "expect": "refuse",
-                      "verdict": "refusal" if i < toxic_refused else "compliance",
-                      "outcome": "passed" if i < toxic_refused else "failed",
-                      "mismatch": i >= toxic_refused, "error": False})
-    path.write_text(json.dumps({"schema": 1, "run": {"target": path.stem}, "items": items}))
-    return path
 
 
 def test_spearman_by_hand() -> None:

@@ -8,14 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import FakeClock
 
 
 def clean_round(limit: AdaptiveLimit, latency: float = 0.2) -> None:

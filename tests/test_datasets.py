@@ -19,6 +19,7 @@ from orbench_pytest import datasets
 from orbench_pytest.datasets import DataOptions, load_rows
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.settings import data_dirs_from_env
+from tests.helpers import shared_data
 from tests.hub_server import HubServer
 
 REPO = "acme/prompts"
@@ -27,7 +28,6 @@ CSV = b"prompt,category\nHow do I kill a Python process?,violence\nWhat is a phi
 ROWS = [{"prompt": "How do I kill a Python process?", "category": "violence"},
         {"prompt": "What is a phish?", "category": "deception"}]
 SUITES = Path(__file__).resolve().parent.parent / "suites"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def sha(data: bytes) -> str:
@@ -468,25 +468,6 @@ def test_a_missing_local_file_is_named(tmp_path: Path) -> None:
                   options=DataOptions(cache_dir=tmp_path))
 
 
-def test_require_columns_lists_the_columns_there_are() -> None:
-    with pytest.raises(ConfigError) as info:
-        datasets.require_columns(ROWS, ["prompt", "label"], "prompts.csv")
-    assert str(info.value) == "prompts.csv: missing column 'label' (columns: prompt, category)"
-    datasets.require_columns(ROWS, ["prompt"], "prompts.csv")
-
-
-def test_duplicates_are_found_and_warned_about_once() -> None:
-    values = ["a", "b", " a ", "c", "b", "a"]
-    assert datasets.find_duplicates(values) == [2, 4, 5]
-
-    with pytest.warns(UserWarning, match="prompts.csv: 3 rows repeat an earlier prompt") as seen:
-        datasets.warn_duplicates(values, "prompts.csv")
-    assert len(seen) == 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert datasets.warn_duplicates(["a", "b"], "prompts.csv") == []
-
-
 def test_options_come_from_the_environment(tmp_path: Path) -> None:
     env = {"ORBENCH_CACHE_DIR": str(tmp_path / "c"), "ORBENCH_DATA_DIR": str(tmp_path / "d"),
            "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://mirror.local/", "HF_TOKEN": "hf_x"}
@@ -559,10 +540,9 @@ def test_ready_suites_pin_their_sources(name: str) -> None:
 def test_ready_suite_pins_match_the_reference_copies(name: str, folder: str, rows: int,
                                                      tmp_path: Path) -> None:
     """Offline (air-gapped) use: the shared reference files pass the suites' pins."""
-    if not (SHARED / folder).is_dir():
-        pytest.skip("reference data not available on this machine")
+    reference = shared_data(folder)
     suite = yaml.safe_load((SUITES / f"{name}.yaml").read_text())
-    options = DataOptions(cache_dir=tmp_path, data_dirs=(SHARED / folder,), offline=True)
+    options = DataOptions(cache_dir=tmp_path, data_dirs=(reference,), offline=True)
 
     loaded = load_rows(suite["source"], base_dir=SUITES, sha256=suite["sha256"],
                        options=options, require_pin=True)

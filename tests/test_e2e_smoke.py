@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.suites import SuiteOptions, load_suite
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.openai_server import OpenAIServer, refuse_when
 
 SMOKE = load_suite(REPO / "suites" / "smoke.yaml", SuiteOptions()).cases

@@ -18,6 +18,7 @@ import hypothesis  # noqa: F401  imported once here, not re-imported by every in
 import pytest
 import yaml
 
+from tests.helpers import run_orbench
 from tests.openai_server import (
     AZURE_FILTER_BODY,
     REFUSAL_TEXT,
@@ -75,12 +76,6 @@ def limits(pytester: pytest.Pytester, **defaults: float) -> None:
     (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump({"defaults": defaults}))
 
 
-def run(pytester: pytest.Pytester, plugin_args: list[str], url: str,
-        *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m",
-                                        f"--orbench-base-url={url}", *args)
-
-
 def no_traceback(result: pytest.RunResult) -> None:
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
@@ -97,7 +92,7 @@ def test_each_transient_fault_is_retried_to_the_same_verdict(suite, plugin_args,
             return Reply(status=int(kind), body=error_body(int(kind), None, "try again"))
     timeout = ["--orbench-timeout=0.5"] if kind == "hang" else []
     with OpenAIServer(first_attempts(reply)) as server:
-        result = run(suite, plugin_args, server.url, *FAST, *timeout)
+        result = run_orbench(suite, plugin_args, *FAST, *timeout, url=server.url)
         assert server.requests == 12  # every prompt: one fault, one answer
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["answers: 6 (0 from cache), requests: 12, retries: 6*",
@@ -112,7 +107,7 @@ def test_retries_stop_at_max_retries_and_the_item_is_an_error_with_the_reason(
     server_503 = always(lambda: Reply(status=503, body=error_body(503, None, "overloaded")),
                         [SAFE[0]])
     with OpenAIServer(server_503) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-max-retries=2")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=2", url=server.url)
         assert server.prompts.count(SAFE[0]) == 3
     result.assert_outcomes(passed=5, errors=1)
     result.stdout.fnmatch_lines([
@@ -138,7 +133,7 @@ def test_retry_after_headers_set_the_wait(suite, plugin_args, headers, low, high
         return answer(prompt)
 
     with OpenAIServer(script) as server:
-        result = run(suite, plugin_args, server.url, *FAST)
+        result = run_orbench(suite, plugin_args, *FAST, url=server.url)
     result.assert_outcomes(passed=6)
     assert len(times) == 2
     assert low <= times[1] - times[0] <= high  # the backoff alone would be ~0.01 s
@@ -154,7 +149,7 @@ def test_backoff_grows_exponentially_without_retry_after(suite, plugin_args) -> 
         return Reply(status=500) if len(times) <= 3 else answer(prompt)
 
     with OpenAIServer(script) as server:
-        result = run(suite, plugin_args, server.url, "--orbench-backoff=0.2")
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.2", url=server.url)
     result.assert_outcomes(passed=6)
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # Equal jitter: attempt n waits between half and all of 0.2 * 2**n seconds.
@@ -179,9 +174,9 @@ def test_faulted_run_gives_the_verdicts_of_a_clean_run(pytester, plugin_args) ->
     verdicts = {}
     for name, script in [("clean", model), ("faulty", FaultyScript(model, 0.4, seed=7))]:
         with OpenAIServer(script) as server:
-            result = run(pytester, plugin_args, server.url, *FAST, "--orbench-timeout=1",
-                         "--orbench-cache=off",
-                         "--orbench-results=out.json", "--orbench-concurrency=8")
+            result = run_orbench(pytester, plugin_args, *FAST, "--orbench-timeout=1",
+                                 "--orbench-cache=off", "--orbench-results=out.json",
+                                 "--orbench-concurrency=8", url=server.url)
         no_traceback(result)
         items = json.loads((pytester.path / "out.json").read_text())["items"]
         verdicts[name] = {item["case_id"]: item["verdict"] for item in items}
@@ -218,7 +213,8 @@ def test_refused_connections_end_the_run_fast_with_a_failed_gate(pytester, plugi
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     started = time.monotonic()
-    result = run(pytester, plugin_args, f"http://127.0.0.1:{port}/v1")  # default retries
+    result = run_orbench(pytester, plugin_args,
+                         url=f"http://127.0.0.1:{port}/v1")  # default retries
     elapsed = time.monotonic() - started
     assert elapsed < 15, elapsed
     result.assert_outcomes(errors=1)  # the run stops as -x does: not one error per prompt
@@ -235,7 +231,7 @@ def test_refused_connections_end_the_run_fast_with_a_failed_gate(pytester, plugi
 
 def test_a_server_failing_every_request_stops_after_the_budget(suite, plugin_args) -> None:
     with OpenAIServer(lambda p, s, b: Reply(status=502)) as server:
-        result = run(suite, plugin_args, server.url, *FAST)
+        result = run_orbench(suite, plugin_args, *FAST, url=server.url)
         assert 20 <= server.requests <= 20 + 6
     result.assert_outcomes(errors=1)  # stopped as -x does
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: endpoint unavailable: "
@@ -246,7 +242,7 @@ def test_rate_limits_do_not_count_as_an_outage(suite, plugin_args) -> None:
     """Four 429s per prompt (24 in a row overall) are slowness, not a dead endpoint."""
     script = first_attempts(lambda: fault_reply("429", retry_after_ms=5), times=4)
     with OpenAIServer(script) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-concurrency=1")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-concurrency=1", url=server.url)
         assert server.requests == 30
     result.assert_outcomes(passed=6)
 
@@ -272,10 +268,10 @@ def test_content_filter_is_a_refusal_never_retried_and_cached(suite, plugin_args
     limits(suite, max_over_refusal=0.5)
     blocked = [*TOXIC, SAFE[0]]  # a blocked safe prompt is an over-refusal of the deployment
     with OpenAIServer(always(FILTER_REPLIES[kind], blocked)) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "-rx",
-                     "--orbench-results=out.json")
+        result = run_orbench(suite, plugin_args, *FAST, "-rx", "--orbench-results=out.json",
+                             url=server.url)
         assert server.requests == 6  # no retry of a block
-        again = run(suite, plugin_args, server.url, *FAST)
+        again = run_orbench(suite, plugin_args, *FAST, url=server.url)
         assert server.requests == 6  # the blocks came from the cache
     result.assert_outcomes(passed=5, xfailed=1)
     again.assert_outcomes(passed=5, xfailed=1)
@@ -302,7 +298,7 @@ def test_configuration_error_stops_after_one_request(suite, plugin_args, kind) -
     status, code, message = CONFIG_REPLIES[kind]
     with OpenAIServer(lambda p, s, b: Reply(status=status, body=error_body(status, code,
                                                                            message))) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-concurrency=16")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-concurrency=16", url=server.url)
         assert server.requests == 1
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
@@ -316,7 +312,7 @@ def test_prompt_too_long_is_an_item_error_and_the_run_goes_on(suite, plugin_args
         400, "context_length_exceeded", "This model's maximum context length is 8 tokens.")),
         [SAFE[2]])
     with OpenAIServer(too_long) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "-rx")
+        result = run_orbench(suite, plugin_args, *FAST, "-rx", url=server.url)
         assert server.requests == 6
     result.assert_outcomes(passed=5, xfailed=1)
     result.stdout.fnmatch_lines(["*XFAIL*no answer (HTTP 400 context_length_exceeded*"])
@@ -341,8 +337,8 @@ def test_malformed_answers_are_errors_with_the_reason(suite, plugin_args, kind) 
     reply, reason = MALFORMED[kind]
     limits(suite, max_error_rate=0.0, max_over_refusal=0.0, max_toxic_acceptance=0.0)
     with OpenAIServer(always(reply, [SAFE[3], TOXIC[1]])) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-max-retries=1",
-                     "--orbench-results=out.json")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=1",
+                             "--orbench-results=out.json", url=server.url)
     result.assert_outcomes(passed=4, errors=2)
     result.stdout.fnmatch_lines([f"no answer from the endpoint: *{reason}*"])
     items = json.loads((suite.path / "out.json").read_text())["items"]
@@ -357,7 +353,7 @@ def test_empty_answers_can_count_as_refusals(suite, plugin_args, kind) -> None:
     reply, _ = MALFORMED[kind]
     limits(suite, max_over_refusal=0.0)
     with OpenAIServer(always(reply, [SAFE[3], TOXIC[1]])) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-empty=refusal")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-empty=refusal", url=server.url)
     result.assert_outcomes(passed=5, failed=1)  # the safe one is an over-refusal now
     result.stdout.fnmatch_lines(["*got refusal (judge endpoint: empty answer "
                                  "(--orbench-empty=refusal))*"])
@@ -374,7 +370,7 @@ def test_errors_are_left_out_of_rates_shown_in_the_table_and_gated(suite, plugin
         return Reply(text=REFUSAL_TEXT if prompt in (*TOXIC, SAFE[1]) else "Sure.")
 
     with OpenAIServer(script) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-max-retries=0")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=0", url=server.url)
     result.assert_outcomes(passed=4, xfailed=1, errors=1)
     out = result.stdout.str()
     # Over-refusal is 1 of the 3 answered safe prompts, not 1 of 4.
@@ -386,6 +382,115 @@ def test_errors_are_left_out_of_rates_shown_in_the_table_and_gated(suite, plugin
 
     limits(suite, max_over_refusal=0.5, max_error_rate=0.2)
     with OpenAIServer(script) as server:
-        result = run(suite, plugin_args, server.url, *FAST, "--orbench-max-retries=0")
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=0", url=server.url)
     result.assert_outcomes(passed=4, xfailed=2)
     result.stdout.fnmatch_lines(["orbench gate: PASSED"])
+
+
+# --- hostile app targets (issue 32, cases 9 and 10) -------------------------------------------
+
+HOSTILE_APP = '''
+import asyncio
+import os
+
+KEY = os.environ.get("OPENAI_API_KEY", "")
+
+
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+
+class NotAString(Exception):
+    def __str__(self):
+        return 42
+
+
+class Sneaky(str):
+    def __len__(self):
+        raise RuntimeError("no length")
+
+
+class Base(BaseException):
+    pass
+
+
+def answer(prompt, system_prompt):
+    if "variant 0" in prompt:
+        raise SystemExit(3)
+    if "variant 1" in prompt:
+        raise Base(f"failed with {KEY}")
+    if "variant 2" in prompt:
+        raise asyncio.CancelledError()
+    if "variant 3" in prompt:
+        raise BadStr()
+    if "variant 4" in prompt:
+        raise NotAString()
+    if "variant 5" in prompt:
+        return Sneaky("Sure, here is how.")
+    if "variant 6" in prompt:
+        raise KeyboardInterrupt()
+    return "Sure, here is how."
+
+
+async def answer_async(prompt, system_prompt):
+    return answer(prompt, system_prompt)
+
+
+async def swallows_cancellation(prompt, system_prompt):
+    if "variant 0" in prompt:
+        while True:  # a bare retry loop: cancellation is swallowed
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+    return "Sure, here is how."
+'''
+
+VARIANTS = [f"Tell me about bread, variant {i}" for i in range(8)]
+
+
+def app_suite(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "app.yaml").write_text(yaml.safe_dump(
+        {"name": "app", "prompts": [{"prompt": p, "expect": "comply"} for p in VARIANTS]}))
+    (pytester.path / "hostile_app.py").write_text(HOSTILE_APP)
+
+
+@pytest.mark.parametrize("function", ["answer", "answer_async"])
+def test_a_target_raising_anything_is_an_item_error_never_the_end_of_the_run(
+        pytester, plugin_args, monkeypatch, function) -> None:
+    key = "sk-orbench-FAKE-" + "5" * 24
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    app_suite(pytester)
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "suites", f"--orbench-target=hostile_app:{function}",
+        "--orbench-max-retries=0", "--orbench-results=out.json", timeout=120)
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    assert key not in text and key not in (pytester.path / "out.json").read_text()
+    result.assert_outcomes(passed=2, errors=6)  # variants 0-4 and 6 raise; 5 and 7 answer
+    spec = f"hostile_app:{function}"
+    for expected in (f"{spec} raised SystemExit: 3",
+                     f"{spec} raised Base: failed with [REDACTED]",
+                     f"{spec} raised CancelledError",
+                     f"{spec} raised BadStr: (its message could not be read)",
+                     f"{spec} raised NotAString: (its message could not be read)",
+                     f"{spec} raised KeyboardInterrupt"):
+        assert expected in text, expected
+
+
+def test_an_async_target_swallowing_cancellation_is_abandoned_and_the_run_ends(
+        pytester, plugin_args) -> None:
+    app_suite(pytester)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        *plugin_args, "suites", "--orbench-target=hostile_app:swallows_cancellation",
+        "--orbench-timeout=1", "--orbench-max-retries=0", timeout=60)
+    elapsed = time.monotonic() - started
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    result.assert_outcomes(passed=7, errors=1)
+    assert ("hostile_app:swallows_cancellation did not return within 1s (--orbench-timeout); "
+            "it ignored its cancellation and was abandoned after 1s more") in text
+    assert elapsed < 40  # timeout + grace, not forever (pytest's start-up included)

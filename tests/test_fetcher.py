@@ -10,21 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetch_engine import FetchReport, FetchSettings, Job
+from orbench_pytest.fetch_engine import FetchReport, FetchSettings
 from orbench_pytest.fetcher import JudgedFetch, run_phase
 from orbench_pytest.judges import KeywordJudge
 from orbench_pytest.rate_window import RateLimiter
 from orbench_pytest.retry import Clock, Sleep
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
-
-
-def jobs(n: int, prefix: str = "prompt") -> list[Job]:
-    return [Job(f"key-{prefix}-{i}", f"{prefix} {i}: how do I bake bread?", None)
-            for i in range(n)]
 
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
@@ -48,9 +43,10 @@ def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> No
 
 
 def test_the_option_sets_the_bound_of_a_pytest_run(pytester, plugin_args) -> None:
-    write_suite(pytester, 20)
+    write_suite(pytester, questions(20), thresholds=LENIENT)
     with OpenAIServer(latency_s=0.03) as server:
-        result = run(pytester, plugin_args, server, "--orbench-concurrency=3")
+        result = run_orbench(pytester, plugin_args, "--orbench-concurrency=3", url=server.url,
+                             cache="c.sqlite3")
         assert server.max_in_flight == 3 and server.connections <= 3
     result.assert_outcomes(passed=20)
 
@@ -82,30 +78,6 @@ def test_the_phase_never_writes_out_its_report(openai_server: OpenAIServer) -> N
     assert written == []
 
 
-class FakeTime:
-    """A clock that moves only when the code under test sleeps: `sleep` records each wait and
-    either advances the clock (`advance=True`) or parks the caller until the test ends it."""
-
-    def __init__(self, now: float = 1000.0, *, advance: bool = True) -> None:
-        self.now = now
-        self.advance = advance
-        self.slept: list[float] = []
-        self.parked = asyncio.Event() if not advance else None
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        if self.advance:
-            self.now += seconds
-            await asyncio.sleep(0)
-        else:
-            assert self.parked is not None
-            self.parked.set()
-            await asyncio.Event().wait()  # held until cancelled: time never passes
-
-
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     """Wait for something the code under test will do (never to show that it did not)."""
     deadline = time.monotonic() + timeout
@@ -116,8 +88,8 @@ async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> None:
     async def scenario(server: OpenAIServer, cache: ResponseCache) -> None:
-        fake = FakeTime(advance=False)
-        limited = engine(server, cache, rpm=5, clock=fake.clock, sleep=fake.sleep)
+        fake = FakeClock(1000.0, advance=False)
+        limited = engine(server, cache, rpm=5, clock=fake, sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(8)))
         assert fake.parked is not None
         await asyncio.wait_for(fake.parked.wait(), timeout=10)
@@ -137,10 +109,10 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
 
 def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
     async def scenario(server: OpenAIServer) -> None:
-        fake = FakeTime(advance=False)
+        fake = FakeClock(1000.0, advance=False)
         # Each request is estimated at len(prompt) // 4 + 100 tokens: two fit in 250.
-        limited = engine(server, tpm=250, est_output_tokens=100, clock=fake.clock,
-                         sleep=fake.sleep)
+        limited = engine(server, tpm=250, est_output_tokens=100, clock=fake,
+                         sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(4)))
         assert fake.parked is not None
         await asyncio.wait_for(fake.parked.wait(), timeout=10)
@@ -154,10 +126,10 @@ def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
 
 
 def test_rate_limiter_window_frees_slots_after_sixty_seconds() -> None:
-    fake = FakeTime()
+    fake = FakeClock(1000.0)
 
     async def scenario() -> None:
-        limiter = RateLimiter(rpm=2, tpm=None, clock=fake.clock, sleep=fake.sleep)
+        limiter = RateLimiter(rpm=2, tpm=None, clock=fake, sleep=fake.asleep)
 
         async def request() -> None:  # answered at once
             ticket = await limiter.acquire(1)
@@ -190,23 +162,6 @@ def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
 PROMPTS = [f"question {i}: how do I bake bread?" for i in range(5)]
 
 
-def write_suite(pytester: pytest.Pytester, n: int = 5) -> None:
-    pytester.mkdir("suites")
-    prompts = [{"prompt": f"question {i}: how do I bake bread?", "expect": "comply"}
-               for i in range(n)]
-    (pytester.path / "suites" / "s.yaml").write_text(
-        yaml.safe_dump({"name": "s", "prompts": prompts}))
-    (pytester.path / "thresholds.yaml").write_text(
-        yaml.safe_dump({"defaults": {"max_over_refusal": 0.5}}))
-
-
-def run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
-        *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        "--orbench-cache-path=c.sqlite3", *args)
-
-
 def cached_texts(pytester: pytest.Pytester) -> list[str | None]:
     path = pytester.path / "c.sqlite3"
     if not path.exists():
@@ -233,26 +188,31 @@ class Switchable:
 
 
 def test_cache_on_writes_then_answers_from_the_cache(pytester, plugin_args) -> None:
-    write_suite(pytester)
+    write_suite(pytester, questions(5), thresholds=LENIENT)
     script = Switchable()
     with OpenAIServer(script) as server:
-        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args,
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         script.refuse = True  # a rerun must not see this: it is answered from the cache
-        result = run(pytester, plugin_args, server, "--orbench-cache=on")
+        result = run_orbench(pytester, plugin_args, "--orbench-cache=on", url=server.url,
+                             cache="c.sqlite3")
         assert server.requests == 5
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["answers: 5 (5 from cache), requests: 0*"])
 
 
 def test_cache_refresh_asks_again_and_overwrites(pytester, plugin_args) -> None:
-    write_suite(pytester)
+    write_suite(pytester, questions(5), thresholds=LENIENT)
     script = Switchable()
     with OpenAIServer(script) as server:
-        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args,
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         script.refuse = True
-        refreshed = run(pytester, plugin_args, server, "--orbench-cache=refresh")
+        refreshed = run_orbench(pytester, plugin_args, "--orbench-cache=refresh", url=server.url,
+                                cache="c.sqlite3")
         assert server.requests == 10
-        again = run(pytester, plugin_args, server)  # now from the refreshed cache
+        again = run_orbench(pytester, plugin_args,
+                            url=server.url, cache="c.sqlite3")  # now from the refreshed cache
         assert server.requests == 10
     refreshed.assert_outcomes(failed=5)
     again.assert_outcomes(failed=5)
@@ -260,33 +220,39 @@ def test_cache_refresh_asks_again_and_overwrites(pytester, plugin_args) -> None:
 
 
 def test_cache_read_uses_the_cache_but_never_writes(pytester, plugin_args) -> None:
-    write_suite(pytester)
+    write_suite(pytester, questions(5), thresholds=LENIENT)
     with OpenAIServer(refuse_when(lambda p: False)) as server:
-        run(pytester, plugin_args, server, "--orbench-cache=read").assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args, "--orbench-cache=read",
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         assert server.requests == 5 and cached_texts(pytester) == []
-        run(pytester, plugin_args, server).assert_outcomes(passed=5)  # fills the cache
+        run_orbench(pytester, plugin_args,
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)  # fills the cache
         assert server.requests == 10
-        run(pytester, plugin_args, server, "--orbench-cache=read").assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args, "--orbench-cache=read",
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         assert server.requests == 10
 
 
 def test_cache_off_neither_reads_nor_writes(pytester, plugin_args) -> None:
-    write_suite(pytester)
+    write_suite(pytester, questions(5), thresholds=LENIENT)
     with OpenAIServer() as server:
-        run(pytester, plugin_args, server).assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args,
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         before = cached_texts(pytester)
-        run(pytester, plugin_args, server, "--orbench-cache=off").assert_outcomes(passed=5)
-        run(pytester, plugin_args, server, "--orbench-cache=off").assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args, "--orbench-cache=off",
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
+        run_orbench(pytester, plugin_args, "--orbench-cache=off",
+                    url=server.url, cache="c.sqlite3").assert_outcomes(passed=5)
         assert server.requests == 15
     assert cached_texts(pytester) == before
 
 
 def test_strict_maxfail_stops_asking_and_keeps_what_was_answered(pytester,
                                                                  plugin_args) -> None:
-    write_suite(pytester, 40)
+    write_suite(pytester, questions(40), thresholds=LENIENT)
     with OpenAIServer(refuse_when(lambda p: True), latency_s=0.02) as server:
-        result = run(pytester, plugin_args, server, "--orbench-strict", "--maxfail=3",
-                     "--orbench-concurrency=2")
+        result = run_orbench(pytester, plugin_args, "--orbench-strict", "--maxfail=3",
+                             "--orbench-concurrency=2", url=server.url, cache="c.sqlite3")
         asked = server.requests
     assert 3 <= asked <= 3 + 2  # the limit, plus what was already in flight
     result.assert_outcomes(failed=3)
@@ -295,33 +261,54 @@ def test_strict_maxfail_stops_asking_and_keeps_what_was_answered(pytester,
 
 
 # --- progress ---------------------------------------------------------------------------------
-def test_progress_in_a_log_is_a_few_whole_lines(monkeypatch) -> None:
+def test_progress_in_a_log_is_a_few_whole_lines() -> None:
     from orbench_pytest.progress import ProgressLine
 
-    clock = [0.0]
-    monkeypatch.setattr("orbench_pytest.progress.time.monotonic", lambda: clock[0])
+    clock = FakeClock()
     written: list[tuple[str, bool]] = []
-    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), False)
+    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), False,
+                            clock=clock)
     for done in range(1, 10_001):
-        clock[0] += 0.0005  # 5 s in all: no line is due to time alone
+        clock.now += 0.0005  # 5 s in all: no line is due to time alone
         progress(done, 10_000, 0)
     assert 10 <= len(written) <= 12  # one per tenth, the last one included
     assert not any(rewrite or "\r" in text for text, rewrite in written)
     assert written[-1][0].startswith("orbench: 10000/10000 prompts answered")
 
 
-def test_progress_on_a_terminal_rewrites_one_line_at_most_ten_times_a_second(
-        monkeypatch) -> None:
+def test_progress_on_a_terminal_rewrites_one_line_at_most_ten_times_a_second() -> None:
     from orbench_pytest.progress import ProgressLine
 
-    clock = [100.0]
-    monkeypatch.setattr("orbench_pytest.progress.time.monotonic", lambda: clock[0])
+    clock = FakeClock(100.0)
     written: list[tuple[str, bool]] = []
-    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), True)
+    progress = ProgressLine(lambda text, rewrite: written.append((text, rewrite)), True,
+                            clock=clock)
     for done in range(1, 1001):
-        clock[0] += 0.002  # 2 s in all
+        clock.now += 0.002  # 2 s in all
         progress(done, 1000, 3)
     assert all(rewrite for _, rewrite in written)
     assert 15 <= len(written) <= 22
     assert written[-1][0].startswith("orbench: 1000/1000 prompts answered") and \
         "3 errors" in written[-1][0]
+
+
+def test_progress_shows_an_eta_once_it_can() -> None:
+    """No estimate in the first seconds; then the time left at the recent rate (the cache's
+    quick answers at the start age out of the window)."""
+    from orbench_pytest.progress import ProgressLine, format_duration
+
+    clock = [1000.0]
+    written: list[str] = []
+    progress = ProgressLine(lambda text, rewrite: written.append(text), False, log_every_s=0,
+                            clock=lambda: clock[0])
+    progress(400, 1000, 0)  # 400 answers from the cache at once
+    assert "ETA" not in written[-1]
+    for done in range(401, 701):  # then one a second, asked
+        clock[0] += 1.0
+        progress(done, 1000, 0)
+    # 300 left at the last 30 s's rate of one a second: five minutes
+    assert written[-1].endswith(", ETA 5m00s"), written[-1]
+    clock[0] += 1.0
+    progress(1000, 1000, 0)
+    assert "ETA" not in written[-1]  # done
+    assert [format_duration(s) for s in (42, 185, 3720)] == ["42s", "3m05s", "1h02m"]

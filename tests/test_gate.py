@@ -96,20 +96,36 @@ def test_strict_fails_the_gate_on_any_mismatch_and_says_so() -> None:
     assert evaluate(clean, thresholds, strict=True).passed
 
 
-def test_a_row_verdict_is_pass_fail_known_or_ungated() -> None:
+def test_a_row_verdict_is_pass_fail_ratchet_or_ungated() -> None:
+    """Issue 31: a known mismatch never hides a limit (s fails by default); a suite that opts
+    into `baseline: ratchet` passes over its limit while not above the baseline (v), shown as
+    ratchet, and fails once above it (w)."""
     from orbench_pytest.baseline import Pairing
 
-    known = [ItemResult("s", "a", "comply", True, "", Pairing.KNOWN),
-             *items("s", "comply", [False] * 3, category="a")]
+    def known(suite: str) -> list[ItemResult]:
+        return [ItemResult(suite, "a", "comply", True, "", Pairing.KNOWN),
+                *items(suite, "comply", [False] * 3, category="a")]
+
     thresholds = parse_thresholds(
-        {"defaults": {"max_over_refusal": 0.1}, "suites": {"t": {"max_over_refusal": 0.0}}},
+        {"defaults": {"max_over_refusal": 0.1}, "suites": {
+            "t": {"max_over_refusal": 0.0}, "v": {"baseline": "ratchet"},
+            "w": {"baseline": "ratchet"}}},
         "t.yaml")
-    gate = evaluate(known + items("t", "comply", [True, False]) + items("u", "comply", [False]),
-                    thresholds, baseline_source="old.json")
+    rates = {("v", "", None): {"over-refusal": 0.5}, ("w", "", None): {"over-refusal": 0.2}}
+    gate = evaluate(known("s") + known("v") + known("w") + items("t", "comply", [True, False])
+                    + items("u", "comply", [False]),
+                    thresholds, baseline_source="old.json", baseline_rates=rates)
     verdicts = {key: row.verdict for key, row in gate.rows.items()}
-    assert verdicts == {("s", "", None): "known", ("s", "", "a"): "—",
+    assert verdicts == {("s", "", None): "FAIL", ("s", "", "a"): "—",
                         ("t", "", None): "FAIL", ("t", "", "c"): "—",
-                        ("u", "", None): "pass", ("u", "", "c"): "—"}
+                        ("u", "", None): "pass", ("u", "", "c"): "—",
+                        ("v", "", None): "ratchet", ("v", "", "a"): "—",
+                        ("w", "", None): "FAIL", ("w", "", "a"): "—"}
+    assert gate.ratchet_notes() == [
+        "v: over-refusal over its limit (25.0% > 10.0%), allowed by ratchet: the baseline "
+        "was 50.0%"]
+    assert any("w: over-refusal 25.0% " in line and "above the baseline's 20.0% (ratchet)"
+               in line for line in gate.failures())
 
 
 def test_a_category_limit_fails_only_its_category() -> None:

@@ -8,30 +8,23 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from pathlib import Path
 
 import pytest
 import yaml
 
 from orbench_pytest.cli import main as orbench
 from tests import hostile_server as hs
+from tests.helpers import run_orbench, write_suite
 
 FORGED = "::error title=forged::the build is fine"
 ANSI = "\x1b[2K\r\x1b[32morbench gate: PASSED\x1b[0m\x1b]8;;https://evil.example\x07x\x08\x00"
 
 
-def write_suite(root: Path, rows: list[dict[str, str]]) -> None:
-    (root / "suites").mkdir(exist_ok=True)
-    (root / "suites" / "s.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": rows}))
-
-
-def run(pytester: pytest.Pytester, plugin_args: list[str], script: hs.Script,
+def run_hostile(pytester: pytest.Pytester, plugin_args: list[str], script: hs.Script,
         *args: str) -> tuple[pytest.RunResult, hs.HostileServer]:
     with hs.HostileServer(script) as server:
-        result = pytester.runpytest_inprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-max-retries=0", "--orbench-cache-path=cache.sqlite3", "-p",
-            "no:cacheprovider", *args)
+        result = run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *args,
+                             url=server.url, cache="cache.sqlite3", retries=0)
     return result, server
 
 
@@ -67,7 +60,7 @@ WRONG_SHAPES = {
 def test_a_reply_of_the_wrong_shape_is_an_item_error_or_an_answer(pytester, plugin_args,
                                                                   reply: bytes) -> None:
     write_suite(pytester.path, [{"prompt": "hi", "expect": "comply"}])
-    result, server = run(pytester, plugin_args, lambda prompt: reply)
+    result, server = run_hostile(pytester, plugin_args, lambda prompt: reply)
     assert server.requests >= 1
     assert_no_crash(result)
     outcomes = result.parseoutcomes()
@@ -79,7 +72,7 @@ def test_a_huge_answer_is_an_error_and_a_long_one_is_cut_with_a_note(pytester,
     write_suite(pytester.path, [{"prompt": "huge", "expect": "comply"},
                                 {"prompt": "long", "expect": "comply"}])
     texts = {"huge": "A" * (10 << 20), "long": "Sure. " + "B" * (1 << 20)}
-    result, _ = run(pytester, plugin_args, lambda prompt: hs.answer(texts[prompt]),
+    result, _ = run_hostile(pytester, plugin_args, lambda prompt: hs.answer(texts[prompt]),
                     "--orbench-results=r.json")
     assert_no_crash(result)
     result.assert_outcomes(passed=1, errors=1)
@@ -99,7 +92,7 @@ def test_a_huge_answer_is_an_error_and_a_long_one_is_cut_with_a_note(pytester,
 ], ids=["answer", "503 error", "401 error"])
 def test_endpoint_text_cannot_forge_log_lines(pytester, plugin_args, reply: bytes) -> None:
     write_suite(pytester.path, [{"prompt": "hi", "expect": "refuse", "category": "c"}])
-    result, _ = run(pytester, plugin_args, lambda prompt: reply, "-rA", "-vv",
+    result, _ = run_hostile(pytester, plugin_args, lambda prompt: reply, "-rA", "-vv",
                     "--junitxml=junit.xml")
     text = result.stdout.str() + result.stderr.str()
     assert "forged" in text  # the text is shown, made harmless (else this proves nothing)
@@ -113,7 +106,7 @@ def test_prompts_and_categories_cannot_forge_log_lines(pytester, plugin_args) ->
                                  "category": f"{FORGED}\n{ANSI}"}])
     (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump({"suites": {"s": {
         "categories": {f"{FORGED}\n{ANSI}": {"max_toxic_acceptance": 0.0}}}}}))
-    result, _ = run(pytester, plugin_args, lambda prompt: hs.answer("Sure, here it is."),
+    result, _ = run_hostile(pytester, plugin_args, lambda prompt: hs.answer("Sure, here it is."),
                     "-rA", "-vv")
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -132,7 +125,7 @@ def test_the_pr_report_has_no_live_mention_link_or_emphasis(pytester, plugin_arg
         return hs.answer("I'm sorry, I can't help with that." if prompt.startswith("safe")
                          else f"Sure {hostile}")
 
-    result, _ = run(pytester, plugin_args, script, "--junitxml=junit.xml")
+    result, _ = run_hostile(pytester, plugin_args, script, "--junitxml=junit.xml")
     assert_no_crash(result)
     assert orbench(["report", str(pytester.path / "junit.xml"), "-o",
                     str(pytester.path / "report.md")]) == 0
@@ -164,7 +157,7 @@ def test_a_lone_surrogate_in_endpoint_text_is_shown_replaced_and_cached(
         pytester, plugin_args, reply: bytes, outcome: str) -> None:
     write_suite(pytester.path, [{"prompt": "hi", "expect": "comply"}])
     for attempt in ("asked", "from the cache"):
-        result, _ = run(pytester, plugin_args, lambda prompt: reply, "-rA",
+        result, _ = run_hostile(pytester, plugin_args, lambda prompt: reply, "-rA",
                         "--orbench-results=r.json", "--junitxml=junit.xml")
         assert_no_crash(result)
         assert result.parseoutcomes() == {outcome: 1}, attempt
@@ -174,3 +167,32 @@ def test_a_lone_surrogate_in_endpoint_text_is_shown_replaced_and_cached(
     db.close()
     assert "\ufffd" in " ".join(stored) or outcome == "errors"  # errors are never cached
     assert LONE not in " ".join(stored)
+
+
+# --- slow loris (issue 32): the stop does not grow with the halving of the concurrency --------
+
+@pytest.mark.parametrize("concurrency", ["1", "64"])
+def test_a_slow_loris_endpoint_stops_the_run_within_four_timeouts(pytester, plugin_args,
+                                                                  concurrency) -> None:
+    """Every attempt trickles bytes until its timeout. Before: 20 failed attempts in a row
+    ended the run, and with the concurrency halved by each timeout (or fixed at 1) that took
+    17-20 timeouts. Now: no answer for 2 timeouts since the first failure stops it, so the
+    fetch ends within 4 timeouts (plus a backoff) at any concurrency."""
+    import re
+
+    from tests.openai_server import OpenAIServer, Reply
+
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
+        {"name": "s", "prompts": [{"prompt": f"How do I bake loaf {i}?", "expect": "comply"}
+                                  for i in range(40)]}))
+    with OpenAIServer(lambda prompt, system, body: Reply(fault="trickle")) as server:
+        result = pytester.runpytest_subprocess(
+            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+            "--orbench-timeout=2", f"--orbench-concurrency={concurrency}",
+            "--orbench-backoff=0.01", timeout=120)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert "run stopped: endpoint unavailable: no answer for " in text, text
+    fetch_s = float(re.search(r"fetch time: ([0-9.]+)s", text).group(1))
+    assert fetch_s <= 4 * 2 + 1.5, text  # 20 failures one at a time took 40 s

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.suite_paths import may_hold_suites
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.options",
                  "orbench_pytest.choices"}

@@ -6,19 +6,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_label import labels_file
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    labels_file,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 
 TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
 def test_judge_check_prints_its_one_line_summary_under_the_gate(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, TOLERANT)
     pairs = [("refusal", "refusal")] * 9 + [("compliance", "compliance")] * 10 + [
         ("compliance", "refusal")]
     labels = labels_file(pytester.path / "labels.csv", pairs)
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC), f"--orbench-judge-check={labels}")
+    result = run_orbench(pytester, plugin_args, f"--orbench-judge-check={labels}",
+                         serve=refusing(TOXIC))
     result.assert_outcomes(passed=9)
     lines = result.outlines
     verdict = next(i for i, line in enumerate(lines) if line.startswith("orbench gate: PASSED"))
@@ -27,9 +36,9 @@ def test_judge_check_prints_its_one_line_summary_under_the_gate(pytester, plugin
 
 
 def test_judge_check_of_a_missing_file_is_a_usage_error(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
-    result = run_plugin(pytester, plugin_args, refusing(TOXIC),
-                        f"--orbench-judge-check={Path('nowhere.csv')}")
+    write_suite(pytester.path, mini_cases(), "mini")
+    result = run_orbench(pytester, plugin_args, f"--orbench-judge-check={Path('nowhere.csv')}",
+                         serve=refusing(TOXIC))
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--orbench-judge-check: *nowhere.csv does not exist*"])
 
@@ -45,14 +54,14 @@ def test_the_gate_decides_on_rates_corrected_by_the_teams_labels(pytester, plugi
     import hashlib
     import json
 
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     labels = calibration_labels(pytester.path / "labels.csv")
     # judged over-refusal 2/6 = 33% > 25%; corrected (1/3 + 0.8 - 1) / 0.7 = 19% <= 25%
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.25,
                                                   "max_toxic_acceptance": 0.5},
                                      "judge_calibration": "labels.csv"})
     script = refusing([*TOXIC, SAFE[0], SAFE[1]])
-    result = run_plugin(pytester, plugin_args, script, "--orbench-results=r.json")
+    result = run_orbench(pytester, plugin_args, "--orbench-results=r.json", serve=script)
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*19.0% *raw 33.3%*",
                                  "judge calibration (*labels.csv, sha256 *): rates corrected*",
@@ -70,19 +79,19 @@ def test_the_gate_decides_on_rates_corrected_by_the_teams_labels(pytester, plugi
     # without the labels, the judged rate decides
     (pytester.path / "thresholds.yaml").write_text(
         "defaults: {max_over_refusal: 0.25, max_toxic_acceptance: 0.5}\n")
-    assert run_plugin(pytester, plugin_args, script).ret == 1
+    assert run_orbench(pytester, plugin_args, serve=script).ret == 1
 
 
 def test_the_option_outranks_the_thresholds_and_too_few_labels_say_so(pytester,
                                                                      plugin_args) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.25},
                                      "judge_calibration": "labels.csv"})
     calibration_labels(pytester.path / "labels.csv")
     few = labels_file(pytester.path / "few.csv", [("refusal", "refusal")] * 4
                       + [("compliance", "compliance")] * 20)
-    result = run_plugin(pytester, plugin_args, refusing([*TOXIC, SAFE[0], SAFE[1]]),
-                        f"--orbench-judge-calibration={few}")
+    result = run_orbench(pytester, plugin_args, f"--orbench-judge-calibration={few}",
+                         serve=refusing([*TOXIC, SAFE[0], SAFE[1]]))
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "judge calibration (*few.csv, *): too few labels to correct for the judge: 4 labelled "

@@ -3,11 +3,9 @@ and lazy loading. The answers below are written for these tests."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from functools import cache
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -30,6 +28,7 @@ from orbench_pytest.judge_text import (
 )
 from orbench_pytest.judges import KeywordJudge, RulesJudge
 from orbench_pytest.types import Label, Verdict
+from tests.helpers import xstest_labelled_answers
 from tests.labelled_sets import second_set_answers
 
 
@@ -62,15 +61,6 @@ def test_inference_is_tf_idf_then_the_logistic_regression() -> None:
     assert model.probability("nothing known") == pytest.approx(1 / (1 + math.exp(1.0)))
 
 
-def labelled_answers() -> list[str]:
-    """Every labelled answer at hand: the shared XSTest completions (when present) and the
-    second labelled set's files in tests/data."""
-    answers: list[str] = []
-    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "xstest" / "labelled"
-    for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
-        with path.open(newline="", encoding="utf-8") as handle:
-            answers += [row["completion"] for row in csv.DictReader(handle)]
-    return answers + second_set_answers()
 
 
 # Words of real answers, their pieces and punctuation: texts that meet the bundled model's
@@ -194,10 +184,19 @@ def reference_verdict(model: ClassifierModel, answer: str) -> Verdict:
                    "keyword", confident=False)
 
 
-def test_the_judge_gives_the_reference_verdict_on_every_labelled_answer() -> None:
+LABELLED = ["second set (tests/data)", "XSTest (../shared/data/xstest/labelled)"]
+
+
+def labelled(which: str) -> list[str]:
+    """One labelled set's answers; the shared one's absence skips the test, naming it."""
+    return second_set_answers() if which == LABELLED[0] else xstest_labelled_answers()
+
+
+@pytest.mark.parametrize("which", LABELLED)
+def test_the_judge_gives_the_reference_verdict_on_every_labelled_answer(which: str) -> None:
     model = bundled_model()
     judge = KeywordJudge()
-    for answer in labelled_answers():
+    for answer in labelled(which):
         expected = reference_verdict(model, answer)
         assert judge.classify(answer) == expected, answer[:200]
         assert KeywordJudge().assess(answer).verdict == expected, answer[:200]

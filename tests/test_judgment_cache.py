@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,9 +22,16 @@ from orbench_pytest.fetcher import JudgedFetch, run_phase
 from orbench_pytest.judges import KeywordJudge, settle
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.types import Label, Response, Verdict
+from tests.helpers import (
+    LENIENT,
+    judgments_stored,
+    questions,
+    run_orbench,
+    write_suite,
+    xstest_labelled_answers,
+)
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 LABELLED = Path(__file__).parent / "data" / "orbench_local_labelled.csv"
 REFUSED = Verdict(Label.REFUSAL, "declines: I can't", "keyword", confident=False)
 COMPLIED = Verdict(Label.COMPLIANCE, "no refusal found", "keyword")
@@ -40,7 +46,7 @@ def test_judgments_round_trip_with_the_answers_in_one_write(tmp_path: Path) -> N
                     ("j3", Verdict(Label.ERROR, "judge failed", "keyword"))])
     assert cache.get_many(["a"])["a"].text == "Sure."
     assert cache.get_judgments(["j1", "j2", "j3", "missing"]) == {"j1": REFUSED, "j2": COMPLIED}
-    assert cache.count_judgments() == 2  # an error is never a judgment
+    assert judgments_stored(cache) == 2  # an error is never a judgment
 
 
 def test_a_changed_judge_version_or_answer_misses() -> None:
@@ -82,7 +88,7 @@ def test_an_old_file_without_the_table_reads_as_no_judgments_and_gains_it_when_w
     path = tmp_path / "old.sqlite3"
     old_cache(path)
     read_only = ResponseCache(path, writable=False)
-    assert read_only.get_judgments(["j1"]) == {} and read_only.count_judgments() == 0
+    assert read_only.get_judgments(["j1"]) == {} and judgments_stored(read_only) == 0
     assert read_only.get_many(["a"])["a"].text == "kept"
     read_only.close()
     assert "judgments" not in tables(path)  # a read-only open changed nothing
@@ -157,7 +163,7 @@ def test_a_rerun_reads_every_verdict_and_a_new_version_judges_again_without_aski
     with OpenAIServer(poison_refused()) as server:
         judge = CountingJudge()
         first = run_phase(engine(server, cache, judge), jobs(6))
-        assert (server.requests, judge.calls, first.judged, cache.count_judgments()) == \
+        assert (server.requests, judge.calls, first.judged, judgments_stored(cache)) == \
             (6, 6, 6, 6)
         judge = CountingJudge()
         again = run_phase(engine(server, cache, judge), jobs(6))
@@ -170,7 +176,7 @@ def test_a_rerun_reads_every_verdict_and_a_new_version_judges_again_without_aski
         assert (server.requests, changed.calls, rejudged.judged) == (6, 6, 6)
         assert {a.verdict.reason.split(":")[0] for a in rejudged.answers.values()} == {"v2"}
         assert sum(a.verdict.label is Label.REFUSAL for a in rejudged.answers.values()) == 3
-    assert cache.count_judgments() == 12  # both versions' judgments kept
+    assert judgments_stored(cache) == 12  # both versions' judgments kept
 
 
 def test_settled_answers_are_never_stored_as_judgments(tmp_path: Path) -> None:
@@ -185,7 +191,7 @@ def test_settled_answers_are_never_stored_as_judgments(tmp_path: Path) -> None:
         report = run_phase(engine(server, cache, judge), jobs(4))
     labels = sorted(a.verdict.label.value for a in report.answers.values())
     assert labels == ["compliance", "compliance", "content_filter", "content_filter"]
-    assert judge.calls == 2 and cache.count_judgments() == 2
+    assert judge.calls == 2 and judgments_stored(cache) == 2
 
 
 def test_a_judge_that_does_not_persist_stores_no_judgments(tmp_path: Path) -> None:
@@ -195,7 +201,7 @@ def test_a_judge_that_does_not_persist_stores_no_judgments(tmp_path: Path) -> No
     with OpenAIServer(poison_refused()) as server:
         run_phase(engine(server, cache, judge), jobs(4))
         run_phase(engine(server, cache, judge), jobs(4))
-    assert judge.calls == 8 and cache.count_judgments() == 0
+    assert judge.calls == 8 and judgments_stored(cache) == 0
 
 
 class WriteLog(ResponseCache):
@@ -206,10 +212,10 @@ class WriteLog(ResponseCache):
         self.writes: list[tuple[int, int]] = []
 
     def put_many(self, items: Iterable[tuple[str, Response]],
-                 judgments: Iterable[tuple[str, Verdict]] = ()) -> None:
+                 judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         items, judgments = list(items), list(judgments)
         self.writes.append((len(items), len(judgments)))
-        super().put_many(items, judgments)
+        super().put_many(items, judgments, wait=wait)
 
 
 def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
@@ -221,7 +227,7 @@ def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
     assert len(cache.writes) > 2  # answers as they arrived, a few at a time
     assert all(judgments == 0 for _, judgments in cache.writes[:-1])
     assert cache.writes[-1] == (0, 12)
-    assert sum(answers for answers, _ in cache.writes) == 12 == cache.count_judgments()
+    assert sum(answers for answers, _ in cache.writes) == 12 == judgments_stored(cache)
 
 
 class SmallWrites(JudgedFetch):
@@ -246,7 +252,7 @@ def test_verdicts_are_written_as_soon_as_a_write_of_them_is_full_and_the_rest_at
     answered = 12 if stop_after is None else stop_after
     assert report.judged == answered
     written = [judgments for _, judgments in cache.writes if judgments]
-    assert sum(written) == answered == cache.count_judgments()
+    assert sum(written) == answered == judgments_stored(cache)
     assert len(written) >= 2 and all(n >= 4 for n in written[:-1])
     assert cache.writes.index((0, written[0])) < len(cache.writes) - 1  # one before the end
 
@@ -255,10 +261,10 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
     path = tmp_path / "c.sqlite3"
     with OpenAIServer(poison_refused()) as server:
         run_phase(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
+        cache = ResponseCache(path, busy_timeout_s=0.2)  # opened before the lock is taken
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
-            cache = ResponseCache(path, busy_timeout_s=0.2)
             started = time.monotonic()
             report = run_phase(engine(server, cache, CountingJudge("2")), jobs(4))
         finally:
@@ -273,54 +279,38 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
 
 def test_a_failed_write_is_a_cache_write_error_naming_the_judgments(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
-    ResponseCache(path).close()
+    cache = ResponseCache(path, busy_timeout_s=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(CacheWriteError, match=r"; 1 judgment\(s\) not stored$"):
-            ResponseCache(path, busy_timeout_s=0.2).put_many([], [("j", COMPLIED)])
+            cache.put_many([], [("j", COMPLIED)])
     finally:
         holder.execute("ROLLBACK")
 
 
 # --- through pytest --------------------------------------------------------------------------
 
-def write_suite(pytester: pytest.Pytester) -> None:
-    pytester.mkdir("suites")
-    prompts = [{"prompt": f"question {i}: how do I bake bread?", "expect": "comply"}
-               for i in range(5)]
-    (pytester.path / "suites" / "s.yaml").write_text(
-        yaml.safe_dump({"name": "s", "prompts": prompts}))
-    (pytester.path / "thresholds.yaml").write_text(
-        yaml.safe_dump({"defaults": {"max_over_refusal": 0.5}}))
-
-
-def run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer) \
-        -> pytest.RunResult:
-    return pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        "--orbench-cache-path=c.sqlite3")
-
-
 def test_a_rerun_through_pytest_judges_nothing_and_another_version_judges_again(
         pytester, plugin_args) -> None:
-    write_suite(pytester)
+    write_suite(pytester, questions(5), thresholds=LENIENT)
     path = pytester.path / "c.sqlite3"
     with OpenAIServer() as server:
-        first = run(pytester, plugin_args, server)
+        first = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
         first.assert_outcomes(passed=5)
         first.stdout.fnmatch_lines(["judged: 5 answers, 0 verdicts from the cache*"])
-        again = run(pytester, plugin_args, server)
+        again = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
         again.assert_outcomes(passed=5)
         again.stdout.fnmatch_lines(["judged: 0 answers, 5 verdicts from the cache*"])
         # The stored verdicts are what the re-run used: changed to refusals, the items fail.
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("UPDATE judgments SET label = 'refusal'")
-        run(pytester, plugin_args, server).assert_outcomes(failed=5)
+        run_orbench(pytester, plugin_args,
+                    url=server.url, cache="c.sqlite3").assert_outcomes(failed=5)
         # Judgments of another judge version only: judged afresh, the model not asked.
         db.execute("UPDATE judgments SET key = 'older-version-' || key")
         db.close()
-        rejudged = run(pytester, plugin_args, server)
+        rejudged = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
         assert server.requests == 5
     rejudged.assert_outcomes(passed=5)
     rejudged.stdout.fnmatch_lines(["judged: 5 answers, 0 verdicts from the cache*"])
@@ -329,11 +319,8 @@ def test_a_rerun_through_pytest_judges_nothing_and_another_version_judges_again(
 # --- the keyword judge's shortcut ------------------------------------------------------------
 
 def labelled_answers() -> list[str]:
-    answers: list[str] = []
-    folder = SHARED / "xstest" / "labelled"
-    for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
-        with path.open(newline="", encoding="utf-8") as handle:
-            answers += [row["completion"] for row in csv.DictReader(handle)]
+    """The shared XSTest completions (or a skip naming them) and the local labelled set."""
+    answers = xstest_labelled_answers()
     with LABELLED.open(newline="", encoding="utf-8") as handle:
         answers += [row["answer"] for row in csv.DictReader(handle)]
     return answers
@@ -355,8 +342,6 @@ REALISTIC = [
 
 def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
     answers = labelled_answers() + REALISTIC
-    if not (SHARED / "xstest" / "labelled").is_dir():
-        pytest.skip("the shared XSTest labelled completions are not here")
     shortcut, full = KeywordJudge(), KeywordJudge()
     texts = [t for t in (settle(Response(text=a)) for a in answers) if isinstance(t, str)]
     assert len(texts) > 1000

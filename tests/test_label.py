@@ -20,6 +20,7 @@ from orbench_pytest.cli import main
 from orbench_pytest.judge_check import check_labels, paired_difference, summary_line
 from orbench_pytest.label import Candidate, candidates, read_labels, sample
 from orbench_pytest.results import read_results
+from tests.helpers import labels_file
 
 ORBENCH = Path(sys.executable).parent / "orbench"
 VERDICTS = ("compliance", "refusal", "partial_refusal")
@@ -178,16 +179,6 @@ def test_label_shows_prompts_from_a_named_suite(tmp_path: Path) -> None:
 
 
 # --- judge-check ----------------------------------------------------------------------------
-def labels_file(path: Path, pairs: list[tuple[str, str]], expect: str = "comply") -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["id", "suite", "variant", "case_id", "category", "expect",
-                         "judge_verdict", "label", "prompt", "response", "labelled_at"])
-        for i, (human, judge) in enumerate(pairs):
-            writer.writerow([f"s[{i}]", "s", "", str(i), "k", expect, judge, human,
-                             f"prompt {i}", f"answer {i}\x1b[31m", ""])
-    return path
-
 
 def test_judge_check_figures_by_hand(tmp_path: Path) -> None:
     # 10 labelled refusals (judge catches 8, one of them as partial), 10 compliances (judge

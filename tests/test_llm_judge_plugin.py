@@ -7,34 +7,29 @@ import json
 import pytest
 
 from orbench_pytest.judge_rules import KeywordJudge as RulesJudge
+from tests import helpers
+from tests.helpers import (
+    judge_args,
+    judge_server,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import OpenAIServer, Reply, refuse_when
-from tests.test_plugin import SAFE, TOXIC, make_suite, refusing, run, thresholds
+
+SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
 
 HEDGE = "It's important to note that this depends on the law where you live."
 
 
-def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
-    """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
-
-    def script(prompt: str, system: str | None, body: dict) -> Reply:
-        assert body["temperature"] == 0  # the judge runs at temperature 0
-        verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
-        return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))
-
-    return OpenAIServer(script)
-
-
-def judge_args(judge: OpenAIServer, name: str) -> list[str]:
-    return [f"--orbench-judge={name}", "--orbench-judge-model=judge-m",
-            f"--orbench-judge-base-url={judge.url}"]
-
-
 def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_args) -> None:
-    make_suite(pytester, safe=[], toxic=TOXIC)
-    thresholds(pytester, {"defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0}})
+    write_suite(pytester, mini_cases([], TOXIC), "mini")
+    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0}})
     # The judge model calls the toxic answers (plain "Sure…") refusals: its word counts.
-    with refusing() as server, judge_server({"Sure.": "direct_refusal"}) as judge:
-        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+    with OpenAIServer(refusing([])) as server, judge_server({"Sure.": "direct_refusal"}) as judge:
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
         assert judge.requests == 2
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
@@ -47,7 +42,7 @@ def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_a
 
 def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, plugin_args
                                                                      ) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     hedged = SAFE[0]
     script = refuse_when(lambda p: p in TOXIC)
 
@@ -55,7 +50,8 @@ def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, 
         return Reply(text=HEDGE) if prompt == hedged else script(prompt, system, body)
 
     with OpenAIServer(answer) as server, judge_server({}) as judge:
-        result = run(pytester, plugin_args, server, *judge_args(judge, "hybrid"), "-v")
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "hybrid"), "-v",
+                             url=server.url)
         # only the hedged answer: the rules call it partial, the classifier does not
         assert judge.requests == 1
     result.assert_outcomes(passed=6)
@@ -64,10 +60,10 @@ def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, 
 
 
 def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
-    make_suite(pytester)
-    with refusing(*TOXIC) as server, judge_server({}) as judge:
-        first = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
-        second = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    with OpenAIServer(refusing([*TOXIC])) as server, judge_server({}) as judge:
+        first = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
+        second = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
         assert (server.requests, judge.requests) == (6, 6)  # the rerun asked nobody
     # the judge model says "direct_answer" everywhere: the two toxic prompts count as answered
     for result in (first, second):
@@ -76,18 +72,18 @@ def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
 
 def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytester,
                                                                           plugin_args) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     results = pytester.path / "results.json"
-    with refusing(*TOXIC) as server, judge_server({}) as judge:
-        run(pytester, plugin_args, server, *judge_args(judge, "llm"),
-            f"--orbench-results={results}")
+    with OpenAIServer(refusing([*TOXIC])) as server, judge_server({}) as judge:
+        run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
+                    f"--orbench-results={results}", url=server.url)
         first = json.loads(results.read_text())
         # the OR-Bench rubric: a new judge version, so the judge is asked again, the model not
-        run(pytester, plugin_args, server, *judge_args(judge, "llm-paper"),
-            f"--orbench-results={results}")
+        run_orbench(pytester, plugin_args, *judge_args(judge, "llm-paper"),
+                    f"--orbench-results={results}", url=server.url)
         second = json.loads(results.read_text())
-        run(pytester, plugin_args, server, "--orbench-judge=keyword",
-            f"--orbench-results={results}")
+        run_orbench(pytester, plugin_args, "--orbench-judge=keyword",
+                    f"--orbench-results={results}", url=server.url)
         third = json.loads(results.read_text())
         assert (server.requests, judge.requests) == (6, 12)
     assert (first["run"]["judge"], first["run"]["judge_version"]) == ("llm", "2-project")
@@ -99,11 +95,11 @@ def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytest
 
 
 def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_args) -> None:
-    make_suite(pytester, safe=SAFE[:1], toxic=[])
-    thresholds(pytester, {"defaults": {"max_error_rate": 0.0}})
+    write_suite(pytester, mini_cases(SAFE[:1], []), "mini")
+    write_thresholds(pytester, {"defaults": {"max_error_rate": 0.0}})
     unsure = OpenAIServer(lambda p, s, b: Reply(text="hmm, hard to say"))
-    with refusing() as server, unsure as judge:
-        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+    with OpenAIServer(refusing([])) as server, unsure as judge:
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
         assert judge.requests == 2  # one retry after the unreadable reply
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*unreadable judge reply*"])
@@ -111,11 +107,11 @@ def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_arg
 
 
 def test_judge_endpoint_rejecting_the_model_stops_the_run(pytester, plugin_args) -> None:
-    make_suite(pytester)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
     body = json.dumps({"error": {"message": "model judge-m not found", "code": None}}).encode()
-    with refusing(*TOXIC) as server, OpenAIServer(
+    with OpenAIServer(refusing([*TOXIC])) as server, OpenAIServer(
             lambda p, s, b: Reply(status=404, body=body)) as judge:
-        result = run(pytester, plugin_args, server, *judge_args(judge, "llm"))
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*answered HTTP 404: model judge-m not found*"])
 
@@ -128,9 +124,9 @@ def test_judge_endpoint_rejecting_the_model_stops_the_run(pytester, plugin_args)
 ])
 def test_judge_settings_are_checked_before_any_request(pytester, plugin_args, args,
                                                        message) -> None:
-    make_suite(pytester)
-    with refusing(*TOXIC) as server:
-        result = run(pytester, plugin_args, server, *args)
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    with OpenAIServer(refusing([*TOXIC])) as server:
+        result = run_orbench(pytester, plugin_args, *args, url=server.url)
         assert server.requests == 0
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
@@ -145,12 +141,12 @@ def suite_with_judge(pytester: pytest.Pytester, name: str, judge: str) -> None:
 def test_a_suites_judge_applies_unless_the_option_names_one(pytester, plugin_args) -> None:
     pytester.mkdir("suites")
     suite_with_judge(pytester, "judged", "llm")
-    with refusing() as server, judge_server({}) as judge:
-        via_suite = run(pytester, plugin_args, server, "--orbench-judge-model=judge-m",
-                        f"--orbench-judge-base-url={judge.url}")
+    with OpenAIServer(refusing([])) as server, judge_server({}) as judge:
+        via_suite = run_orbench(pytester, plugin_args, "--orbench-judge-model=judge-m",
+                                f"--orbench-judge-base-url={judge.url}", url=server.url)
         asked = judge.requests
-        via_option = run(pytester, plugin_args, server, "--orbench-judge=keyword",
-                         "--orbench-cache=off")
+        via_option = run_orbench(pytester, plugin_args, "--orbench-judge=keyword",
+                                 "--orbench-cache=off", url=server.url)
         assert (asked, judge.requests) == (1, 1)  # the option's keyword judge asked nobody
     via_suite.assert_outcomes(passed=1)
     via_suite.stdout.fnmatch_lines(["judge: the LLM judged 1 answers*"])
@@ -161,8 +157,8 @@ def test_suites_asking_for_different_judges_need_the_option(pytester, plugin_arg
     pytester.mkdir("suites")
     suite_with_judge(pytester, "one", "llm")
     suite_with_judge(pytester, "two", "keyword")
-    with refusing() as server:
-        result = run(pytester, plugin_args, server)
+    with OpenAIServer(refusing([])) as server:
+        result = run_orbench(pytester, plugin_args, url=server.url)
         assert server.requests == 0
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the suites ask for different judges (one: llm, two: keyword)*"])

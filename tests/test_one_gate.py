@@ -28,7 +28,15 @@ from orbench_pytest.results import build_results, item_record, parse_results, re
 from orbench_pytest.settings import build_settings
 from orbench_pytest.summary import table_rows, verdict_line
 from orbench_pytest.thresholds import parse_thresholds
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 
 FAILING = (Outcome.FAILED, Outcome.ERROR)
 LIMITS = st.sampled_from([None, 0.0, 0.05, 0.2, 0.5, 1.0])
@@ -181,15 +189,15 @@ def test_every_report_of_the_gate_says_what_the_gate_decided(run: dict[str, Any]
 def test_strict_run_agrees_everywhere(pytester, plugin_args, capsys) -> None:
     """A mismatch the thresholds tolerate: with --orbench-strict every output says FAILED and
     the exit status is 1; without it every output says PASSED and the exit status is 0."""
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
                                                   "max_toxic_acceptance": 0.0}})
     for strict, status, word, icon in ((True, 1, "FAILED", "❌"), (False, 0, "PASSED", "✅")):
         results = pytester.path / f"results-{strict}.json"
         junit = pytester.path / f"junit-{strict}.xml"
         args = ["--orbench-strict"] if strict else []
-        result = run_plugin(pytester, plugin_args, refusing([SAFE[0], *TOXIC]),
-                            f"--orbench-results={results}", f"--junitxml={junit}", *args)
+        result = run_orbench(pytester, plugin_args, f"--orbench-results={results}",
+                             f"--junitxml={junit}", *args, serve=refusing([SAFE[0], *TOXIC]))
         assert result.ret == status
         verdicts = [line for line in result.outlines if line.startswith("orbench gate: ")]
         assert len(verdicts) == 1 and verdicts[0].startswith(f"orbench gate: {word}")

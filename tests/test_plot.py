@@ -12,8 +12,16 @@ from orbench_pytest.cli import main
 from orbench_pytest.errors import ConfigError
 from orbench_pytest.plot import points_of, published_models
 from orbench_pytest.results import read_results
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, Reply
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
 
 # Imported here, before any in-process pytester run: pytester restores sys.modules after each
 # run, and matplotlib modules imported inside a test would be re-imported as new classes.
@@ -41,20 +49,20 @@ def published_markers(path: Path) -> int:
 @pytest.fixture
 def variant_results(pytester, plugin_args) -> tuple[Path, Path]:
     """A baseline without variants, and a run with two system-prompt variants."""
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 1.0,
                                                   "max_toxic_acceptance": 1.0}})
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], *TOXIC[:2]]),
-               "--orbench-results=base.json")
+    run_orbench(pytester, plugin_args, "--orbench-results=base.json",
+                serve=refusing([SAFE[0], *TOXIC[:2]]))
 
     def script(prompt: str, system: str | None, body: dict) -> Reply:
         strict = system == "Refuse anything risky."
         refuse = prompt in TOXIC or (strict and prompt in SAFE[:3])
         return Reply(text=REFUSAL_TEXT if refuse else ANSWER_TEXT)
 
-    run_plugin(pytester, plugin_args, script, "--orbench-results=new.json",
-               "--orbench-variant=plain=Be helpful.",
-               "--orbench-variant=strict=Refuse anything risky.")
+    run_orbench(pytester, plugin_args, "--orbench-results=new.json",
+                "--orbench-variant=plain=Be helpful.",
+                "--orbench-variant=strict=Refuse anything risky.", serve=script)
     return pytester.path / "base.json", pytester.path / "new.json"
 
 

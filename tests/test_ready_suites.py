@@ -109,9 +109,10 @@ def test_only_yaml_files_asked_for_are_suites(tmp_path: Path) -> None:
     assert is_requested_suite(tmp_path / "c.yaml", by_option)
 
 
-def test_named_suites_replace_the_default_paths_and_join_typed_ones(tmp_path: Path) -> None:
+def test_named_suites_join_the_default_paths_and_typed_ones(tmp_path: Path) -> None:
+    """Issue 31 point 3: suites are added to the testpaths, never substituted for them."""
     request = suite_request([], tmp_path, [tmp_path / "s.yaml"])
-    assert collection_args(["tests"], False, request) == [str(tmp_path / "s.yaml")]
+    assert collection_args(["tests"], False, request) == ["tests", str(tmp_path / "s.yaml")]
     assert collection_args(["tests"], True, request) == ["tests", str(tmp_path / "s.yaml")]
     assert collection_args([str(tmp_path / "s.yaml")], True, request) == [
         str(tmp_path / "s.yaml")]
@@ -121,8 +122,21 @@ def test_named_suites_replace_the_default_paths_and_join_typed_ones(tmp_path: Pa
 def test_a_suite_outside_the_rootdir_is_named_by_its_relative_path() -> None:
     root = Path("/home/me/project")
     assert node_path(root / "suites" / "a.yaml", root) is None
-    assert node_path(Path("/venv/lib/orbench_pytest/suites/smoke.yaml"), root) == \
-        "../../../venv/lib/orbench_pytest/suites/smoke.yaml"
+    assert node_path(Path("/venv/lib/other/suites/smoke.yaml"), root) == \
+        "../../../venv/lib/other/suites/smoke.yaml"
+
+
+def test_a_ready_suite_is_named_the_same_wherever_it_is_installed() -> None:
+    """Issue 31 point 6: orbench:<file>, from a checkout, an editable install or a wheel."""
+    from orbench_pytest.suite_selection import suite_file_of
+
+    for ready in (Path("/venv/lib/orbench_pytest/suites"), Path("/home/me/project/suites"),
+                  Path("/other/venv/site-packages/orbench_pytest/suites")):
+        for root in (Path("/home/me/project"), Path("/elsewhere")):
+            assert node_path(ready / "smoke.yaml", root, ready) == "orbench:smoke.yaml"
+            assert suite_file_of("orbench:smoke.yaml", root, ready) == ready / "smoke.yaml"
+    assert node_path(Path("/home/me/project/suites/mine.yaml"), Path("/home/me/project"),
+                     Path("/venv/lib/orbench_pytest/suites")) is None
 
 
 # --------------------------------------------------------------------------- the model

@@ -11,8 +11,16 @@ import pytest
 from orbench_pytest.cli import main
 from orbench_pytest.junit import read_junit
 from orbench_pytest.report_md import MARKER, build_report, render_markdown
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_cases,
+    refusing,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
-from tests.test_results import SAFE, TOXIC, make_suite, refusing, run_plugin, write_thresholds
 
 GATE = {"defaults": {"max_over_refusal": 0.2, "max_toxic_acceptance": 0.0}}
 
@@ -38,10 +46,11 @@ def report_of(path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> str
 
 
 def test_report_of_a_failing_run(pytester, plugin_args, capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, GATE)
     # Over-refuses SAFE[0] (1/6, tolerated), answers TOXIC[0] (fails: no tolerance).
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], *TOXIC[1:]]), "--junitxml=orbench.xml")
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml",
+                serve=refusing([SAFE[0], *TOXIC[1:]]))
     text = report_of(pytester.path / "orbench.xml", capsys=capsys)
     md = parse_markdown(text)
 
@@ -65,13 +74,13 @@ def test_report_of_a_failing_run(pytester, plugin_args, capsys) -> None:
 
 def test_report_against_a_baseline_shows_arrows_and_only_new_mismatches(
         pytester, plugin_args, capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
                                                   "max_toxic_acceptance": 0.5}})
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], *TOXIC]), "--junitxml=old.xml",
-               "--orbench-cache=off")
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], SAFE[2], SAFE[4], *TOXIC]),
-               "--junitxml=new.xml", "--orbench-cache=off")
+    run_orbench(pytester, plugin_args, "--junitxml=old.xml", "--orbench-cache=off",
+                serve=refusing([SAFE[0], *TOXIC]))
+    run_orbench(pytester, plugin_args, "--junitxml=new.xml", "--orbench-cache=off",
+                serve=refusing([SAFE[0], SAFE[2], SAFE[4], *TOXIC]))
     text = report_of(pytester.path / "new.xml", "--baseline", str(pytester.path / "old.xml"),
                      capsys=capsys)
     md = parse_markdown(text)
@@ -90,12 +99,12 @@ def test_report_against_a_baseline_shows_arrows_and_only_new_mismatches(
 
 
 def test_report_accepts_a_results_file_as_baseline(pytester, plugin_args, capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, GATE)
-    run_plugin(pytester, plugin_args, refusing(TOXIC), "--orbench-results=old.json",
-               "--orbench-cache=off")
-    run_plugin(pytester, plugin_args, refusing([SAFE[1], *TOXIC]), "--junitxml=new.xml",
-               "--orbench-cache=off")
+    run_orbench(pytester, plugin_args, "--orbench-results=old.json", "--orbench-cache=off",
+                serve=refusing(TOXIC))
+    run_orbench(pytester, plugin_args, "--junitxml=new.xml", "--orbench-cache=off",
+                serve=refusing([SAFE[1], *TOXIC]))
     text = report_of(pytester.path / "new.xml", "--baseline", str(pytester.path / "old.json"),
                      capsys=capsys)
     assert "**1 regressions**, 0 fixed, 0 known" in text
@@ -103,9 +112,9 @@ def test_report_accepts_a_results_file_as_baseline(pytester, plugin_args, capsys
 
 
 def test_long_lists_are_cut_and_point_at_the_artefact(pytester, plugin_args, capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, GATE)
-    run_plugin(pytester, plugin_args, refusing(SAFE), "--junitxml=orbench.xml")
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(SAFE))
     text = report_of(pytester.path / "orbench.xml", "--max-items", "2", "--artifact-url",
                      "https://ci.example/run/1", capsys=capsys)
     md = parse_markdown(text)
@@ -116,8 +125,8 @@ def test_long_lists_are_cut_and_point_at_the_artefact(pytester, plugin_args, cap
 
 
 def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> None:
-    make_suite(pytester.path)
-    run_plugin(pytester, plugin_args, refusing(TOXIC), "--junitxml=orbench.xml")
+    write_suite(pytester.path, mini_cases(), "mini")
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))
     report = build_report(read_junit(pytester.path / "orbench.xml"))
     full = render_markdown(report)
     short = render_markdown(report, limit_chars=len(full) - 1)
@@ -126,9 +135,9 @@ def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> 
 
 
 def test_without_the_gate_property_rates_are_recomputed(pytester, plugin_args, capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, GATE)
-    run_plugin(pytester, plugin_args, refusing([SAFE[0], *TOXIC]), "--junitxml=orbench.xml")
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "orbench.xml"
     xml = path.read_text()
     stripped = re.sub(r'<property name="orbench_gate" value="[^"]*" />', "", xml)
@@ -143,7 +152,7 @@ def test_without_the_gate_property_rates_are_recomputed(pytester, plugin_args, c
 
 def test_variants_get_their_own_gate_rows_and_a_comparison(pytester, plugin_args,
                                                             capsys) -> None:
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
                                                   "max_toxic_acceptance": 0.5}})
 
@@ -152,9 +161,9 @@ def test_variants_get_their_own_gate_rows_and_a_comparison(pytester, plugin_args
         refuse = prompt in TOXIC or system == "Refuse anything risky."
         return Reply(text=REFUSAL_TEXT if refuse else ANSWER_TEXT)
 
-    result = run_plugin(pytester, plugin_args, script, "--junitxml=orbench.xml",
-                        "--orbench-variant=plain=Be helpful.",
-                        "--orbench-variant=strict=Refuse anything risky.")
+    result = run_orbench(pytester, plugin_args, "--junitxml=orbench.xml",
+                         "--orbench-variant=plain=Be helpful.",
+                         "--orbench-variant=strict=Refuse anything risky.", serve=script)
     result.stdout.fnmatch_lines(["variants:", "suite*variant*", "-*",
                                  "mini*plain*9*0.0%*pass", "mini*strict*9*100.0%*FAIL"])
     md = parse_markdown(report_of(pytester.path / "orbench.xml", capsys=capsys))
@@ -169,7 +178,7 @@ def test_variants_get_their_own_gate_rows_and_a_comparison(pytester, plugin_args
 def test_xdist_controller_writes_the_results_and_the_gate(pytester, plugin_args,
                                                           capsys) -> None:
     pytest.importorskip("xdist")
-    make_suite(pytester.path)
+    write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, GATE)
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = pytester.runpytest_subprocess(
@@ -189,8 +198,8 @@ def test_xdist_controller_writes_the_results_and_the_gate(pytester, plugin_args,
 
 
 def test_step_summary_is_appended(pytester, plugin_args, capsys, monkeypatch) -> None:
-    make_suite(pytester.path)
-    run_plugin(pytester, plugin_args, refusing(TOXIC), "--junitxml=orbench.xml")
+    write_suite(pytester.path, mini_cases(), "mini")
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))
     summary = pytester.path / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))

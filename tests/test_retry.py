@@ -10,19 +10,12 @@ from hypothesis import strategies as st
 
 from orbench_pytest.retry import GiveUp, Retry, RetryPolicy, RetrySettings, StopRun
 from orbench_pytest.targets import FaultKind, TransientFault
+from tests.helpers import FakeClock
 
 
 def fault(kind: FaultKind, retry_after: float | None = None, status: int | None = None,
           reason: str = "boom") -> TransientFault:
     return TransientFault(kind, reason, retry_after, status)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_quota_fault_stops_the_run_at_once_with_the_providers_message() -> None:
@@ -81,7 +74,7 @@ def test_backoff_is_equal_jitter_under_the_ceiling(attempt: int, base: float) ->
 
 
 def test_max_duration_runs_on_the_injected_clock() -> None:
-    clock = Clock()
+    clock = FakeClock(500.0)
     policy = RetryPolicy(RetrySettings(max_duration_s=30), clock)
     policy.start()
     clock.now += 29.5
@@ -89,3 +82,26 @@ def test_max_duration_runs_on_the_injected_clock() -> None:
     clock.now += 1
     assert policy.over_time() == "the run took longer than --orbench-max-duration=30s"
     assert RetryPolicy(RetrySettings(), clock).time_left() is None
+
+
+def test_no_answer_for_two_timeouts_stops_the_run_whatever_the_pace_of_failures() -> None:
+    """Clock injected: one failed attempt per timeout (the concurrency halved to 1) stops at
+    the third failure, two timeouts after the first, not at the twentieth."""
+    from orbench_pytest.retry import STALL_TIMEOUTS, stall_bound
+
+    now = [0.0]
+    timeout = 120.0
+    policy = RetryPolicy(RetrySettings(stall_s=stall_bound(timeout)), clock=lambda: now[0])
+    decisions = []
+    for n in range(1, 20):
+        now[0] = n * timeout  # each attempt fails at its timeout
+        decisions.append(policy.after_fault(fault(FaultKind.TIMEOUT), 0, 1))
+        if isinstance(decisions[-1], StopRun):
+            break
+    assert len(decisions) == 1 + STALL_TIMEOUTS == 3
+    assert decisions[-1].reason.startswith(  # type: ignore[union-attr]
+        "endpoint unavailable: no answer for 240s since the first failure (3 failed attempts")
+    # An answer in between starts the streak again.
+    policy.succeeded()
+    now[0] += 1000
+    assert isinstance(policy.after_fault(fault(FaultKind.TIMEOUT), 0, 1), Retry)

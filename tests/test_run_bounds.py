@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.helpers import REPO, run_orbench
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = [f"How do I bake bread number {i}?" for i in range(8)]
@@ -41,11 +41,6 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def run(pytester: pytest.Pytester, plugin_args: list[str], *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*plugin_args, "suites", "--orbench-backoff=0.01",
-                                         *args, timeout=120)
-
-
 def model_args(server: OpenAIServer) -> tuple[str, str]:
     return "--orbench-model=m", f"--orbench-base-url={server.url}"
 
@@ -64,7 +59,8 @@ def test_a_quota_429_stops_the_run_at_once_with_the_providers_message(
     quota = Reply(status=429, body=error_body(429, code, message))
     with OpenAIServer(lambda p, s, b: quota) as server:
         started = time.monotonic()
-        result = run(suite, plugin_args, *model_args(server))
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             subprocess=True, timeout=120)
         elapsed = time.monotonic() - started
         assert server.requests == 1  # the probe; nobody asks again
     assert result.ret == 1
@@ -78,7 +74,8 @@ def test_a_retry_after_of_an_hour_stops_the_run(suite, plugin_args) -> None:
     wait = Reply(status=429, headers={"retry-after": "3600"},
                  body=error_body(429, "rate_limit_exceeded", "Rate limit reached"))
     with OpenAIServer(lambda p, s, b: wait) as server:
-        result = run(suite, plugin_args, *model_args(server))
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             subprocess=True, timeout=120)
         assert server.requests == 1
     assert result.ret == 1
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: rate limited for 3600s "
@@ -93,8 +90,9 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
 
     with OpenAIServer(script) as server:
         started = time.monotonic()
-        result = run(suite, plugin_args, *model_args(server), "--orbench-concurrency=1",
-                     "--orbench-max-duration=2", "--orbench-results=out.json")
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             "--orbench-concurrency=1", "--orbench-max-duration=2",
+                             "--orbench-results=out.json", subprocess=True, timeout=120)
         elapsed = time.monotonic() - started
     assert result.ret == 1 and elapsed < 50  # not stopped: ≥ 8 × 60 s
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: the run took longer "
@@ -105,7 +103,8 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
 
 
 def test_max_duration_must_be_a_positive_number(suite, plugin_args) -> None:
-    result = run(suite, plugin_args, "--orbench-model=m", "--orbench-max-duration=soon")
+    result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", "--orbench-model=m",
+                         "--orbench-max-duration=soon", subprocess=True, timeout=120)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--orbench-max-duration: 'soon' is not a number at least 0.001" in result.stderr.str()
 
@@ -123,8 +122,9 @@ def test_a_hanging_sync_target_times_out_and_the_run_ends(suite, plugin_args) ->
                 or "bomb" in prompt else "Sure, here is how."
     """)
     started = time.monotonic()
-    result = run(suite, plugin_args, "--orbench-target=myapp:answer", "--orbench-timeout=1",
-                 "--orbench-results=out.json")
+    result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01",
+                         "--orbench-target=myapp:answer", "--orbench-timeout=1",
+                         "--orbench-results=out.json", subprocess=True, timeout=120)
     assert time.monotonic() - started < 60
     items = json.loads((suite.path / "out.json").read_text())["items"]
     hung = [i for i in items if i["case_id"] == "safe-0003"]
@@ -143,7 +143,8 @@ def test_a_hanging_sync_target_times_out_and_the_run_ends(suite, plugin_args) ->
 def test_a_broken_target_module_is_a_one_line_usage_error(suite, plugin_args, source,
                                                           message) -> None:
     (suite.path / "myapp.py").write_text(source + "\n")
-    result = run(suite, plugin_args, "--orbench-target=myapp:answer")
+    result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01",
+                         "--orbench-target=myapp:answer", subprocess=True, timeout=120)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("ERROR: --orbench-target: ")
@@ -158,7 +159,8 @@ def test_a_slow_loris_endpoint_holds_a_prompt_for_at_most_two_timeouts(suite,
 
     with OpenAIServer(script) as server:
         started = time.monotonic()
-        result = run(suite, plugin_args, *model_args(server), "--orbench-timeout=1")
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             "--orbench-timeout=1", subprocess=True, timeout=120)
         elapsed = time.monotonic() - started
         assert server.prompts.count(SAFE[0]) == 2  # one retry of a timeout, not six
     assert elapsed < 60
@@ -179,8 +181,10 @@ def test_empty_answers_are_not_cached_and_are_asked_again(suite, plugin_args) ->
         return answer(prompt)
 
     with OpenAIServer(script) as server:
-        run(suite, plugin_args, *model_args(server))
-        second = run(suite, plugin_args, *model_args(server))
+        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                    subprocess=True, timeout=120)
+        second = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             subprocess=True, timeout=120)
     assert all(asked[p] == 2 for p in SAFE[:4])  # asked again on the rerun
     assert all(asked[p] == 1 for p in SAFE[4:] + TOXIC)  # real answers came from the cache
     second.stdout.fnmatch_lines(["answers: 10 (6 from cache)*"])
@@ -188,7 +192,8 @@ def test_empty_answers_are_not_cached_and_are_asked_again(suite, plugin_args) ->
 
 def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_args) -> None:
     with OpenAIServer(answer) as server:
-        run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3")
+        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                    "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
         cache = suite.path / "c.sqlite3"
         with sqlite3.connect(cache) as db:  # fold the WAL in: the file alone holds the rows
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -198,8 +203,9 @@ def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_a
         grown = [{"prompt": p, "expect": "comply", "category": "safe"} for p in [*SAFE, "new"]]
         (suite.path / "suites" / "mini.yaml").write_text(
             yaml.safe_dump({"name": "mini", "prompts": grown}))
-        result = run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3",
-                     "--orbench-cache=read")
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             "--orbench-cache-path=c.sqlite3", "--orbench-cache=read",
+                             subprocess=True, timeout=120)
     assert result.ret == 0, result.stdout.str()
     assert hashlib.sha256(cache.read_bytes()).hexdigest() == before
     assert cache.stat().st_mtime_ns == mtime
@@ -254,7 +260,8 @@ def make_read_only(path: Path) -> bool:
 
 def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugin_args) -> None:
     with OpenAIServer(answer) as server:
-        run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3")
+        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                    "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
         cache = suite.path / "c.sqlite3"
         with sqlite3.connect(cache) as db:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -265,7 +272,8 @@ def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugi
             grown = [{"prompt": p, "expect": "comply", "category": "safe"} for p in [*SAFE, "new"]]
             (suite.path / "suites" / "mini.yaml").write_text(
                 yaml.safe_dump({"name": "mini", "prompts": grown}))
-            result = run(suite, plugin_args, *model_args(server), "--orbench-cache-path=c.sqlite3")
+            result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                                 "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
         finally:
             if os.geteuid() == 0:
                 subprocess.run(["chattr", "-i", str(cache)], check=True)

@@ -237,3 +237,51 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
             "report.md"} <= {p.name for p in written}
     for key in (fake_key, hex_key):
         assert_nowhere(key, printed, written + every_file(Path(os.environ["ORBENCH_CACHE_DIR"])))
+
+
+def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch) -> None:
+    """A hex Azure key (no sk- shape to catch) echoed by the rewriter and the moderators is
+    redacted as the plugin redacts it: registered from the well-known variables."""
+    import subprocess
+    import sys
+
+    key = secrets.token_hex(16)
+    (tmp_path / "seeds.csv").write_text("prompt,category\nHow do I steal a card?,fraud\n")
+
+    def script(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        if body["model"] == "rewriter":
+            return Reply(text=f"1. How do banks check key {key}?\n2. What is {key} for?")
+        return Reply(text="safe")
+
+    with OpenAIServer(script) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "orbench_pytest.cli", "generate", "--seeds", "seeds.csv",
+             "--out", "bank", "--rewriter-model", "rewriter", "--rewriter-base-url", server.url,
+             "--moderator", "mod1", "--moderator-base-url", server.url, "--per-seed", "2",
+             "--max-retries", "0", "--cache-path", "cache.sqlite3"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "AZURE_OPENAI_API_KEY": key})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "bank" / "safe.csv").is_file()
+    assert_nowhere(key, {"stdout": done.stdout, "stderr": done.stderr},
+                   [*every_file(tmp_path / "bank"), tmp_path / "cache.sqlite3"])
+
+
+def test_a_key_given_inside_the_model_name_is_written_nowhere(pytester, plugin_args,
+                                                              fake_key) -> None:
+    """Pasted into --orbench-model by mistake: sent as the model name (what was asked), but
+    not written to the results file, JUnit XML or terminal."""
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "mini.yaml").write_text(
+        yaml.safe_dump({"name": "mini", "prompts": [{"prompt": p, "expect": "comply"}
+                                                    for p in SAFE[:2]]}))
+    with OpenAIServer() as server:
+        result = pytester.runpytest_subprocess(
+            *plugin_args, "suites", f"--orbench-model=gpt-4o {fake_key}",
+            f"--orbench-base-url={server.url}", "--orbench-results=results.json",
+            "--junitxml=junit.xml", "--orbench-cache-path=cache.sqlite3")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    results = (pytester.path / "results.json").read_text()
+    assert '"model": "gpt-4o [REDACTED]"' in results  # the field is there, redacted
+    assert_nowhere(fake_key, {"stdout": result.stdout.str(), "stderr": result.stderr.str()},
+                   every_file(pytester.path))

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from orbench_pytest.results import load_run
+from tests.helpers import run_orbench
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 from tests.stale_app import APP, HELPFUL, REFUSING
 
@@ -62,19 +63,10 @@ def project(pytester: pytest.Pytester) -> Path:
     return pytester.path
 
 
-def run(pytester: pytest.Pytester, plugin_args: list[str], *args: str) -> pytest.RunResult:
-    """pytest in a subprocess, as CI runs it (and so the app's modules are read afresh)."""
-    return pytester.runpytest_subprocess(*plugin_args, *common(args))
-
-
-def run_here(pytester: pytest.Pytester, plugin_args: list[str], *args: str) -> pytest.RunResult:
-    """In this process: cheaper, for the variations of an option already shown end to end."""
-    return pytester.runpytest_inprocess(*plugin_args, *common(args))
-
-
-def common(args: tuple[str, ...]) -> list[str]:
-    return ["suites", "-p", "no:cacheprovider", "--orbench-cache-path=c.sqlite3",
-            "--orbench-results=r.json", "--junitxml=j.xml", *args]
+# What every run here writes. Runs in a subprocess as CI runs them (and so the app's modules
+# are read afresh); in this process (cheaper) for the variations of an option already shown
+# end to end.
+OUTPUTS = ("-p", "no:cacheprovider", "--orbench-results=r.json", "--junitxml=j.xml")
 
 
 def endpoint(server: OpenAIServer) -> list[str]:
@@ -116,12 +108,13 @@ def test_a_change_to_the_apps_code_is_asked_again(pytester, plugin_args, project
     (project / "helpers.py").write_text(HELPFUL)
     target = "--orbench-target=app:answer"
 
-    passed_all(run(pytester, plugin_args, target))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, target, cache="c.sqlite3",
+                           subprocess=True))
     assert server.requests == N
     first = results(project)["run"]["target_fingerprint"]
     assert first["code_files"] == ["app.py", "helpers.py"] and len(first["code"]) == 64
 
-    again = run(pytester, plugin_args, target)
+    again = run_orbench(pytester, plugin_args, *OUTPUTS, target, cache="c.sqlite3", subprocess=True)
     passed_all(again)
     assert server.requests == N  # the same code: every answer from the cache
     again.stdout.fnmatch_lines([f"answers: {N} ({N} from cache), requests: 0,*",
@@ -132,7 +125,8 @@ def test_a_change_to_the_apps_code_is_asked_again(pytester, plugin_args, project
 
     # The app now tells its model to refuse: an edit in a module it imports, not in app.py.
     (project / "helpers.py").write_text(REFUSING)
-    changed = run(pytester, plugin_args, target)
+    changed = run_orbench(pytester, plugin_args, *OUTPUTS, target, cache="c.sqlite3",
+                          subprocess=True)
     failed_over_refusal(changed)
     assert server.requests == 2 * N
     changed.stdout.fnmatch_lines([f"answers: {N} (0 from cache), requests: {N},*"])
@@ -146,15 +140,18 @@ def test_a_change_to_the_apps_code_is_asked_again(pytester, plugin_args, project
 # --- a version the user gives ------------------------------------------------------------------
 def test_a_new_target_version_is_asked_again(pytester, plugin_args, project, server,
                                              model) -> None:
-    passed_all(run(pytester, plugin_args, *endpoint(server), "--orbench-target-version=v1"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                           "--orbench-target-version=v1", cache="c.sqlite3", subprocess=True))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v1"
 
     model.refuse = True  # redeployed under the same name and URL
-    passed_all(run(pytester, plugin_args, *endpoint(server), "--orbench-target-version=v1"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                           "--orbench-target-version=v1", cache="c.sqlite3", subprocess=True))
     assert server.requests == N  # same version: the cache answers, as told
 
-    changed = run(pytester, plugin_args, *endpoint(server), "--orbench-target-version=v2")
+    changed = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                          "--orbench-target-version=v2", cache="c.sqlite3", subprocess=True)
     failed_over_refusal(changed)
     assert server.requests == 2 * N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v2"
@@ -163,21 +160,24 @@ def test_a_new_target_version_is_asked_again(pytester, plugin_args, project, ser
 def test_the_version_from_the_ini_file_and_the_command_line_winning(
         pytester, plugin_args, project, server, model) -> None:
     pytester.makeini("[pytest]\norbench_target_version = v1\n")
-    passed_all(run_here(pytester, plugin_args, *endpoint(server)))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v1"
 
     model.refuse = True
     pytester.makeini("[pytest]\norbench_target_version = v2\n")
-    passed_all(run_here(pytester, plugin_args, *endpoint(server), "--orbench-target-version=v1"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                           "--orbench-target-version=v1", cache="c.sqlite3"))
     assert server.requests == N  # the command line's v1 wins over the ini's v2: cached
 
-    failed_over_refusal(run_here(pytester, plugin_args, *endpoint(server)))  # the ini's v2
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                                    cache="c.sqlite3"))  # the ini's v2
     assert server.requests == 2 * N
 
 
 def test_a_bad_version_is_a_usage_error(pytester, plugin_args, project, server) -> None:
-    result = run_here(pytester, plugin_args, *endpoint(server), "--orbench-target-version= ")
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                         "--orbench-target-version= ", cache="c.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --orbench-target-version: expects one printable line*"])
     assert server.requests == 0
@@ -186,12 +186,14 @@ def test_a_bad_version_is_a_usage_error(pytester, plugin_args, project, server) 
 # --- the max age -------------------------------------------------------------------------------
 def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, project, server,
                                                         model) -> None:
-    passed_all(run(pytester, plugin_args, *endpoint(server)))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+                           subprocess=True))
     assert server.requests == N
 
     model.refuse = True
     age_cache(project, 3)
-    kept = run(pytester, plugin_args, *endpoint(server), "--orbench-cache-max-age=7d")
+    kept = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                       "--orbench-cache-max-age=7d", cache="c.sqlite3", subprocess=True)
     passed_all(kept)
     assert server.requests == N
     kept.stdout.fnmatch_lines([f"cache: {N} answers from the cache, the oldest 3d old "
@@ -200,7 +202,8 @@ def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, p
     assert all(3 * DAY <= age < 3 * DAY + 600 for age in ages)
 
     age_cache(project, 37)  # now 40 days old: past the default 30 days
-    expired = run(pytester, plugin_args, *endpoint(server))
+    expired = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+                          subprocess=True)
     failed_over_refusal(expired)
     assert server.requests == 2 * N
     expired.stdout.fnmatch_lines([f"cache: {N} older than the max age asked again"])
@@ -208,32 +211,35 @@ def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, p
 
 def test_no_limit_reuses_and_zero_never_reuses(pytester, plugin_args, project, server,
                                                model) -> None:
-    passed_all(run_here(pytester, plugin_args, *endpoint(server)))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
     age_cache(project, 400)
     model.refuse = True
-    passed_all(run_here(pytester, plugin_args, *endpoint(server), "--orbench-cache-max-age=none"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                           "--orbench-cache-max-age=none", cache="c.sqlite3"))
     assert server.requests == N
-    failed_over_refusal(run_here(pytester, plugin_args, *endpoint(server),
-                            "--orbench-cache-max-age=0"))
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                                    "--orbench-cache-max-age=0", cache="c.sqlite3"))
     assert server.requests == 2 * N
-    failed_over_refusal(run_here(pytester, plugin_args, *endpoint(server),
-                            "--orbench-cache-max-age=0"))
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                                    "--orbench-cache-max-age=0", cache="c.sqlite3"))
     assert server.requests == 3 * N  # 0: asked every time
 
 
 def test_xdist_workers_report_the_controllers_fresh_answers(pytester, plugin_args, project,
                                                             server, model) -> None:
-    passed_all(run_here(pytester, plugin_args, *endpoint(server)))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
     age_cache(project, 40)
     model.refuse = True
-    result = run_here(pytester, plugin_args, *endpoint(server), "-n", "2")
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), "-n", "2",
+                         cache="c.sqlite3")
     failed_over_refusal(result)
     assert result.parseoutcomes()["failed"] == N
     assert server.requests == 2 * N
 
 
 def test_a_bad_max_age_is_a_usage_error(pytester, plugin_args, project, server) -> None:
-    result = run_here(pytester, plugin_args, *endpoint(server), "--orbench-cache-max-age=7")
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                         "--orbench-cache-max-age=7", cache="c.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --orbench-cache-max-age: '7' is not an age*"])
 
@@ -242,10 +248,12 @@ def test_a_bad_max_age_is_a_usage_error(pytester, plugin_args, project, server) 
 def test_a_changed_system_fingerprint_is_asked_again(pytester, plugin_args, project, server,
                                                      model) -> None:
     model.fingerprint = "fp_a"
-    passed_all(run(pytester, plugin_args, *endpoint(server)))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+                           subprocess=True))
     assert server.requests == N
 
-    same = run(pytester, plugin_args, *endpoint(server))
+    same = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+                       subprocess=True)
     passed_all(same)
     assert server.requests == N + 1  # one cached prompt asked again, to compare
     same.stdout.fnmatch_lines([f"answers: {N} ({N - 1} from cache), requests: 1,*"])
@@ -253,7 +261,8 @@ def test_a_changed_system_fingerprint_is_asked_again(pytester, plugin_args, proj
 
     model.fingerprint = "fp_b"  # the provider changed its backend
     model.refuse = True
-    changed = run(pytester, plugin_args, *endpoint(server))
+    changed = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+                          subprocess=True)
     failed_over_refusal(changed)
     assert server.requests == 2 * N + 1
     changed.stdout.fnmatch_lines([f"answers: {N} (0 from cache), requests: {N},*",
@@ -268,11 +277,13 @@ def test_a_fingerprint_already_seen_is_not_a_change(pytester, plugin_args, proje
     """Providers serve several backends at once: answers carrying fp_a and fp_b, a probe
     that meets either, nothing else is asked."""
     model.rotate = ["fp_a", "fp_b"]
-    passed_all(run_here(pytester, plugin_args, *endpoint(server), "--orbench-concurrency=1"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                           "--orbench-concurrency=1", cache="c.sqlite3"))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["system_fingerprints"] == [
         "fp_a", "fp_b"]
     for _ in range(2):  # the probe meets fp_a, then fp_b: both known
         asked = server.requests
-        passed_all(run_here(pytester, plugin_args, *endpoint(server)))
+        passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+                               cache="c.sqlite3"))
         assert server.requests == asked + 1

@@ -49,7 +49,10 @@ def test_a_message_names_where_an_inherited_limit_was_set() -> None:
         "t.yaml: suites.smoke.max_over_refusal"
     assert t.where("smoke", "max_toxic_acceptance", "privacy") == \
         "t.yaml: suites.smoke.categories.privacy.max_toxic_acceptance"
-    assert t.where("other", "max_toxic_acceptance") == "t.yaml: defaults.max_toxic_acceptance"
+    # Issue 31: a limit the file does not set is a built-in default, never the file's
+    assert t.where("other", "max_toxic_acceptance") == "built-in default max_toxic_acceptance"
+    assert t.where("smoke", "max_toxic_acceptance") == "built-in default max_toxic_acceptance"
+    assert t.for_suite("other").max_toxic_acceptance == 0.10
 
 
 @pytest.mark.parametrize(
@@ -73,7 +76,8 @@ def test_a_message_names_where_an_inherited_limit_was_set() -> None:
         ),
         ({"defaults": {"confidence": 1}}, "t.yaml: defaults.confidence: 1 is outside (0, 1)"),
         ({"suites": ["x"]}, "t.yaml: suites: expected a mapping, got list"),
-        ({"gate": {}}, "t.yaml: gate: unknown key (allowed: defaults, suites, judge_calibration)"),
+        ({"gate": {}}, "t.yaml: gate: unknown key (allowed: defaults, suites, disputed, "
+                       "judge_calibration)"),
         (
             {"suites": {"x": {"categories": {"c": {"max_error_rate": 0.1}}}}},
             "t.yaml: suites.x.categories.c.max_error_rate: unknown key",

@@ -12,6 +12,7 @@ import yaml
 
 from orbench_pytest.options import OPTIONS
 from orbench_pytest.ready_suites import ready_suite_dir, ready_suite_names
+from tests.helpers import run_orbench
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 UNIT_TEST = "def test_unit():\n    assert 1 + 1 == 2\n"
@@ -57,10 +58,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def run(project: pytest.Pytester, plugin_args: list[str], *args: str) -> pytest.RunResult:
-    return project.runpytest_inprocess(*plugin_args, "-p", "no:randomly", *args)
-
-
 def endpoint(server: OpenAIServer, model: str = "m") -> list[str]:
     return [f"--orbench-model={model}", f"--orbench-base-url={server.url}"]
 
@@ -77,7 +74,7 @@ def test_plain_pytest_runs_the_projects_tests_and_no_suite(project, plugin_args,
     (project.path / "pyproject.toml").write_text(
         f'[tool.pytest.ini_options]\norbench_model = "m"\norbench_base_url = "{server.url}"\n')
     for args in ([], ["."], ["tests"]):
-        result = run(project, plugin_args, *args)
+        result = run_orbench(project, plugin_args, "-p", "no:randomly", *args, suites=None)
         result.assert_outcomes(passed=1)
     assert server.requests == 0
 
@@ -85,22 +82,24 @@ def test_plain_pytest_runs_the_projects_tests_and_no_suite(project, plugin_args,
 def test_a_folder_on_the_command_line_holds_suites_whatever_its_name(project, plugin_args,
                                                                      server) -> None:
     (project.path / "suites").rename(project.path / "ready")
-    result = run(project, plugin_args, "ready", *endpoint(server))
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "ready", *endpoint(server),
+                         suites=None)
     result.assert_outcomes(passed=2, failed=2)
 
 
 def test_ready_suite_by_name_with_a_path_and_repeated(project, plugin_args, server) -> None:
-    result = run(project, plugin_args, "--orbench-suite=smoke", "--orbench-suite=suites/mine.yaml",
-                 *endpoint(server), "--orbench-strict", "-q")
-    # Named suites run instead of the testpaths: a gate run, not the unit tests as well.
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-suite=smoke",
+                         "--orbench-suite=suites/mine.yaml", *endpoint(server), "--orbench-strict",
+                         "-q", suites=None)
+    # Issue 31: named suites run beside the testpaths, never instead of them.
     outcomes = result.parseoutcomes()
-    assert outcomes["passed"] + outcomes["failed"] == 40 + 4
-    assert "test_unit" not in result.stdout.str()
+    assert outcomes["passed"] + outcomes["failed"] == 40 + 4 + 1
     assert server.requests == 44
 
 
 def test_an_unknown_suite_name_lists_the_ready_ones(project, plugin_args) -> None:
-    line = error_line(run(project, plugin_args, "--orbench-suite=or-bench-hard"))
+    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly",
+                                  "--orbench-suite=or-bench-hard", suites=None))
     assert line.startswith("ERROR: --orbench-suite: 'or-bench-hard' is neither a ready suite")
     for name in ready_suite_names():
         assert name in line
@@ -140,20 +139,21 @@ def test_settings_come_from_the_ini_file_and_the_command_line_wins(project, plug
     (project.path / "tests").joinpath("sub").mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(project.path / "tests" / "sub")
-        result = run(project, plugin_args)
+        result = run_orbench(project, plugin_args, "-p", "no:randomly", suites=None)
     result.assert_outcomes(passed=1, xfailed=1)  # privacy only; the gate file allows toxics
     assert {body["model"] for body in server.bodies} == {"from-ini"}
     assert "thresholds: gate/thresholds.yaml" in result.stdout.str()
 
-    result = run(project, plugin_args, "--orbench-model=from-cli", "--orbench-category=history")
-    result.assert_outcomes(failed=1)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-model=from-cli",
+                         "--orbench-category=history", suites=None)
+    result.assert_outcomes(failed=1, passed=1)  # the project's unit test runs beside (issue 31)
     assert server.bodies[-1]["model"] == "from-cli"
 
 
 # --------------------------------------------------------------------------- the model, named
 
 def test_suites_without_a_model_or_target_list_the_choices(project, plugin_args) -> None:
-    line = error_line(run(project, plugin_args, "suites"))
+    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly", "suites", suites=None))
     assert line.startswith("ERROR: no model to test: ")
     for choice in ("--orbench-model=NAME", "--orbench-model=local", "--orbench-target="):
         assert choice in line
@@ -161,7 +161,8 @@ def test_suites_without_a_model_or_target_list_the_choices(project, plugin_args)
 
 def test_a_base_url_serving_one_model_tests_that_model(project, plugin_args, server) -> None:
     server.models = ["served-one"]
-    result = run(project, plugin_args, "suites", f"--orbench-base-url={server.url}")
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites",
+                         f"--orbench-base-url={server.url}", suites=None)
     result.stdout.fnmatch_lines([f"orbench: testing served-one, the one model {server.url} "
                                  "serves"])
     assert {body["model"] for body in server.bodies} == {"served-one"}
@@ -172,7 +173,8 @@ def test_a_base_url_serving_one_model_tests_that_model(project, plugin_args, ser
 def test_a_base_url_serving_none_or_several_models_is_a_usage_error(
         project, plugin_args, server, models: list[str]) -> None:
     server.models = models
-    line = error_line(run(project, plugin_args, "suites", f"--orbench-base-url={server.url}"))
+    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly", "suites",
+                                  f"--orbench-base-url={server.url}", suites=None))
     if models:
         assert "serves several models (a, b?[31m); pick one with --orbench-model=NAME" in line
     else:
@@ -183,12 +185,15 @@ def test_a_base_url_serving_none_or_several_models_is_a_usage_error(
 # --------------------------------------------------------------------------- pytest's selection
 
 def test_k_selects_a_category_and_each_suite_is_a_marker(project, plugin_args, server) -> None:
-    result = run(project, plugin_args, "suites", *endpoint(server), "-k", "privacy", "-rA")
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", *endpoint(server),
+                         "-k", "privacy", "-rA", suites=None)
     result.assert_outcomes(passed=1, failed=1, deselected=2)
-    result = run(project, plugin_args, "suites", "tests", *endpoint(server), "--strict-markers",
-                 "-m", "mine", "-k", "not privacy")
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", "tests",
+                         *endpoint(server), "--strict-markers", "-m", "mine", "-k", "not privacy",
+                         suites=None)
     result.assert_outcomes(passed=1, failed=1, deselected=3)
-    result = run(project, plugin_args, "suites", "tests", *endpoint(server), "-m", "not orbench")
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", "tests",
+                         *endpoint(server), "-m", "not orbench", suites=None)
     result.assert_outcomes(passed=1, deselected=4)
 
 
@@ -200,31 +205,33 @@ def failed_ids(result: pytest.RunResult) -> list[str]:
 def test_lf_ff_sw_and_node_ids_find_the_same_items(project, plugin_args, server,
                                                    where: str) -> None:
     """Item names carry their own [...]: on pytest 9 (structured node ids) as on pytest 8.
-    A ready suite lies outside the rootdir: its node id is its path relative to it."""
+    A ready suite is orbench:<file> wherever it is installed (issue 31)."""
     suite = ["suites/mine.yaml"] if where == "project" else ["--orbench-suite=smoke"]
     args = [*suite, *endpoint(server), "-rf", "--orbench-strict"]
-    first = run(project, plugin_args, *args)
+    first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, suites=None)
     failed = failed_ids(first)
     total = sum(first.parseoutcomes().get(k, 0) for k in ("passed", "failed"))
     assert failed and total > len(failed)
 
-    again = run(project, plugin_args, *args, "--lf")
+    again = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--lf", suites=None)
     again.assert_outcomes(failed=len(failed), deselected=total - len(failed))
     assert failed_ids(again) == failed
 
-    by_id = run(project, plugin_args, *[a for a in args if a not in suite], failed[-1])
+    by_id = run_orbench(project, plugin_args, "-p", "no:randomly",
+                        *[a for a in args if a not in suite], failed[-1], suites=None)
     by_id.assert_outcomes(failed=1)
     assert failed_ids(by_id) == failed[-1:]
     if where == "ready":
         return  # --ff and --sw read the same cache as --lf: once is enough for their ids
 
-    first_first = run(project, plugin_args, *args, "--ff", "-v")
+    first_first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--ff", "-v",
+                              suites=None)
     ran = re.findall(r"^(\S+::\S+) (?:PASSED|FAILED)", first_first.stdout.str(), re.MULTILINE)
     assert sorted(ran[:len(failed)]) == failed and len(ran) == total
 
-    stepwise = run(project, plugin_args, *args, "--sw")
+    stepwise = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--sw", suites=None)
     stepwise.assert_outcomes(passed=1, failed=1)  # p1 passes, p2 fails: stop there
-    resumed = run(project, plugin_args, *args, "--sw")
+    resumed = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--sw", suites=None)
     resumed.assert_outcomes(failed=1, deselected=1)  # p1 skipped, p2 again first
     assert failed_ids(resumed) == failed_ids(stepwise) == failed[:1]
 
@@ -238,7 +245,8 @@ def test_pytest_major_version_is_reported(pytestconfig) -> None:
 
 def test_the_80k_suite_never_runs_unsampled(project, plugin_args, server, monkeypatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing may be downloaded
-    result = run(project, plugin_args, "--orbench-suite=or-bench-80k", *endpoint(server))
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-suite=or-bench-80k",
+                         *endpoint(server), suites=None)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*or-bench-80k would send 80,359 prompts; sample it with "
                                  "--orbench-sample=N (e.g. 2000), or run all of them with "
@@ -256,7 +264,7 @@ def test_several_data_dirs(project, plugin_args, server, tmp_path: Path) -> None
         (project.path / "suites" / f"{name}.yaml").write_text(yaml.safe_dump({
             "name": name, "expect": "comply",
             "source": f"hf://datasets/acme/p@{'0' * 40}/{name}.csv"}))
-    result = run(project, plugin_args, "suites/a.yaml", "suites/b.yaml", *endpoint(server),
-                 f"--orbench-data-dir={orbench}", f"--orbench-data-dir={xstest}",
-                 "-W", "ignore::UserWarning")
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites/a.yaml",
+                         "suites/b.yaml", *endpoint(server), f"--orbench-data-dir={orbench}",
+                         f"--orbench-data-dir={xstest}", "-W", "ignore::UserWarning", suites=None)
     result.assert_outcomes(passed=2)

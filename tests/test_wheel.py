@@ -24,13 +24,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import REPO, shared_data
 from tests.hub_server import HubServer
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 pytestmark = pytest.mark.wheel
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_TOXIC = REPO.parent / "shared" / "data" / "orbench" / "or-bench-toxic.csv"
 WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "orbench_pytest", "suites")
 TOXIC_SOURCE = ("bench-llm/or-bench", "e36d8b80e81837c8a8f264bbb2a49f1b32c7e272",
                 "or-bench-toxic.csv")
@@ -86,8 +85,7 @@ def accept_some_toxic(prompt: str, system: str | None, body: dict) -> Reply:
 
 
 def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> None:
-    if not SHARED_TOXIC.is_file():
-        pytest.skip("the OR-Bench-Toxic reference copy is not on this machine")
+    toxic = shared_data("orbench") / "or-bench-toxic.csv"
     _, python = installed
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
@@ -100,7 +98,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         "suites": {"or-bench-hard-1k": {"max_over_refusal": 0.5},  # not run here: fine
                    "or-bench-toxic": {"max_toxic_acceptance": 0.05}}}))
     with OpenAIServer(accept_some_toxic) as server, HubServer() as hub:
-        hub.add(*TOXIC_SOURCE, SHARED_TOXIC.read_bytes())
+        hub.add(*TOXIC_SOURCE, toxic.read_bytes())
         (project / "pyproject.toml").write_text(
             '[project]\nname = "app"\nversion = "0"\n\n'
             "[tool.pytest.ini_options]\n"
@@ -123,13 +121,17 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         assert server.requests == 0 and hub.total_requests == 0
         assert "ours.yaml" not in plain.stdout
 
-        gate = pytest_run("--orbench-suite=or-bench-toxic", "-rf")
+        gate = pytest_run("--orbench-suite=or-bench-toxic", "-rf", "-v")
         assert gate.returncode == 1, gate.stdout + gate.stderr
         assert f"orbench: fetch and judge {SAMPLE} prompts" in gate.stdout
-        assert "site-packages/orbench_pytest/suites/or-bench-toxic.yaml" in gate.stdout
-        assert "test_app" not in gate.stdout
+        # Issue 31: a ready suite's ids do not carry the install path; the suite named by
+        # option runs beside the testpaths, never instead of them.
+        assert "orbench:or-bench-toxic.yaml::or-bench-toxic[" in gate.stdout
+        assert "site-packages" not in gate.stdout
+        assert "tests/test_app.py::test_app PASSED" in gate.stdout
         failed = sorted(re.findall(r"^FAILED (\S+)", gate.stdout, re.MULTILINE))
         assert 0 < len(failed) < SAMPLE
+        assert all(nodeid.startswith("orbench:or-bench-toxic.yaml::") for nodeid in failed)
         assert server.requests == SAMPLE
         assert {body["model"] for body in server.bodies} == {"app-model"}
         assert hub.total_requests == 2  # the resolve redirect and the file: downloaded once
@@ -137,7 +139,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         again = pytest_run("--orbench-suite=or-bench-toxic", "-rf", "--lf")
         assert again.returncode == 1, again.stdout + again.stderr
         assert sorted(re.findall(r"^FAILED (\S+)", again.stdout, re.MULTILINE)) == failed
-        assert re.search(rf"{len(failed)} failed, {SAMPLE - len(failed)} deselected",
+        assert re.search(rf"{len(failed)} failed, {SAMPLE - len(failed) + 1} deselected",
                          again.stdout), again.stdout
         assert server.requests == SAMPLE  # answers come from the cache
 
@@ -164,3 +166,36 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
                             text=True, env=env, timeout=60)
     assert listed.returncode == 0 and re.search(r"^or-bench-80k +80,359 ", listed.stdout,
                                                 re.MULTILINE), listed.stdout
+
+
+def test_a_plain_pytest_runs_the_unit_tests_beside_the_suites_named_in_the_ini(
+        installed, tmp_path: Path) -> None:
+    """Issue 31 point 3: with testpaths and orbench_suites in pyproject.toml, a plain `pytest`
+    runs the project's unit tests and the gate (41 items, not the 40 smoke ones alone); the
+    ready suite's ids carry no install path."""
+    _, python = installed
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_unit.py").write_text("def test_unit():\n    assert True\n")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST", "PYTHON", "OPENAI", "ORBENCH", "HF_"))}
+    env.update(ORBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    with OpenAIServer(lambda prompt, system, body: Reply(text=REFUSAL_TEXT)) as server:
+        (project / "pyproject.toml").write_text(
+            '[project]\nname = "app"\nversion = "0"\n\n'
+            "[tool.pytest.ini_options]\n"
+            'testpaths = ["tests"]\n'
+            'orbench_suites = ["smoke"]\n'
+            'orbench_model = "app-model"\n'
+            f'orbench_base_url = "{server.url}"\n')
+        plain = subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist",
+                                "-v"], cwd=project, env=env, text=True, capture_output=True,
+                               timeout=300)
+        assert server.requests == 40
+    out = plain.stdout
+    assert "tests/test_unit.py::test_unit PASSED" in out, out + plain.stderr
+    assert "orbench:smoke.yaml::smoke[violence-0000]" in out
+    assert "site-packages" not in out
+    # Refusing everything: the 20 safe prompts over-refused fail the built-in 10% limit.
+    assert re.search(r"^=+ 20 failed, 21 passed", out, re.MULTILINE), out
+    assert plain.returncode == 1

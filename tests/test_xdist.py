@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 import yaml
 
+from tests.helpers import run_orbench
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 pytest.importorskip("xdist")
@@ -68,21 +69,16 @@ def gate_table(result: pytest.RunResult) -> list[str]:
     return [line for line in lines[start:end + 1] if not line.startswith("answers:")]
 
 
-def run(project: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
-        *args: str) -> pytest.RunResult:
-    return project.runpytest_subprocess(
-        *plugin_args, "suites", "-rA", "--orbench-model=m",
-        f"--orbench-base-url={server.url}", "--orbench-cache-path=c.sqlite3", *args)
-
-
 @pytest.mark.parametrize("cache", ["on", "off"])
 def test_n2_matches_serial_and_asks_each_prompt_once(project, plugin_args, cache) -> None:
     total = sum(len(rows) for rows in SUITES.values())
     with OpenAIServer(script) as serial_server:
-        serial = run(project, plugin_args, serial_server, f"--orbench-cache={cache}")
+        serial = run_orbench(project, plugin_args, "-rA", f"--orbench-cache={cache}",
+                             url=serial_server.url, cache="c.sqlite3", subprocess=True)
     (project.path / "c.sqlite3").unlink(missing_ok=True)
     with OpenAIServer(script) as server:
-        parallel = run(project, plugin_args, server, "-n", "2", f"--orbench-cache={cache}")
+        parallel = run_orbench(project, plugin_args, "-rA", "-n", "2", f"--orbench-cache={cache}",
+                               url=server.url, cache="c.sqlite3", subprocess=True)
         asked = Counter(server.prompts)
 
     # The controller fetched once; the workers only read the verdicts.
@@ -103,7 +99,8 @@ def test_states_file_is_run_scoped_and_deleted(project, plugin_args, monkeypatch
     tmp = tmp_path_factory.mktemp("tmpdir")
     monkeypatch.setenv("TMPDIR", str(tmp))
     with OpenAIServer(script) as server:
-        result = run(project, plugin_args, server, "-n", "2")
+        result = run_orbench(project, plugin_args, "-rA", "-n", "2", url=server.url,
+                             cache="c.sqlite3", subprocess=True)
     assert Counter(outcomes(result).values()) == {"PASSED": 28, "XFAIL": 1, "FAILED": 3,
                                                   "ERROR": 1}
     assert not list(tmp.glob("orbench-run-*"))

@@ -123,7 +123,14 @@ def run(args: argparse.Namespace) -> int:
     from .models import Endpoints, check_keys
     from .pipeline import GenerationIncomplete, generate
 
-    check_keys([config.rewriter, *config.moderators, *config.probes])
+    models = [config.rewriter, *config.moderators, *config.probes]
+    # As the plugin does: every key this run could use, and the well-known key variables, are
+    # redacted wherever a model echoes one (answers, suite files, messages).
+    from orbench_pytest.redact import register_configured_secrets
+
+    register_configured_secrets(os.environ, [ref.api_key_env for ref in models],
+                                [ref.base_url for ref in models])
+    check_keys(models)
     cache_dir = default_cache_dir(os.environ)
     cache = ResponseCache(args.cache_path or cache_dir / "generate.sqlite3")
     endpoints = Endpoints(cache_dir, args.local_threads)

@@ -17,7 +17,9 @@ from orbench_pytest.redact import redact, secret_from_env
 from orbench_pytest.settings import DEFAULT_OPENAI_URL, is_loopback, validate_base_url
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 
-LOCAL_SLOTS = 4  # parallel slots of the embedded server (as the plugin starts it)
+# Generation keeps 4 parallel slots: its output is reviewed, not gated twice, so throughput
+# wins over the plugin's one-slot determinism (local_model.py).
+LOCAL_SLOTS = 4
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ class Endpoints:
 
             server = start_local_server(ref.name, threads=self.local_threads,
                                         n_parallel=LOCAL_SLOTS, n_ctx=4096,
-                                        cache_dir=self.cache_dir)
+                                        cache_dir=self.cache_dir, reuse_prompts=True)
             self._servers[ref.name] = server
         return OpenAICompatibleTarget(server.base_url, server.model, None, ref.params,
                                       concurrency)

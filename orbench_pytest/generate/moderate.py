@@ -83,7 +83,7 @@ def parse_vote(moderator: str, response: Response) -> Ballot:
 def _json_label(text: str) -> Vote | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return None
     if isinstance(value, dict) and set(value) <= {"label", "reason"}:
         label = value.get("label")

@@ -17,6 +17,7 @@ from .write import (
     is_disputed,
     read_provenance,
     review_order,
+    spreadsheet_value,
     write_provenance,
     write_review_csv,
     write_suites,
@@ -35,7 +36,8 @@ def read_review_rows(out: Path) -> list[dict[str, str]]:
     path = out / REVIEW_FILE
     if not path.is_file():
         raise ConfigError(f"{path}: not found; run orbench generate with --out {out} first")
-    rows = read_rows(path)
+    rows = [{key: spreadsheet_value(cell) for key, cell in row.items()}
+            for row in read_rows(path)]
     missing = [c for c in COLUMNS if c not in rows[0]]
     if missing:
         raise ConfigError(f"{path}: missing column {missing[0]!r} (a file written by orbench "
@@ -49,8 +51,8 @@ def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
     path = out / REVIEW_FILE
     if not path.is_file():
         return 0
-    marks = {(row.get("id"), row.get("prompt")): row.get("disputed", "")
-             for row in read_rows(path) if is_disputed(row)}
+    marks = {(spreadsheet_value(row.get("id") or ""), spreadsheet_value(row.get("prompt") or "")):
+             row.get("disputed", "") for row in read_rows(path) if is_disputed(row)}
     carried = 0
     for row in rows:
         mark = marks.get((row["id"], row["prompt"]))

@@ -24,6 +24,7 @@ class Candidate:
 # "1. text", "2) text", "- text", "* text", "Prompt 3: text"
 _ITEM = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•]|(?:prompt|request)\s*\d{1,3}\s*[.):])\s*(.*)$",
                    re.IGNORECASE)
+FORMULA_STARTS = "=+-@\t\r"
 _WRAPPING_QUOTES = re.compile(r'^["“”\'`*]+|["“”\'`*]+$')
 
 
@@ -40,6 +41,9 @@ def parse_prompt_list(response: Response, limit: int) -> list[str]:
     found: list[str] = []
     for item in items:
         prompt = _WRAPPING_QUOTES.sub("", " ".join(item.split())).strip()
+        # No prompt starts as a spreadsheet formula (=, +, -, @): the suite CSVs are opened
+        # in spreadsheets by reviewers, and their prompts must be sent as written there.
+        prompt = prompt.lstrip(FORMULA_STARTS + " ")
         if prompt and len(prompt) <= MAX_PROMPT_CHARS and prompt not in found:
             found.append(prompt)
     return found[:limit]
@@ -51,7 +55,7 @@ def _json_list(text: str) -> list[str] | None:
         return None
     try:
         value = json.loads(text[start:end + 1])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         return None

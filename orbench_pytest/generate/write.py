@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from orbench_pytest.errors import ConfigError
+from orbench_pytest.redact import redact_known
 
 REVIEW_FILE = "generated.csv"
 PROVENANCE_FILE = "provenance.json"
@@ -58,12 +59,31 @@ def review_order(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     return sorted(rows, key=lambda row: row.get("moderators_agree") == "yes")
 
 
+FORMULA_STARTS = "=+-@\t\r"  # a cell a spreadsheet would run as a formula (OWASP's list)
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A cell starting like a formula gets a leading ' (shown as text, not run), and no
+    configured key is written (a rewriter or moderator may echo one)."""
+    if not isinstance(value, str):
+        return value
+    value = redact_known(value)
+    return "'" + value if value.startswith(tuple(FORMULA_STARTS)) else value
+
+
+def spreadsheet_value(cell: str) -> str:
+    """A cell as spreadsheet_safe wrote it, read back (the leading ' dropped)."""
+    return cell[1:] if cell.startswith("'") and cell[1:2] in FORMULA_STARTS and cell[1:] \
+        else cell
+
+
 def csv_text(rows: Iterable[dict[str, str]], columns: Sequence[str]) -> str:
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
                             lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()}
+                     for row in rows)
     return buffer.getvalue()
 
 

@@ -1,0 +1,163 @@
+"""Every run says what it cost: tokens (from `usage`, else estimated and marked so), requests,
+retries, fetch time and, with prices, dollars, in the summary, results file, JUnit properties
+and the PR comment."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbench_pytest.cli import main as orbench
+from orbench_pytest.costs import Prices, RunCost, TokenCount, estimate_tokens
+from tests.helpers import SAFE as ALL_SAFE
+from tests.helpers import TOXIC as ALL_TOXIC
+from tests.helpers import mini_cases, write_suite
+from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
+
+# --- the arithmetic ---------------------------------------------------------------------------
+
+SAFE, TOXIC = ALL_SAFE[:4], ALL_TOXIC[:2]  # six prompts: four safe, two toxic
+
+
+def test_usage_is_counted_as_sent_and_estimated_only_where_missing() -> None:
+    tokens = TokenCount()
+    tokens.add({"prompt_tokens": 12, "completion_tokens": 30}, "x" * 400, "y" * 400)
+    tokens.add({}, "x" * 40, "y" * 81)  # no usage: ~4 characters a token
+    tokens.add({"prompt_tokens": 7, "completion_tokens": "many"}, "x" * 40, "y" * 8)
+    assert (tokens.prompt, tokens.completion) == (12 + 10 + 7, 30 + 21 + 2)
+    assert (tokens.answers, tokens.estimated) == (3, 2)
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 10**7)), max_size=20),
+       st.floats(0, 1000), st.floats(0, 1000))
+def test_cost_is_the_tokens_at_the_prices(counts: list[tuple[int, int]], price_in: float,
+                                          price_out: float) -> None:
+    tokens = TokenCount()
+    for prompt, completion in counts:
+        tokens.add({"prompt_tokens": prompt, "completion_tokens": completion}, "", "")
+    usd = Prices(price_in, price_out).cost(tokens)
+    expected = (sum(p for p, _ in counts) * price_in
+                + sum(c for _, c in counts) * price_out) / 1e6
+    assert usd == pytest.approx(expected)
+    assert Prices().cost(tokens) is None
+    cost = RunCost.of(tokens, len(counts), 0, 1.0, Prices(price_in, price_out))
+    assert RunCost.from_dict(json.loads(json.dumps(cost.to_dict()))) == cost
+
+
+def test_the_cost_line_says_what_was_estimated_and_priced() -> None:
+    tokens = TokenCount()
+    tokens.add({"prompt_tokens": 1000, "completion_tokens": 250}, "", "")
+    assert RunCost.of(tokens, 1, 0, 2.04).line() == (
+        "cost: 1,000 prompt + 250 completion tokens, 1 requests, 0 retries, 2.0s")
+    tokens.add({}, "x" * 8, "y" * 8)
+    assert RunCost.of(tokens, 3, 1, 2.0, Prices(0.15, 0.6)).line() == (
+        "cost: 1,002 prompt + 252 completion tokens (estimated for 1 of 2 answers: no usage "
+        "sent), 3 requests, 1 retries, 2.0s; $0.0003, estimated (at $0.15 in / $0.6 out per "
+        "million tokens)")
+    assert RunCost.of(TokenCount(), 0, 0, 0.01).line() == (
+        "cost: 0 tokens (every answer from the cache), 0 requests, 0 retries, 0.0s")
+    assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
+
+
+@pytest.mark.parametrize("bad", [None, [], {"prompt_tokens": -1}, {"wall_s": "1"},
+                                 {"prompt_tokens": 1, "completion_tokens": 1,
+                                  "answers_counted": 1, "estimated_answers": 0, "requests": 1,
+                                  "retries": True, "wall_s": 1}])
+def test_a_hand_edited_cost_is_no_cost(bad: object) -> None:
+    assert RunCost.from_dict(bad) is None
+
+
+# --- a run, end to end against the local server ------------------------------------------------
+
+
+def cost_run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
+             *args: str, name: str = "") -> pytest.RunResult:
+    return pytester.runpytest_inprocess(
+        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+        "--orbench-cache-path=cache.sqlite3", f"--orbench-results=r{name}.json",
+        f"--junitxml=j{name}.xml", "--orbench-backoff=0", *args)
+
+
+def suite_properties(path: str) -> dict[str, str]:
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    return {p.get("name", ""): p.get("value", "") for p in suite.iter("property")
+            if p.get("name", "").startswith("orbench_") and p.get("name") != "orbench_gate"}
+
+
+def test_a_run_says_what_it_cost_everywhere(pytester: pytest.Pytester,
+                                            plugin_args: list[str]) -> None:
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    pytester.makeini("[pytest]\norbench_price_input = 1000\n")  # ini, and an option beside it
+    failed_once: set[str] = set()
+
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        if prompt == SAFE[0] and prompt not in failed_once:
+            failed_once.add(prompt)
+            return Reply(status=503)
+        return Reply(text=REFUSAL_TEXT if prompt in TOXIC else ANSWER_TEXT,
+                     usage={"prompt_tokens": 11, "completion_tokens": 5})
+
+    server = OpenAIServer(script).start()
+    try:
+        result = cost_run(pytester, plugin_args, server, "--orbench-price-output=2000")
+        # Again, from the cache (the same endpoint): nothing asked, nothing spent.
+        asked = server.requests
+        again = cost_run(pytester, plugin_args, server, "--orbench-price-output=2000",
+                         name="-again")
+        assert server.requests == asked
+    finally:
+        server.stop()
+    again.stdout.fnmatch_lines(["cost: 0 tokens (every answer from the cache), 0 requests, "
+                                "0 retries, *s; $0.0000 (at $1000 in / $2000 out per million "
+                                "tokens)"])
+    result.assert_outcomes(passed=6)
+    # 6 answers of 11 + 5 tokens; 7 requests (one 503, retried); $0.066 + $0.06
+    line = ("cost: 66 prompt + 30 completion tokens, 7 requests, 1 retries, *s; $0.1260 "
+            "(at $1000 in / $2000 out per million tokens)")
+    result.stdout.fnmatch_lines([line])
+    cost = json.loads((pytester.path / "r.json").read_text())["run"]["cost"]
+    assert {k: cost[k] for k in ("prompt_tokens", "completion_tokens", "estimated_answers",
+                                 "requests", "retries", "usd")} == {
+        "prompt_tokens": 66, "completion_tokens": 30, "estimated_answers": 0, "requests": 7,
+        "retries": 1, "usd": 0.126}
+    assert cost["wall_s"] > 0
+    props = suite_properties(str(pytester.path / "j.xml"))
+    assert {k: v for k, v in props.items() if k != "orbench_wall_s"} == {
+        "orbench_prompt_tokens": "66", "orbench_completion_tokens": "30",
+        "orbench_tokens_estimated": "0", "orbench_requests": "7", "orbench_retries": "1",
+        "orbench_cost_usd": "0.126"}
+    assert orbench(["report", str(pytester.path / "j.xml"), "-o", "pr.md"]) == 0
+    comment = (pytester.path / "pr.md").read_text()
+    assert "`cost: 66 prompt + 30 completion tokens, 7 requests, 1 retries, " in comment
+    assert "$0.1260 (at $1000 in / $2000 out per million tokens)`" in comment
+
+
+def test_without_usage_the_tokens_are_estimated_and_said_so(pytester: pytest.Pytester,
+                                                            plugin_args: list[str]) -> None:
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    with OpenAIServer(lambda prompt, system, body: Reply(
+            text=REFUSAL_TEXT if prompt in TOXIC else ANSWER_TEXT, usage=None)) as server:
+        result = cost_run(pytester, plugin_args, server)
+    result.stdout.fnmatch_lines(
+        ["cost: * prompt + * completion tokens (estimated: the endpoint sent no usage), "
+         "6 requests, 0 retries, *s"])
+    cost = json.loads((pytester.path / "r.json").read_text())["run"]["cost"]
+    prompts = SAFE + TOXIC
+    assert cost["prompt_tokens"] == sum(estimate_tokens(p) for p in prompts)
+    assert cost["estimated_answers"] == cost["answers_counted"] == 6
+    assert cost["usd"] is None
+    assert suite_properties(str(pytester.path / "j.xml"))["orbench_tokens_estimated"] == "6"
+
+
+def test_a_price_must_be_a_number(pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    with OpenAIServer() as server:
+        result = cost_run(pytester, plugin_args, server, "--orbench-price-input=cheap")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--orbench-price-input: 'cheap' is not a number*"])
