@@ -77,7 +77,7 @@ def test_defaults_adapt_up_to_64_pinned_and_local_do_not() -> None:
     pinned = settings_for(model="m", concurrency="16", fixed_concurrency=True)
     assert (pinned.concurrency, pinned.adaptive) == (16, False)
     local = settings_for(model="local", concurrency="32")
-    assert (local.concurrency, local.adaptive) == (4, False)  # the embedded model's slots
+    assert (local.concurrency, local.adaptive) == (1, False)  # the embedded model's one slot
 
 
 def first_wave(server: OpenAIServer) -> int:
