@@ -158,6 +158,7 @@ class Run:
     peak_rss_mib: int
     returncode: int
     output: str
+    cpu_s: float = 0.0  # user + sys of the process and every child it waited for
 
     @property
     def last_line(self) -> str:
@@ -167,7 +168,8 @@ class Run:
 
 def run_process(command: list[str], cwd: Path, env: dict[str, str],
                 ok_codes: tuple[int, ...] = (0,)) -> Run:
-    """Wall seconds, peak RSS (that child's own rusage) and output of one fresh process."""
+    """Wall seconds, peak RSS (that child's own rusage), output and CPU of one fresh process
+    (user + sys of it and of every process it started and waited for: wait4's rusage)."""
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
@@ -179,7 +181,8 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str],
     code = os.waitstatus_to_exitcode(status)
     if code not in ok_codes:
         raise SystemExit(f"{' '.join(command)} exited {code}:\n{text[-3000:]}")
-    return Run(wall, round(usage.ru_maxrss / 1024), code, text)
+    return Run(wall, round(usage.ru_maxrss / 1024), code, text,
+               usage.ru_utime + usage.ru_stime)
 
 
 def pytest_env(root: Path) -> tuple[dict[str, str], list[str]]:

@@ -111,8 +111,10 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     from contextlib import ExitStack
 
     from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, JudgeChannel, run_phase
+    from orbench_pytest.fetch_engine import FetchSettings, Job
+    from orbench_pytest.fetcher import JudgedFetch, run_phase
     from orbench_pytest.judges import build_judge
+    from orbench_pytest.requests_layer import JudgeChannel
     from orbench_pytest.runner import NoTarget
     from orbench_pytest.settings import default_cache_dir
     from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
@@ -139,7 +141,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
                                         parallel)
         channel = JudgeChannel(target, parallel)
         judge = build_judge(args.judge, channel.chat, args.judge_model)
-        engine = FetchEngine(NoTarget(), judge, cache, FetchSettings(concurrency=parallel),
+        engine = JudgedFetch(NoTarget(), judge, cache, FetchSettings(concurrency=parallel),
                              judge_channel=channel)
         jobs = [Job(f"row-{i}", r.prompt, None) for i, r in enumerate(rows)]
         given = {job.key: Response(r.completion) for job, r in zip(jobs, rows, strict=True)}

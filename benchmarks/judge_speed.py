@@ -1,7 +1,9 @@
-"""What the offline judge costs: import, per answer, and its share of end-to-end runs.
+"""What the offline judge costs: import, per answer, and what it adds to end-to-end runs.
 
-    python benchmarks/judge_speed.py [--n 80359] [--server-n 20000] [--latency 0.3]
-                                     [--repeat 3] [--skip-e2e] [--skip-server]
+    python benchmarks/judge_speed.py [--n 80359] [--latency 0.3] [--server-concurrency 256]
+                                     [--repeat 3] [--server-repeat 1] [--skip-e2e]
+                                     [--skip-server] [--skip-upgrade] [--no-in-run]
+                                     [--also DIR ...]
 
 1. Import: a fresh interpreter imports orbench_pytest.judges and makes the keyword judge (the
    classifier is parsed lazily, on the first answer), then also parses the bundled classifier
@@ -10,24 +12,22 @@
    (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
    two are equal and the memo never helps), then the same answers again (memo hits); and the
    classifier alone (`ClassifierModel.probability`) on the answers whose verdict needs it.
-3. Shares, each what judging cost that run over the run's wall time, target at most 5%. The
-   cost is read from the run's own "judged:" summary line: the CPU judging took in the run's
-   thread (judging, hashing verdicts' keys, reading and writing stored verdicts, and in a large
-   run sending answers to the judge process and reading its verdicts), plus the time the run
-   waited for the judge process's last verdicts; the judge process's own CPU, on another core,
-   is printed beside it.
-   (a) N prompts through pytest end to end, `--orbench-target` returning those answers at
-   once, keyword judge, a fresh cache; (b) the same command again over the now cached answers
-   and judgments (a CI re-run); (d) the same command after the cache's verdicts are deleted,
-   as a new judge version finds it (every cached answer judged again), --repeat times, and
-   the median share (it lies near the target, and this host drifts); then the wall time
-   judging adds to (a): (a) again against
-   (a0) the same run whose judge only looks up the same verdicts (computed before it), and
-   (a1) the same run judging in its own thread (no judge process), the three in turn
-   --repeat times, medians; (c)
-   --server-n prompts against a local OpenAI-compatible server (tests/openai_server.py, in
-   this process) answering the same texts after --latency seconds each, at the default
-   adaptive concurrency, a fresh cache.
+3. What judging adds to a run, defined so that moving work elsewhere cannot hide it: the same
+   pytest command run with the judge as shipped and with a judge that only looks up verdicts
+   computed before the run (`lookup`: no judging at all), each with a fresh cache; judging's
+   cost is the difference in total CPU (user + sys of the run's process and of every process
+   it started: wait4's rusage) and in wall time. Where the checkout has a judge process, a
+   third mode judges in the run's own process (`in-run`). `--also DIR` adds the judge as
+   shipped of another checkout (its package first on the run's path), in the same turns: a
+   before / after comparison under the same drift.
+   (a) N prompts, `--orbench-target` returning those answers at once (an instant endpoint),
+       then (d) the same command again after the cache's verdicts are deleted, as a new judge
+       version finds it (every cached answer judged again, no request), --repeat turns of the
+       modes in turn (this host drifts), medians;
+   (c) N prompts against a local OpenAI-compatible server (tests/openai_server.py, in this
+       process: its CPU is not the run's) answering after --latency seconds, at
+       --orbench-concurrency=--server-concurrency, --server-repeat turns.
+   The judge's own "judged:" summary line is printed beside each run.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from pathlib import Path
 from _common import (
     OR_BENCH_80K,
     PYTEST,
+    Run,
     load,
     pytest_env,
     read_prompts,
@@ -87,9 +88,7 @@ def compose(prompt):
 async def answer(prompt, system_prompt):
     return compose(prompt)
 '''
-JUDGED = re.compile(r"judged: (\d+) answers, (\d+) verdicts from the cache, judge CPU "
-                    r"([\d.]+)s(?: \(and ([\d.]+)s in a judge process beside the run, waited "
-                    r"for ([\d.]+)s\))?")
+JUDGED = re.compile(r"judged: .*")
 
 
 def import_cost() -> tuple[float, float, float]:
@@ -145,25 +144,39 @@ def classifier_cost(answers: list[str]) -> tuple[float, int]:
     return time.process_time() - started, len(reaching)
 
 
-def timed_run(command: list[str], root: Path, env: dict[str, str], what: str
-              ) -> tuple[float, float]:
-    """Run one pytest command; print its wall, the judge's cost and share, and the load.
-    Returns the wall seconds and the share."""
+MODES_CONFTEST = """\
+import os
+import pickle
+
+mode = os.environ.get("ORBENCH_BENCH_JUDGE")
+if mode in ("in-run", "lookup"):
+    import orbench_pytest.fetcher as fetcher
+    if hasattr(fetcher, "worth_a_process"):  # a checkout with a judge process: not used
+        fetcher.worth_a_process = lambda *args, **kwargs: False
+if mode == "lookup":
+    from orbench_pytest.judges import KeywordJudge
+    with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
+        VERDICTS = pickle.load(f)
+    KeywordJudge.classify = lambda self, answer: VERDICTS[answer]
+"""
+
+
+def has_judge_process(checkout: Path) -> bool:
+    return (checkout / "orbench_pytest" / "judge_process.py").exists()
+
+
+# (what the summary calls it, the checkout whose package runs, ORBENCH_BENCH_JUDGE)
+Mode = tuple[str, Path, str]
+
+
+def timed_run(command: list[str], root: Path, env: dict[str, str], what: str) -> Run:
     before = load()
     done = run_process(command, root, env, ok_codes=(0, 1))  # 1: expected mismatches failed
     judged = JUDGED.search(done.output)
-    if judged is None:
-        raise SystemExit(f"{what}: no 'judged:' line in the run's summary")
-    fresh, stored, cpu = int(judged[1]), int(judged[2]), float(judged[3])
-    beside, waited = float(judged[4] or 0), float(judged[5] or 0)
-    cost = cpu + waited
-    process = (f" + {waited:.2f} s waiting for the judge process, which took {beside:.1f} s "
-               f"CPU on another core" if judged[4] else "")
-    print(f"{what}: {done.wall_s:.1f} s wall ({done.last_line}); judged {fresh}, {stored} "
-          f"verdicts from the cache; judge CPU in the run {cpu:.2f} s{process} = "
-          f"{cost / done.wall_s:.1%} of the wall time (target ≤ 5%); load before {before}, "
-          f"after {load()}")
-    return done.wall_s, cost / done.wall_s
+    print(f"  {what}: {done.wall_s:.1f} s wall, {done.cpu_s:.1f} s CPU (all processes); "
+          f"{judged[0] if judged else 'no judged: line'}; load before {before}, after {load()}",
+          flush=True)
+    return done
 
 
 def forget_verdicts(cache: Path) -> None:
@@ -175,18 +188,53 @@ def forget_verdicts(cache: Path) -> None:
     db.close()
 
 
+def summarise(case: str, runs: dict[str, list[Run]]) -> None:
+    """Each mode's medians, and what judging adds over `lookup`."""
+    wall = {mode: statistics.median(r.wall_s for r in rs) for mode, rs in runs.items()}
+    cpu = {mode: statistics.median(r.cpu_s for r in rs) for mode, rs in runs.items()}
+    turns = len(runs["lookup"])
+    print(f"{case} (medians of {turns}): lookup {wall['lookup']:.1f} s wall, "
+          f"{cpu['lookup']:.1f} s CPU")
+    for mode in runs:
+        if mode == "lookup":
+            continue
+        added = wall[mode] - wall["lookup"]
+        print(f"  {mode}: {wall[mode]:.1f} s wall, {cpu[mode]:.1f} s CPU; judging adds "
+              f"{cpu[mode] - cpu['lookup']:+.1f} s CPU (all processes) and {added:+.1f} s wall "
+              f"= {added / wall[mode]:+.1%} of the run; each turn's wall added: "
+              + ", ".join(f"{a.wall_s - b.wall_s:+.1f}" for a, b in zip(runs[mode],
+                                                                        runs["lookup"],
+                                                                        strict=True)))
+
+
+def modes(also: list[Path], in_run: bool = True) -> list[Mode]:
+    here = [("lookup", REPO, "lookup"), ("shipped", REPO, "shipped")]
+    if in_run and has_judge_process(REPO):
+        here.insert(1, ("in-run", REPO, "in-run"))
+    return here + [(f"shipped by {checkout}", checkout, "shipped") for checkout in also]
+
+
+def mode_env(env: dict[str, str], root: Path, mode: Mode) -> dict[str, str]:
+    return {**env, "ORBENCH_BENCH_JUDGE": mode[2], "PYTHONPATH": f"{root}:{mode[1]}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=OR_BENCH_80K)
-    ap.add_argument("--server-n", type=int, default=20_000,
-                    help="prompts of the run against the local server (default 20,000)")
     ap.add_argument("--latency", type=float, default=0.3,
                     help="the local server's seconds per reply (default 0.3)")
+    ap.add_argument("--server-concurrency", type=int, default=256,
+                    help="--orbench-concurrency of the runs against the server (default 256)")
     ap.add_argument("--skip-e2e", action="store_true", help="only import and per-answer cost")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="turns of (d), and of the three runs measuring the wall time "
-                         "judging adds")
+                    help="turns of the instant endpoint's runs (default 3; 0: none)")
+    ap.add_argument("--server-repeat", type=int, default=1,
+                    help="turns of the runs against the server (default 1)")
     ap.add_argument("--skip-server", action="store_true", help="no run against the server")
+    ap.add_argument("--skip-upgrade", action="store_true", help="no (d)")
+    ap.add_argument("--also", type=Path, action="append", default=[],
+                    help="another checkout whose judge runs as shipped beside this one's")
+    ap.add_argument("--no-in-run", action="store_true", help="no in-run mode")
     args = ap.parse_args(argv)
 
     bare, with_judge, loaded = import_cost()
@@ -211,97 +259,77 @@ def main(argv: list[str] | None = None) -> int:
               f"{repeats} answers again); load {load()}")
         clf, reaching = classifier_cost(answers)
         print(f"classifier alone: {clf / reaching * 1e6:.0f} µs per answer that reaches it "
-              f"({reaching} of {len(answers)}); load {load()}")
+              f"({reaching} of {len(answers)}); load {load()}", flush=True)
         if args.skip_e2e:
             return 0
+        import pickle
+
+        from orbench_pytest.judges import KeywordJudge
+
+        judge = KeywordJudge()
+        verdicts = root / "verdicts.pickle"
+        verdicts.write_bytes(pickle.dumps({a: judge.classify(a) for a in answers}))
+        (root / "conftest.py").write_text(MODES_CONFTEST)
         env, plugin = pytest_env(root)
-        env["PYTHONPATH"] = f"{root}:{env['PYTHONPATH']}"
+        env["ORBENCH_BENCH_VERDICTS"] = str(verdicts)
+        every = modes(args.also, not args.no_in_run)
         common = [*PYTEST, *plugin, "suites/bench.yaml", "--orbench-judge=keyword",
                   "--orbench-subset=all"]
-        command = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64",
-                   f"--orbench-cache-path={root / 'cache.sqlite3'}"]
-        timed_run(command, root, env, f"(a) first run, {args.n} prompts, in-process target")
-        timed_run(command, root, env, "(b) re-run over the cached answers and judgments")
-        shares = []
-        for turn in range(args.repeat):  # (d) is near the target: a median, not one run
-            forget_verdicts(root / "cache.sqlite3")
-            shares.append(timed_run(command, root, env, "(d) re-run after a judge upgrade: "
-                                    f"cached answers, none judged by this judge, turn "
-                                    f"{turn + 1}")[1])
-        print(f"(d) median share {statistics.median(shares):.1%} (target ≤ 5%); each turn: "
-              + ", ".join(f"{share:.1%}" for share in shares))
-        wall_added(root, env, command, answers, args.repeat)
+        instant = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64"]
+        # Untimed: the first run compiles every module's bytecode (PYCACHE).
+        warm = synthesise(Path(tmp) / "warm-up", 20)
+        (warm / "bench_answers.py").write_text(ANSWERS_MODULE)
+        for index, mode in enumerate(every):  # untimed, 20 prompts: each checkout's bytecode
+            small = [*common, "--orbench-target=bench_answers:answer",
+                     f"--orbench-cache-path={warm / f'{index}.sqlite3'}"]
+            run_process(small, warm, {**mode_env(env, warm, mode), "ORBENCH_BENCH_JUDGE": ""},
+                        ok_codes=(0, 1))
+        first: dict[str, list[Run]] = {mode[0]: [] for mode in every}
+        upgrade: dict[str, list[Run]] = {mode[0]: [] for mode in every}
+        for turn in range(args.repeat):
+            for index, mode in enumerate(every):
+                cache = root / f"instant-{index}-{turn}.sqlite3"
+                run_env = mode_env(env, root, mode)
+                command = [*instant, f"--orbench-cache-path={cache}"]
+                first[mode[0]].append(timed_run(command, root, run_env,
+                                                f"(a) {args.n} prompts, instant, {mode[0]}, "
+                                                f"turn {turn + 1}"))
+                if not args.skip_upgrade:
+                    forget_verdicts(cache)
+                    upgrade[mode[0]].append(timed_run(command, root, run_env,
+                                                      f"(d) re-judge after a judge upgrade, "
+                                                      f"{mode[0]}, turn {turn + 1}"))
+                cache.unlink()
+        if args.repeat:
+            summarise(f"(a) first run, {args.n} prompts, instant endpoint", first)
+        if args.repeat and not args.skip_upgrade:
+            summarise(f"(d) re-run after a judge upgrade, {args.n} cached answers", upgrade)
         if args.skip_server:
             return 0
-        server_run(root, env, common, args.server_n, args.latency, bench_answers.compose)
+        server_runs(root, env, common, args, every, bench_answers.compose)
     return 0
 
 
-# The references for the wall time judging adds, chosen by ORBENCH_BENCH_JUDGE in the run:
-# "here" keeps the judge in the run's thread; "lookup" also makes it a lookup of verdicts the
-# benchmark computed before the run, so the run has every verdict and does no judging.
-REFERENCE_CONFTEST = """\
-import os
-import pickle
-
-mode = os.environ.get("ORBENCH_BENCH_JUDGE")
-if mode in ("here", "lookup"):
-    import orbench_pytest.fetcher as fetcher
-    fetcher.worth_a_process = lambda *args, **kwargs: False
-if mode == "lookup":
-    from orbench_pytest.judges import KeywordJudge
-    with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
-        VERDICTS = pickle.load(f)
-    KeywordJudge.classify = lambda self, answer: VERDICTS[answer]
-"""
-
-
-def wall_added(root: Path, env: dict[str, str], command: list[str], answers: list[str],
-               repeat: int) -> None:
-    """(a) again beside (a0) a run that only looks verdicts up and (a1) one judging in its own
-    thread, each with a fresh cache, the three in turn `repeat` times (this host's speed
-    drifts by 10% within minutes): the median wall seconds judging adds, either way."""
-    import pickle
-
-    from orbench_pytest.judges import KeywordJudge
-
-    judge = KeywordJudge()
-    verdicts = root / "verdicts.pickle"
-    verdicts.write_bytes(pickle.dumps({a: judge.classify(a) for a in answers}))
-    (root / "conftest.py").write_text(REFERENCE_CONFTEST)
-    walls: dict[str, list[float]] = {"lookup": [], "here": [], "beside": []}
-    for turn in range(repeat):
-        for mode, what in (("lookup", "(a0) the first run again, its judge a lookup"),
-                           ("here", "(a1) the first run again, judging in the run's thread"),
-                           ("beside", "(a) the first run again, as it runs")):
-            run_env = {**env, "ORBENCH_BENCH_JUDGE": mode,
-                       "ORBENCH_BENCH_VERDICTS": str(verdicts)}
-            fresh = [*command[:-1], f"--orbench-cache-path={root / f'{mode}-{turn}.sqlite3'}"]
-            walls[mode].append(timed_run(fresh, root, run_env, f"{what}, turn {turn + 1}")[0])
-    (root / "conftest.py").unlink()
-    reference = statistics.median(walls["lookup"])
-    for mode, how in (("beside", "with the judge process"), ("here", "judging in the run")):
-        wall = statistics.median(walls[mode])
-        added = wall - reference
-        print(f"wall time judging adds {how}: median {wall:.1f} s against {reference:.1f} s "
-              f"= {added:.1f} s, {added / wall:.1%} of that run (target ≤ 5%); each turn: "
-              + ", ".join(f"{w - r:+.1f} s" for w, r in zip(walls[mode], walls["lookup"],
-                                                            strict=True)))
-
-
-def server_run(root: Path, env: dict[str, str], common: list[str], n: int, latency_s: float,
-               compose: Callable[[str], str]) -> None:
+def server_runs(root: Path, env: dict[str, str], common: list[str], args: argparse.Namespace,
+                every: list[Mode], compose: Callable[[str], str]) -> None:
     from tests.openai_server import OpenAIServer, Reply
 
-    csv_path = root / "suites" / "prompts.csv"
-    lines = csv_path.read_text(encoding="utf-8").splitlines(keepends=True)
-    csv_path.write_text("".join(lines[:n + 1]), encoding="utf-8")  # header and n prompts
+    runs: dict[str, list[Run]] = {mode[0]: [] for mode in every}
     with OpenAIServer(lambda prompt, system, body: Reply(text=compose(prompt)),
-                      latency_s=latency_s) as server:
-        command = [*common, "--orbench-model=bench", f"--orbench-base-url={server.url}",
-                   f"--orbench-cache-path={root / 'server.sqlite3'}"]
-        timed_run(command, root, env, f"(c) first run, {n} prompts, local server answering "
-                                      f"after {latency_s * 1000:.0f} ms, adaptive concurrency")
+                      latency_s=args.latency) as server:
+        for turn in range(args.server_repeat):
+            for index, mode in enumerate(every):
+                cache = root / f"server-{index}-{turn}.sqlite3"
+                command = [*common, "--orbench-model=bench", f"--orbench-base-url={server.url}",
+                           f"--orbench-concurrency={args.server_concurrency}",
+                           f"--orbench-cache-path={cache}"]
+                runs[mode[0]].append(timed_run(command, root, mode_env(env, root, mode),
+                                               f"(c) {args.n} prompts, "
+                                               f"{args.latency * 1000:.0f} ms server, {mode[0]}, "
+                                               f"turn {turn + 1}"))
+                cache.unlink()
+    summarise(f"(c) first run, {args.n} prompts, server answering after "
+              f"{args.latency * 1000:.0f} ms, concurrency {args.server_concurrency}", runs)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .batch_format import OutputLine, shown_id
 from .cache import ResponseCache
-from .fetcher import has_answer
+from .fetch_engine import has_answer
 from .targets import ConfigFault, TransientFault, parse_chat_response
 from .types import Response
 from .untrusted import terminal_text

@@ -20,7 +20,7 @@ from .batch_import import ImportReport, import_lines, store
 from .batch_state import BatchState, request_set_key, state_path
 from .cache import ResponseCache
 from .errors import ConfigError
-from .fetcher import Job
+from .fetch_engine import Job
 from .redact import secret_from_env
 from .runner import (
     JobPlan,

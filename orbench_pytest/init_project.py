@@ -101,7 +101,7 @@ def _has_xllamacpp() -> bool:
 
 def try_commands() -> list[tuple[str, str]]:
     return [
-        (f"pytest --orbench-suite=smoke --orbench-sample={TRY_SAMPLE} --orbench-seed=0",
+        (f"pytest --orbench-suite=smoke --orbench-subset={TRY_SAMPLE} --orbench-seed=0",
          f"a first look: {TRY_SAMPLE} prompts of the smoke suite, the gate table at the end"),
         ("pytest --orbench-suite=smoke --junitxml=orbench.xml",
          "the smoke suite's 40 prompts, gated by thresholds.yaml, as JUnit XML"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _DANGLING_THINK = re.compile(r"^.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -23,7 +22,7 @@ _THINK_TAG = re.compile(r"think>", re.IGNORECASE)
 def strip_reasoning(text: str) -> str:
     """Drop <think> blocks, a leading '…</think>' whose opening tag the server ate, and an
     unclosed '<think>…' to the end of the text."""
-    if ">" not in text or not _THINK_TAG.search(text):  # most answers: no scan, or one
+    if not _THINK_TAG.search(text):  # most answers: one scan instead of three
         return text.strip()
     text = _THINK_BLOCK.sub("", text)
     text = _DANGLING_THINK.sub("", text)
@@ -39,23 +38,6 @@ _QUOTES = str.maketrans({
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 _MARKDOWN_CHARS = "*_#>`~|"  # emphasis, headings, quotes, code, tables
 _MARKDOWN = str.maketrans("", "", _MARKDOWN_CHARS)
-# The three tables in one pass: the quotes they map to are none of the characters deleted.
-_QUOTES_INVISIBLE_MARKDOWN = {**_QUOTES, **_INVISIBLE, **_MARKDOWN}
-
-
-def _ascii_table() -> bytes:
-    """Bytes: upper case to lower, and every character str.split() takes for whitespace
-    (\\x1c-\\x1f too, unlike bytes.split()) to a space."""
-    table = bytearray(range(256))
-    table[ord("A"):ord("Z") + 1] = bytes(range(ord("a"), ord("z") + 1))
-    for char in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f":
-        table[ord(char)] = ord(" ")
-    return bytes(table)
-
-
-_ASCII_TABLE = _ascii_table()
-_ASCII_MARKDOWN = _MARKDOWN_CHARS.encode("ascii")
-_SPACES = re.compile(rb"  +")
 
 
 def collapse_space(text: str) -> str:
@@ -71,29 +53,15 @@ def normalise(text: str) -> str:
     Idempotent: normalising a normalised text changes nothing.
     """
     if text.isascii():  # NFKC and the quote tables leave ASCII alone: one pass is the fixed point
-        return _normalise_ascii(text)
+        return collapse_space(text.lower().translate(_MARKDOWN))
     for _ in range(4):  # lower() can expose new compatibility forms: repeat to a fixed point
         before = text
         text = unicodedata.normalize("NFKC", text).lower()
-        text = collapse_space(text.translate(_QUOTES_INVISIBLE_MARKDOWN))
-        if text == before or _fixed_point(text):
+        text = text.translate(_QUOTES).translate(_INVISIBLE).translate(_MARKDOWN)
+        text = collapse_space(text)
+        if text == before:
             break
     return text
-
-
-def _fixed_point(text: str) -> bool:
-    """Whether another pass of `normalise` would leave this result of a pass unchanged,
-    without the pass: its tables and the collapse already hold, so only NFKC and lower()
-    can change it (an ASCII text neither)."""
-    return text.isascii() or (unicodedata.is_normalized("NFKC", text) and text.lower() == text)
-
-
-def _normalise_ascii(text: str) -> str:
-    """`normalise` of an ASCII text as bytes: lower case, markdown deleted and whitespace made
-    spaces in one table pass, then runs of spaces collapsed (str.translate with deletions and
-    split/join cost several times as much; this runs on every answer)."""
-    data = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_MARKDOWN)
-    return _SPACES.sub(b" ", data).strip(b" ").decode("ascii")
 
 
 # Contractions are spelled out before matching, so phrases use the long forms only. One pass
@@ -115,39 +83,13 @@ def _contraction_table() -> dict[str, str]:
 
 _CONTRACTIONS = _contraction_table()
 _CONTRACTION = re.compile(r"\b(?:can not|[a-z]+'(?:t|m|s|d|ll|re|ve))\b")
-# The ending of a contraction: found at once by its apostrophe, where _CONTRACTION tries every
-# word boundary.
-_CONTRACTION_END = re.compile(r"'(?:t|m|s|d|ll|re|ve)\b")
-_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def expand(text: str) -> str:
     """Spell out contractions so that one phrase covers "I can't" and "I cannot"."""
-    if "can not" in text:  # rare: the full scan
-        return _CONTRACTION.sub(lambda m: _CONTRACTIONS.get(m.group(0), m.group(0)), text)
-    if "'" not in text:  # nothing to spell out
+    if "'" not in text and "can not" not in text:  # nothing to spell out: skip the scan
         return text
-    # What _CONTRACTION.sub does, from each apostrophe ending: the run of a-z before it is
-    # the contraction when a word boundary (\\b: no word character) precedes the run.
-    parts: list[str] = []
-    done = 0
-    for ending in _CONTRACTION_END.finditer(text):
-        start = ending.start()
-        while start > 0 and text[start - 1] in _LOWER:
-            start -= 1
-        if start == ending.start():
-            continue  # no letters before the apostrophe
-        if start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
-            continue  # the run continues a word: no boundary before it
-        word = text[start:ending.end()]
-        spelled = _CONTRACTIONS.get(word)
-        if spelled is not None:
-            parts += (text[done:start], spelled)
-            done = ending.end()
-    if not parts:
-        return text
-    parts.append(text[done:])
-    return "".join(parts)
+    return _CONTRACTION.sub(lambda m: _CONTRACTIONS.get(m.group(0), m.group(0)), text)
 
 
 # The judges read the opening: normalising a 5,000-character answer whole would cost more
@@ -220,28 +162,12 @@ _PREAMBLES = (
 )
 
 
-# How every match of _AI_IDENTITY and _PREAMBLES begins: most answers begin otherwise, and
-# one startswith() rules all six patterns out.
-_PREAMBLE_STARTS = ("as ", "i ", "thank", "great", "good", "interesting", "sorry", "my ",
-                    "apolog", "however", "but", "unfortunately", "regrettably", "nevertheless")
-
-
 def set_aside_preambles(text: str) -> tuple[str, list[str], bool]:
     """Remove courtesy preambles from the start; return the rest, what was removed, and
     whether an AI-identity opener was among them."""
-    rest, removed, identity = _set_aside(text)
-    return rest, list(removed), identity
-
-
-# The rules and then the classifier set the preambles of the same prepared text aside: the
-# last result is kept.
-@lru_cache(maxsize=1)
-def _set_aside(text: str) -> tuple[str, tuple[str, ...], bool]:
     removed: list[str] = []
     identity = False
     for _ in range(5):
-        if not text.startswith(_PREAMBLE_STARTS):
-            break
         match = _AI_IDENTITY.match(text)
         if match and match.end() > 0:
             identity = True
@@ -258,4 +184,4 @@ def _set_aside(text: str) -> tuple[str, tuple[str, ...], bool]:
                 break
         else:
             break
-    return text, tuple(removed), identity
+    return text, removed, identity

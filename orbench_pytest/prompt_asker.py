@@ -1,11 +1,12 @@
 """Ask prompts of the configured target one batch at a time, outside a suite: the `orbench_ask`
 fixture and the rewording search use it.
 
-Every batch goes through the run's engine (fetcher.FetchEngine): the same cache keys (target,
-parameters, fingerprint, system prompt, prompt), judge, retries, rate limits and concurrency as
-the suite's own prompts, so an answer asked here is cached like any other and a rerun asks
-nothing. The target is opened once, at the first prompt the cache lacks (the embedded model's
-server starts then, and stops at `close`), never when the cache holds everything.
+Every batch goes through the run's fetch and judging (fetcher.JudgedFetch): the same cache keys
+(target, parameters, fingerprint, system prompt, prompt), judge, retries, rate limits and
+concurrency as the suite's own prompts, so an answer asked here is cached like any other and a
+rerun asks nothing. The target is opened once, at the first prompt the cache lacks (the
+embedded model's server starts then, and stops at `close`), never when the cache holds
+everything.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 from .cache import ResponseCache, cache_key
 from .errors import ConfigError
-from .fetcher import Answer, FetchEngine, Job, run_phase, usable
+from .fetch_engine import Answer, Job, usable
+from .fetcher import JudgedFetch, run_phase
 from .freshness import within_age
 from .runner import (
     NoTarget,
@@ -114,7 +116,7 @@ class PromptAsker:
         variants = settings.variants
         self.system_prompt = variants[0].system_prompt if variants else None
         self.engine_settings = dataclasses.replace(
-            fetch_settings(settings, self.params), revalidate=False, judge_process_min=None)
+            fetch_settings(settings, self.params), revalidate=False)
         self.cache = (None if settings.cache_mode == "off"
                       else ResponseCache(settings.cache_path,
                                          writable=settings.cache_mode != "read"))
@@ -147,9 +149,9 @@ class PromptAsker:
         if len(cached) < len({job.key for job in jobs.values()}):
             target = _Kept(self._open())
         judge, channel = build_run_judge(self.settings)
-        engine = FetchEngine(target, judge, self.cache, self.engine_settings,
-                             judge_channel=channel)
-        report = run_phase(engine, list(jobs.values()), cached)
+        phase = JudgedFetch(target, judge, self.cache, self.engine_settings,
+                            judge_channel=channel)
+        report = run_phase(phase, list(jobs.values()), cached)
         if report.config_error:
             raise ConfigError(report.config_error)
         self.asked += len(jobs)

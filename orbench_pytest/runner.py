@@ -16,22 +16,14 @@ from .baseline import Baseline, Pairing
 from .cache import ResponseCache, cache_key
 from .calibration import Calibration
 from .errors import ConfigError
-from .fetcher import (
-    Answer,
-    FetchEngine,
-    FetchReport,
-    FetchSettings,
-    Job,
-    JudgeChannel,
-    Progress,
-    run_phase,
-    usable,
-)
+from .fetch_engine import Answer, FetchReport, FetchSettings, Job, Progress, usable
+from .fetcher import JudgedFetch, run_phase
 from .fingerprint import target_fingerprint
 from .freshness import probe_key, within_age
 from .gate import Gate, ItemResult, Outcome, evaluate
 from .judges import HybridStats, Judge, KeywordJudge
 from .redact import secret_from_env
+from .requests_layer import JudgeChannel
 from .sampled import combine, sample_jobs, sample_keys
 from .settings import Settings, Variant
 from .targets import (
@@ -302,9 +294,9 @@ def run_selected(
         check_target_key(settings)
     judge, judge_channel = build_run_judge(settings)
     with _answering(settings, params, asks) as (target, label):
-        engine = FetchEngine(target, judge, cache, engine_settings, progress,
-                             should_stop if asks else None, judge_channel=judge_channel)
-        report = run_phase(engine, jobs, cached)
+        phase = JudgedFetch(target, judge, cache, engine_settings, progress,
+                            should_stop if asks else None, judge_channel=judge_channel)
+        report = run_phase(phase, jobs, cached)
     report.expired = expired
     if report.config_error:
         raise ConfigError(report.config_error)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .fetcher import Answer, Job
+from .fetch_engine import Answer, Job
 from .samples import refused_by_rule, sample_key
 
 

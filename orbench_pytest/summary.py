@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .baseline import Comparison
 from .costs import Prices, RunCost
-from .fetcher import FetchReport
+from .fetch_engine import FetchReport
 from .freshness import format_age
 from .gate import (
     OVER_REFUSAL,
@@ -112,11 +112,6 @@ def judged_line(report: FetchReport) -> str | None:
         return None
     line = (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
             f"cache, judge CPU {report.judge_cpu_s:.1f}s")
-    if report.judge_process_cpu_s:
-        line += (f" (and {report.judge_process_cpu_s:.1f}s in a judge process beside the run, "
-                 f"waited for {report.judge_process_wait_s:.1f}s)")
-    if report.judge_process_failure:
-        line += f"; {report.judge_process_failure}: the run judged the rest itself"
     return line
 
 

@@ -74,7 +74,7 @@ def _row(state: ItemState) -> list[Any]:
 
 def _state(row: list[Any]) -> ItemState:
     from .baseline import Pairing
-    from .fetcher import Answer
+    from .fetch_engine import Answer
     from .gate import ItemResult, Outcome
     from .runner import ItemState
     from .types import Label, Verdict

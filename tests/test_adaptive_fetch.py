@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from orbench_pytest.fetcher import FetchEngine, FetchSettings, run_phase
+from orbench_pytest.fetch_engine import FetchSettings
+from orbench_pytest.fetcher import JudgedFetch, run_phase
 from orbench_pytest.judges import KeywordJudge
 from orbench_pytest.progress import ProgressLine
 from orbench_pytest.retry import RetrySettings
@@ -20,7 +21,7 @@ QUICK_RETRY = RetrySettings(backoff_base_s=0.02, backoff_max_s=0.2)
 
 
 def engine(server: OpenAIServer, seen: list[int] | None = None,
-           **settings: object) -> FetchEngine:
+           **settings: object) -> JudgedFetch:
     fetch = FetchSettings(retry=QUICK_RETRY, **settings)  # type: ignore[arg-type]
     target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), fetch.concurrency)
 
@@ -28,7 +29,7 @@ def engine(server: OpenAIServer, seen: list[int] | None = None,
         if seen is not None:
             seen.append(concurrency)
 
-    return FetchEngine(target, KeywordJudge(), None, fetch, progress)
+    return JudgedFetch(target, KeywordJudge(), None, fetch, progress)
 
 
 def test_starts_at_eight_and_doubles_to_the_ceiling_while_answers_come_back_clean() -> None:

@@ -12,14 +12,10 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetcher import (
-    FetchEngine,
-    FetchReport,
-    FetchSettings,
-    RateLimiter,
-    run_phase,
-)
+from orbench_pytest.fetch_engine import FetchReport, FetchSettings
+from orbench_pytest.fetcher import JudgedFetch, run_phase
 from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.rate_window import RateLimiter
 from orbench_pytest.retry import Clock, Sleep
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
@@ -28,10 +24,10 @@ from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
            clock: Clock = time.monotonic, sleep: Sleep | None = None,
-           **settings: object) -> FetchEngine:
+           **settings: object) -> JudgedFetch:
     concurrency = int(settings.get("concurrency", 16))  # type: ignore[call-overload]
     target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), concurrency)
-    return FetchEngine(target, KeywordJudge(), cache,
+    return JudgedFetch(target, KeywordJudge(), cache,
                        FetchSettings(**settings),  # type: ignore[arg-type]
                        clock=clock, sleep=sleep)
 

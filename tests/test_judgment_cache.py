@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from orbench_pytest.cache import CacheWriteError, ResponseCache, judgment_key
 from orbench_pytest.cache_merge import merge_caches
 from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, run_phase
+from orbench_pytest.fetch_engine import FetchSettings, Job
+from orbench_pytest.fetcher import JudgedFetch, run_phase
 from orbench_pytest.judges import KeywordJudge, settle
 from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.types import Label, Response, Verdict
@@ -146,9 +147,9 @@ def jobs(n: int) -> list[Job]:
 
 
 def engine(server: OpenAIServer, cache: ResponseCache, judge: object,
-           **settings: object) -> FetchEngine:
+           **settings: object) -> JudgedFetch:
     target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 4)
-    return FetchEngine(target, judge, cache,  # type: ignore[arg-type]
+    return JudgedFetch(target, judge, cache,  # type: ignore[arg-type]
                        FetchSettings(concurrency=4, **settings))  # type: ignore[arg-type]
 
 
@@ -229,7 +230,7 @@ def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
     assert sum(answers for answers, _ in cache.writes) == 12 == judgments_stored(cache)
 
 
-class SmallWrites(FetchEngine):
+class SmallWrites(JudgedFetch):
     judgments_per_write = 4
 
 

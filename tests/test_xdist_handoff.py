@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from orbench_pytest.baseline import Pairing
 from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetcher import Answer
+from orbench_pytest.fetch_engine import Answer
 from orbench_pytest.gate import ItemResult, Outcome
 from orbench_pytest.runner import ItemState
 from orbench_pytest.types import Label, Verdict

@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from orbench_pytest import defaults
 from orbench_pytest.cache import ResponseCache, cache_key
 from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetcher import FetchEngine, FetchSettings, Job, Progress, run_phase
-from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.fetch_engine import (
+    FetchEngine,
+    FetchReport,
+    FetchSettings,
+    Job,
+    Progress,
+    Unjudged,
+    run_in_new_loop,
+)
 from orbench_pytest.types import Response
 
 from .models import Endpoints, ModelRef
@@ -64,15 +71,17 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
         fetch = FetchSettings.of(concurrency=concurrency, rpm=settings.rpm, tpm=settings.tpm,
                                  max_tokens=ref.params.max_tokens,
                                  max_retries=settings.max_retries, backoff_s=settings.backoff_s)
-        # The engine judges every answer; the pipeline reads the answers' text instead, and
-        # the probes are judged by the caller: the keyword judge is the cheapest stand-in.
-        engine = FetchEngine(target, KeywordJudge(), cache, fetch, progress)
+        # Nothing is judged here: the pipeline reads the answers' text from the cache, and the
+        # probes are judged by the caller.
+        report = FetchReport()
+        engine = FetchEngine.build(target, cache, fetch, report)
+        unjudged = Unjudged(progress, lambda: engine.concurrency.limit)
         jobs = [Job(key, r.prompt, r.system) for key, r in missing.items()]
-        report = run_phase(engine, jobs, {})
+        run_in_new_loop(lambda: engine.run(jobs, unjudged, {}))
         if report.config_error:
             raise ConfigError(f"the {ref.role} {ref.name}: {report.config_error}")
         asked.requests_sent = report.requests
-        errors = report.errors  # incl. "not sent: …" for what a stop left unasked
+        errors = unjudged.errors  # incl. "not sent: …" for what a stop left unasked
     elif progress is not None and keys:
         progress(len(set(keys)), len(set(keys)), 0, 0)
     after = cache.get_many(k for k in missing if k not in errors)

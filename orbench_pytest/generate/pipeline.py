@@ -19,7 +19,7 @@ from typing import Any
 
 from orbench_pytest import __version__
 from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetcher import Progress
+from orbench_pytest.fetch_engine import Progress
 from orbench_pytest.types import Response
 
 from .ask import AskSettings, Request, ask_all
