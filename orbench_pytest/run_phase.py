@@ -88,7 +88,7 @@ def check_request_bound(selected: list[Selected], settings: Settings) -> None:
         raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
                           f"{settings.samples} samples = {total:,} requests, more than the "
                           f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
-                          "fewer prompts (--orbench-sample, --orbench-shard)")
+                          "fewer prompts (--orbench-subset, --orbench-shard)")
 
 
 def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,

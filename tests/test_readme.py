@@ -49,7 +49,8 @@ def commands() -> list[list[str]]:
 def test_the_readme_is_organised_by_task() -> None:
     sections = re.findall(r"^## (.+)$", README, re.MULTILINE)
     assert sections == ["Quick start", "Add it to your project", "Gate a pull request",
-                        "Thresholds in brief", "Suites: ready and your own", "Documentation"]
+                        "Thresholds in brief", "Suites: ready and your own",
+                        "Fragile prompts, and the judge on your model", "Documentation"]
 
 
 def test_the_quick_start_is_one_set_up_line_and_exactly_two_commands() -> None:

@@ -79,7 +79,7 @@ def test_a_persona_trigger_shrinks_to_one_persona_edit() -> None:
 
 def test_a_trigger_word_shrinks_to_the_one_word_swap() -> None:
     found = find(rewordings(PROMPT), lambda r: "terminate" in r.lower(),
-                 settings=settings(database=None, max_examples=2000))
+                 settings=settings(database=None, max_examples=2000, derandomize=True))
     assert [e.name for e in found.edits] == ["synonym"]
     assert found == PROMPT.replace("kill", "terminate")
 
