@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import hypothesis
 import pytest
 import yaml
 from hypothesis import find, given, settings
@@ -130,7 +131,8 @@ def test_the_user_property_test_fails_with_the_minimal_rewording(
     assert "Asked(refused [keyword:" in out and "answer=\"I'm sorry, but I can't help" in out
     # The example database sits beside the answer cache, not in the working tree.
     assert not (pytester.path / ".hypothesis").exists()
-    assert (cache / "hypothesis").is_dir()
+    if hypothesis.settings.default.database is not None:  # $CI: Hypothesis' own profile keeps none
+        assert (cache / "hypothesis").is_dir()
 
 
 def test_the_answer_to_untrusted_text_is_escaped(pytester: pytest.Pytester,
