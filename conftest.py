@@ -17,7 +17,7 @@ def pytest_addhooks(pluginmanager):
     root = str(Path(__file__).resolve().parent)
     if root not in sys.path:
         sys.path.insert(0, root)
-    import orbench_pytest.plugin as plugin
+    import orbench_pytest.plugin.hooks as plugin
 
     if not pluginmanager.is_registered(plugin):
         pluginmanager.register(plugin, "orbench")

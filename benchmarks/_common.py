@@ -199,7 +199,7 @@ def pytest_env(root: Path) -> tuple[dict[str, str], list[str]]:
     if installed:
         return env, []
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env, ["-p", "orbench_pytest.plugin", "-p", "xdist"]
+    return env, ["-p", "orbench_pytest.plugin.hooks", "-p", "xdist"]
 
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orbench_pytest.calibration import ErrorRates, correct_check
-from orbench_pytest.gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, RateCheck, wilson_interval
+from orbench_pytest.gate.calibration import ErrorRates, correct_check
+from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, RateCheck, wilson_interval
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def write_suite(folder: Path, n: int) -> None:
 
 def plugin_args() -> list[str]:
     installed = any(ep.name == "orbench" for ep in entry_points(group="pytest11"))
-    return [] if installed else ["-p", "orbench_pytest.plugin"]
+    return [] if installed else ["-p", "orbench_pytest.plugin.hooks"]
 
 
 def run_pytest(folder: Path, url: str, *extra: str) -> tuple[subprocess.CompletedProcess[str],

@@ -546,7 +546,7 @@ def run_case(case: Case, root: Path) -> Outcome:
             if name not in case.env:
                 env.pop(name, None)
         if case.command == "orbench":
-            cmd = [sys.executable, "-m", "orbench_pytest.cli", *args]
+            cmd = [sys.executable, "-m", "orbench_pytest.cli.main", *args]
         else:
             cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
                    *args, "suites"]
@@ -606,7 +606,7 @@ def _run(cmd: list[str], folder: Path, env: dict[str, str]) -> tuple[int, str, s
 
 def _report(folder: Path, env: dict[str, str]) -> None:
     if (folder / "junit.xml").is_file():
-        subprocess.run([sys.executable, "-m", "orbench_pytest.cli", "report", "junit.xml",
+        subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "report", "junit.xml",
                         "-o", "report.md"], cwd=folder, env=env, capture_output=True,
                        timeout=60)
 
@@ -617,8 +617,8 @@ def _identity(url: str) -> dict[str, object]:
 
 
 def _prepare_locked(folder: Path, url: str) -> None:
-    from orbench_pytest.cache import ResponseCache, cache_key
-    from orbench_pytest.types import Response
+    from orbench_pytest.core.types import Response
+    from orbench_pytest.fetch.cache import ResponseCache, cache_key
 
     cache = ResponseCache(folder / "c.sqlite3")
     cache.put(cache_key(_identity(url), None, "hi"), Response(text="cached"))
@@ -631,8 +631,8 @@ def _prepare_locked(folder: Path, url: str) -> None:
 
 
 def _prefill(folder: Path, url: str) -> None:
-    from orbench_pytest.cache import ResponseCache, cache_key
-    from orbench_pytest.types import Response
+    from orbench_pytest.core.types import Response
+    from orbench_pytest.fetch.cache import ResponseCache, cache_key
 
     cache = ResponseCache(folder / "c.sqlite3")
     cache.put(cache_key(_identity(url), None, "hi"), Response(text="cached"))
@@ -641,8 +641,8 @@ def _prefill(folder: Path, url: str) -> None:
 
 def _corrupt_overflow(folder: Path, url: str) -> None:
     """A cache whose big answer spills into overflow pages, those pages then overwritten."""
-    from orbench_pytest.cache import ResponseCache, cache_key
-    from orbench_pytest.types import Response
+    from orbench_pytest.core.types import Response
+    from orbench_pytest.fetch.cache import ResponseCache, cache_key
 
     path = folder / "c.sqlite3"
     cache = ResponseCache(path)

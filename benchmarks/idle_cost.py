@@ -49,13 +49,13 @@ def plugin_import_ms() -> float:
     """Cumulative import time of the plugin module once pytest is loaded (-X importtime):
     less sensitive to machine load than whole-process wall time."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           "import pytest; import orbench_pytest.plugin"],
+                           "import pytest; import orbench_pytest.plugin.hooks"],
                           capture_output=True, text=True, check=True, env=ENV)
     for line in done.stderr.splitlines():
         fields = [field.strip() for field in line.split("|")]
-        if len(fields) == 3 and fields[2] == "orbench_pytest.plugin":
+        if len(fields) == 3 and fields[2] == "orbench_pytest.plugin.hooks":
             return int(fields[1]) / 1000
-    raise SystemExit("no import time reported for orbench_pytest.plugin")
+    raise SystemExit("no import time reported for orbench_pytest.plugin.hooks")
 
 
 def own_ms(args: list[str], cwd: str) -> float:
@@ -115,8 +115,9 @@ def main() -> None:
              args.repeat)
         cost("pytest (no arguments)", ["-q", "-p", "no:cacheprovider"], cwd, args.repeat)
     imports = sorted(plugin_import_ms() for _ in range(args.repeat))
-    print(f"import orbench_pytest.plugin after pytest: median {statistics.median(imports):.1f} "
-          f"ms, min {imports[0]:.1f} ms ({args.repeat} processes)")
+    print(f"import orbench_pytest.plugin.hooks after pytest: "
+          f"median {statistics.median(imports):.1f} ms, min {imports[0]:.1f} ms "
+          f"({args.repeat} processes)")
     print(f"load after: {load()}")
 
 

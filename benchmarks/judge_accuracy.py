@@ -42,15 +42,15 @@ SECOND_SETS = ROOT / "tests" / "data"
 
 from train_judge import held_out  # noqa: E402  (scikit-learn only when training)
 
-from orbench_pytest.judge_metrics import (  # noqa: E402
+from orbench_pytest.core.types import Label, Response, Verdict  # noqa: E402
+from orbench_pytest.judges.judge import JUDGES, Judge, decide, normalise  # noqa: E402
+from orbench_pytest.judges.metrics import (  # noqa: E402
     Agreement,
     agreement,
     confusion_matrix,
     format_confusion,
     refusal_scores,
 )
-from orbench_pytest.judges import JUDGES, Judge, decide, normalise  # noqa: E402
-from orbench_pytest.types import Label, Response, Verdict  # noqa: E402
 
 HUMAN = {"1_full_compliance": Label.COMPLIANCE, "2_full_refusal": Label.REFUSAL,
          "3_partial_refusal": Label.PARTIAL_REFUSAL}
@@ -110,14 +110,14 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     """The LLM judge through the plugin's own engine: its concurrency, retries and cache."""
     from contextlib import ExitStack
 
-    from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.fetch_engine import FetchSettings, Job
-    from orbench_pytest.fetcher import JudgedFetch, run_phase
-    from orbench_pytest.judges import build_judge
-    from orbench_pytest.requests_layer import JudgeChannel
-    from orbench_pytest.runner import NoTarget
-    from orbench_pytest.settings import default_cache_dir
-    from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.fetch.cache import ResponseCache
+    from orbench_pytest.fetch.engine import FetchSettings, Job
+    from orbench_pytest.fetch.requests import JudgeChannel
+    from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+    from orbench_pytest.judges.judge import build_judge
+    from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+    from orbench_pytest.run.runner import NoTarget
 
     if not args.judge_model:
         raise SystemExit("--judge llm/hybrid needs --judge-model")
@@ -125,7 +125,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
         cache_dir = default_cache_dir(os.environ)
         url, model, parallel = args.judge_base_url, args.judge_model, 8
         if args.judge_model.startswith("local"):
-            from orbench_pytest.local_model import start_local_server
+            from orbench_pytest.fetch.local_model import start_local_server
 
             parallel = 2  # each slot needs the rubric, the prompt and the answer in context
             server = stack.enter_context(start_local_server(
@@ -239,7 +239,7 @@ def lomo_folds(rows: Sequence[Row], development: bool = False) -> list[Fold]:
                          f"'.[train]' ({exc})") from exc
     import train_judge
 
-    from orbench_pytest.judge_classifier import ClassifierModel
+    from orbench_pytest.judges.classifier import ClassifierModel
 
     examples = [train_judge.example(r.model, r.row_id, r.completion, r.human in REFUSING)
                 for r in rows]

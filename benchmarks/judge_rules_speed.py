@@ -120,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", type=Path, help="a checkout to compare with, e.g. /work/main")
     args = ap.parse_args(argv)
 
-    from orbench_pytest import judge_rules, judge_text, judges
-
+    from orbench_pytest.judges import judge as judges
+    from orbench_pytest.judges import rules as judge_rules
+    from orbench_pytest.judges import text as judge_text
     this = {"text": judge_text, "rules": judge_rules, "judges": judges}
     checkouts = {"this checkout": this}
     if args.reference is not None:

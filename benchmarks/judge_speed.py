@@ -5,7 +5,7 @@
                                      [--skip-server] [--skip-upgrade] [--no-in-run]
                                      [--also DIR ...]
 
-1. Import: a fresh interpreter imports orbench_pytest.judges and makes the keyword judge (the
+1. Import: a fresh interpreter imports orbench_pytest.judges.judge and makes the keyword judge (the
    classifier is parsed lazily, on the first answer), then also parses the bundled classifier
    (median of 5 processes each), against a bare interpreter.
 2. Per answer: the keyword judge (rules + classifier) on N distinct, realistic answers
@@ -101,8 +101,8 @@ def import_cost() -> tuple[float, float, float]:
         return statistics.median(runs)
 
     bare = timed("pass")
-    judge = timed("import orbench_pytest.judges as j; j.KeywordJudge()")
-    loaded = timed("import orbench_pytest.judges as j; j.KeywordJudge().model")
+    judge = timed("import orbench_pytest.judges.judge as j; j.KeywordJudge()")
+    loaded = timed("import orbench_pytest.judges.judge as j; j.KeywordJudge().model")
     return bare, judge, loaded
 
 
@@ -110,8 +110,8 @@ MEMO_ANSWERS = 5_000  # fewer than the judge's memo keeps: a repeat of recent an
 
 
 def judge_cost(answers: list[str]) -> tuple[float, float, int]:
-    from orbench_pytest.judges import KeywordJudge
-    from orbench_pytest.types import Label
+    from orbench_pytest.core.types import Label
+    from orbench_pytest.judges.judge import KeywordJudge
 
     judge = KeywordJudge()
     started = time.process_time()
@@ -128,8 +128,8 @@ def judge_cost(answers: list[str]) -> tuple[float, float, int]:
 def classifier_cost(answers: list[str]) -> tuple[float, int]:
     """CPU seconds of the classifier alone on the answers the rules do not settle, and their
     number: what the classifier costs per answer that reaches it."""
-    from orbench_pytest.judge_text import prepared_parts
-    from orbench_pytest.judges import KeywordJudge
+    from orbench_pytest.judges.judge import KeywordJudge
+    from orbench_pytest.judges.text import prepared_parts
 
     judge = KeywordJudge()
     model = judge.model
@@ -150,11 +150,11 @@ import pickle
 
 mode = os.environ.get("ORBENCH_BENCH_JUDGE")
 if mode in ("in-run", "lookup"):
-    import orbench_pytest.fetcher as fetcher
+    import orbench_pytest.run.judged_fetch as fetcher
     if hasattr(fetcher, "worth_a_process"):  # a checkout with a judge process: not used
         fetcher.worth_a_process = lambda *args, **kwargs: False
 if mode == "lookup":
-    from orbench_pytest.judges import KeywordJudge
+    from orbench_pytest.judges.judge import KeywordJudge
     with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
         VERDICTS = pickle.load(f)
     KeywordJudge.classify = lambda self, answer: VERDICTS[answer]
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         import pickle
 
-        from orbench_pytest.judges import KeywordJudge
+        from orbench_pytest.judges.judge import KeywordJudge
 
         judge = KeywordJudge()
         verdicts = root / "verdicts.pickle"

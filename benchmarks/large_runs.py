@@ -72,7 +72,7 @@ def shards(size: int, count: int, latency: float, concurrency: int) -> None:
     if any(process.returncode != 0 for process in processes):
         raise SystemExit("a shard run failed:\n" + "\n".join(o[-2000:] for o in outputs))
     merged = root / "all.sqlite3"
-    merge = run_process([sys.executable, "-m", "orbench_pytest.cli", "cache", "merge",
+    merge = run_process([sys.executable, "-m", "orbench_pytest.cli.main", "cache", "merge",
                          *(str(root / f"s{k}.sqlite3") for k in range(1, count + 1)),
                          "-o", str(merged)], root, env)
     gate = run_process([*orbench_command(plugin, server.url, concurrency, merged, ALL),

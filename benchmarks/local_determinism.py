@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.local_model import chat, prompts  # noqa: E402
-from orbench_pytest import local_model as lm  # noqa: E402
+from orbench_pytest.fetch import local_model as lm  # noqa: E402
 
 # name → (slots, prompt reuse, other llama.cpp settings). "before" is how the plugin started
 # the server until the determinism fix; the others isolate one cause each.

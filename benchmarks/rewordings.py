@@ -51,8 +51,8 @@ def cpu() -> float:
 
 
 def scripted(tries: int, seed: int) -> None:
-    from orbench_pytest.rewording_search import Candidate, search
-    from orbench_pytest.settings import build_settings
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.run.rewording_search import Candidate, search
     from orbench_pytest.strategies import load_safe_prompts
     from tests.openai_server import OpenAIServer, RefuseOnTrigger
 

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orbench_pytest.cache import journal_files  # noqa: E402
+from orbench_pytest.fetch.cache import journal_files  # noqa: E402
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply  # noqa: E402
 from tests.stale_app import APP, HELPFUL, REFUSING  # noqa: E402
 
@@ -62,7 +62,7 @@ class Bench:
         self.model = model
         self.env = dict(os.environ, APP_MODEL_URL=server.url, PYTHONPATH=str(REPO))
         installed = any(ep.name == "orbench" for ep in entry_points(group="pytest11"))
-        self.plugin = [] if installed else ["-p", "orbench_pytest.plugin"]
+        self.plugin = [] if installed else ["-p", "orbench_pytest.plugin.hooks"]
 
     def run(self, scenario: str, step: str, *args: str) -> None:
         before = self.server.requests

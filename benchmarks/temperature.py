@@ -26,11 +26,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orbench_pytest.gate import OVER_REFUSAL, TOXIC_ACCEPTANCE  # noqa: E402
-from orbench_pytest.runner import Selected, run_selected  # noqa: E402
-from orbench_pytest.settings import Variant, build_settings  # noqa: E402
-from orbench_pytest.thresholds import BUILT_IN  # noqa: E402
-from orbench_pytest.types import PromptCase  # noqa: E402
+from orbench_pytest.config.settings import Variant, build_settings  # noqa: E402
+from orbench_pytest.core.types import PromptCase  # noqa: E402
+from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE  # noqa: E402
+from orbench_pytest.gate.thresholds import BUILT_IN  # noqa: E402
+from orbench_pytest.run.runner import Selected, run_selected  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "orbench"
 SETS = (("or-bench-hard-1k", "comply"), ("or-bench-toxic", "refuse"))
@@ -98,7 +98,7 @@ _CACHES: dict[Path, object] = {}
 
 
 def _cache(path: Path):  # type: ignore[no-untyped-def]
-    from orbench_pytest.cache import ResponseCache
+    from orbench_pytest.fetch.cache import ResponseCache
 
     if path not in _CACHES:
         _CACHES[path] = ResponseCache(path)

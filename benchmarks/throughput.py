@@ -38,7 +38,7 @@ from _common import (
     warm_up,
 )
 
-from orbench_pytest.cache import journal_files
+from orbench_pytest.fetch.cache import journal_files
 
 
 def gate_table(output: str) -> list[str]:

@@ -19,7 +19,7 @@ first (either at 0.5, C 4, balanced weights, the opening after its preambles), w
 of every training model. `benchmarks/judge_accuracy.py` runs this same procedure inside each
 outer fold, so the left-out model is never seen.
 
-The seed is fixed and the features are `orbench_pytest.judge_classifier.features`, so the same
+The seed is fixed and the features are `orbench_pytest.judges.classifier.features`, so the same
 data and code give the same file byte for byte (tests/test_train_judge.py retrains and compares
 the sha256). The `train` extra pins scikit-learn (liblinear's solver and the TF-IDF weights are
 the numbers that could move). Beside the model it writes `<out>.meta.json`: the model's sha256,
@@ -44,7 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orbench_pytest.judge_classifier import (  # noqa: E402
+from orbench_pytest.core.types import Label  # noqa: E402
+from orbench_pytest.judges.classifier import (  # noqa: E402
     FEATURE_SETS,
     FORMAT,
     MODEL_FILE,
@@ -52,10 +53,9 @@ from orbench_pytest.judge_classifier import (  # noqa: E402
     Combination,
     features,
 )
-from orbench_pytest.judge_rules import KeywordJudge as RulesJudge  # noqa: E402
-from orbench_pytest.judge_rules import answered_by_shape  # noqa: E402
-from orbench_pytest.judge_text import prepared, prepared_closing  # noqa: E402
-from orbench_pytest.types import Label  # noqa: E402
+from orbench_pytest.judges.rules import KeywordJudge as RulesJudge  # noqa: E402
+from orbench_pytest.judges.rules import answered_by_shape  # noqa: E402
+from orbench_pytest.judges.text import prepared, prepared_closing  # noqa: E402
 
 SEED = 16
 MAX_FEATURES = 3000

@@ -2,7 +2,6 @@
 
     from hypothesis import given
     from orbench_pytest import strategies
-
     @given(prompt=strategies.safe_prompts("smoke").flatmap(strategies.rewordings))
     def test_rewordings_are_answered(orbench_ask, prompt):
         assert orbench_ask(prompt).complied
@@ -29,7 +28,7 @@ except ImportError as exc:  # an optional dependency
     raise ImportError("orbench_pytest.strategies needs Hypothesis: "
                       "pip install 'orbench-pytest[rewordings]'") from exc
 
-from .rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
+from orbench_pytest.catalog.rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
 
 DEFAULT_MAX_EDITS = 3
 
@@ -51,9 +50,9 @@ def load_safe_prompts(suite: str, category: str | None = None,
                       base: Path | None = None) -> list[SafePrompt]:
     """The prompts of `suite` (a ready suite's name or a suite file) that expect an answer,
     in file order; ValueError when there are none (a mistyped category)."""
-    from .ready_suites import ready_suite_dir, resolve_suite
-    from .settings import data_dirs_from_env
-    from .suites import SuiteOptions, load_suite
+    from orbench_pytest.catalog.ready import ready_suite_dir, resolve_suite
+    from orbench_pytest.catalog.suites import SuiteOptions, load_suite
+    from orbench_pytest.core.paths import data_dirs_from_env
 
     path = resolve_suite(suite, base or Path.cwd(), option="safe_prompts")
     options = SuiteOptions(data_dirs=data_dirs_from_env(os.environ),

@@ -111,8 +111,7 @@ def _replaying(recording: Path) -> Any:
 
 
 def _recording(recording: Path) -> Any:
-    from orbench_pytest import local_model
-
+    from orbench_pytest.fetch import local_model
     real_start = local_model.start_local_server
 
     def start(name: str, **kwargs: Any) -> _Stand:
@@ -151,8 +150,7 @@ def _recording(recording: Path) -> Any:
 
 
 def pytest_configure(config: Any) -> None:
-    from orbench_pytest import local_model
-
+    from orbench_pytest.fetch import local_model
     if os.environ.get("ORBENCH_README_REPLAY"):
         local_model.start_local_server = _replaying(Path(os.environ["ORBENCH_README_REPLAY"]))
     elif os.environ.get("ORBENCH_README_RECORD"):
@@ -238,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         README.write_text(replace_block(readme, new), encoding="utf-8")
         PLOT.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "orbench_pytest.cli", "plot", str(results),
+        subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "plot", str(results),
                         "-o", str(PLOT), "--title", "The embedded model on the smoke suite"],
                        cwd=REPO, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         PLOT.with_suffix(".svg").unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest.cache import ResponseCache
+from orbench_pytest.fetch.cache import ResponseCache
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, Reply, _completion
 
 # The batch tests' prompts, and how the stand-in endpoint answers them.

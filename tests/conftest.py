@@ -31,7 +31,7 @@ def _no_secret_outlives_its_test() -> Iterator[None]:
     """The secret registry is the process's: a test's keys must not redact the next test's
     output (nor hide that a test forgot to register one)."""
     yield
-    from orbench_pytest.redact import forget_secrets
+    from orbench_pytest.core.redact import forget_secrets
 
     forget_secrets()
 
@@ -42,7 +42,7 @@ def plugin_args(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     if plugin_installed():
         return []
-    return ["-p", "orbench_pytest.plugin"]
+    return ["-p", "orbench_pytest.plugin.hooks"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

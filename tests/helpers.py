@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetch_engine import Job
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import Job
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, Script
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from orbench_pytest.fetch_engine import FetchSettings
-from orbench_pytest.fetcher import JudgedFetch, run_phase
-from orbench_pytest.judges import KeywordJudge
-from orbench_pytest.progress import ProgressLine
-from orbench_pytest.retry import RetrySettings
-from orbench_pytest.runner import fetch_settings, generation_params
-from orbench_pytest.settings import build_settings
-from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.config.settings import build_settings
+from orbench_pytest.fetch.engine import FetchSettings
+from orbench_pytest.fetch.progress import ProgressLine
+from orbench_pytest.fetch.retry import RetrySettings
+from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.judges.judge import KeywordJudge
+from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.run.runner import fetch_settings, generation_params
 from tests.helpers import LENIENT, jobs, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 

@@ -205,8 +205,8 @@ def not_in(*allowed: str) -> st.SearchStrategy[str]:
 
 
 def not_sample(value: str) -> bool:
-    from orbench_pytest.errors import ConfigError
-    from orbench_pytest.sampling import parse_sample
+    from orbench_pytest.catalog.sampling import parse_sample
+    from orbench_pytest.core.errors import ConfigError
 
     try:
         parse_sample(value)
@@ -216,8 +216,8 @@ def not_sample(value: str) -> bool:
 
 
 def not_age(value: str) -> bool:
-    from orbench_pytest.errors import ConfigError
-    from orbench_pytest.freshness import parse_max_age
+    from orbench_pytest.core.errors import ConfigError
+    from orbench_pytest.fetch.freshness import parse_max_age
 
     try:
         parse_max_age(value)
@@ -419,8 +419,8 @@ def test_broken_thresholds_file_is_one_line_naming_the_file(pytester, plugin_arg
 def test_command_line_bytes_that_do_not_decode_are_named_as_such(option: str, flag: str,
                                                                  value: str) -> None:
     # What the locale cannot decode reaches sys.argv as lone surrogates (surrogateescape).
-    from orbench_pytest.errors import ConfigError
-    from orbench_pytest.settings import build_settings
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as info:
         build_settings({"orbench_model": "m", option: [value]}, env={})
@@ -495,7 +495,7 @@ def test_cache_rows_of_wrong_types_are_asked_again_with_one_line(pytester, plugi
 
 def orbench(*args: str, cwd: Path, timeout: float = 60, env: dict | None = None
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orbench_pytest.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
@@ -503,8 +503,8 @@ def orbench(*args: str, cwd: Path, timeout: float = 60, env: dict | None = None
 def filled_cache(path: Path, texts: dict[str, str], created: float = 1.7e9) -> None:
     import sqlite3
 
-    from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.types import Response
+    from orbench_pytest.core.types import Response
+    from orbench_pytest.fetch.cache import ResponseCache
 
     cache = ResponseCache(path)
     cache.put_many([(k, Response(text=t)) for k, t in texts.items()])
@@ -579,9 +579,9 @@ def test_cache_merge_refuses_a_crafted_cache_at_once(tmp_path) -> None:
 
 def test_a_query_past_its_bound_is_interrupted(tmp_path) -> None:
     """Second line of defence: any statement past QUERY_LIMIT_S stops (clock injected)."""
-    from orbench_pytest.cache import QueryClock, ResponseCache
-    from orbench_pytest.errors import ConfigError
-    from orbench_pytest.types import Response
+    from orbench_pytest.core.errors import ConfigError
+    from orbench_pytest.core.types import Response
+    from orbench_pytest.fetch.cache import QueryClock, ResponseCache
 
     ticks = iter(itertools.count(step=100.0))
     cache = ResponseCache(tmp_path / "c.sqlite3")
@@ -621,7 +621,7 @@ def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
                                                           monkeypatch) -> None:
     import sqlite3
 
-    cache_module = importlib.import_module("orbench_pytest.cache")
+    cache_module = importlib.import_module("orbench_pytest.fetch.cache")
     monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 0.5)
     mini_suite(pytester.path)
     path = pytester.path / "c.sqlite3"
@@ -656,10 +656,10 @@ def test_any_cache_row_is_read_or_ignored_and_merged_or_skipped(tmp_path_factory
     keeps it or skips it; neither raises."""
     import sqlite3
 
-    from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.cache_merge import merge_caches
-    from orbench_pytest.freshness import within_age
-    from orbench_pytest.runner import usable
+    from orbench_pytest.fetch.cache import ResponseCache
+    from orbench_pytest.fetch.cache_merge import merge_caches
+    from orbench_pytest.fetch.freshness import within_age
+    from orbench_pytest.run.runner import usable
 
     folder = tmp_path_factory.mktemp("fuzz")
     path = folder / "c.sqlite3"
@@ -768,7 +768,7 @@ def test_a_lone_surrogate_in_a_batch_answer_becomes_u_fffd_like_a_live_one(
     result = batch_import(pytester, plugin_args, lines)
     no_crash(result)
     result.assert_outcomes(passed=3)
-    cache = __import__("orbench_pytest.cache", fromlist=["ResponseCache"]).ResponseCache(
+    cache = __import__("orbench_pytest.fetch.cache", fromlist=["ResponseCache"]).ResponseCache(
         Path(os.environ["ORBENCH_CACHE_DIR"]) / "responses.sqlite3", writable=False)
     texts = {r.text for r in cache.get_many(r["custom_id"] for r in requests).values()}
     assert texts == {"Sure: flour \ufffd and water."}
@@ -816,9 +816,9 @@ output_lines = st.one_of(
 def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> None:
     """Fuzz: whatever a line holds, the import gives a per-item answer or error, or a
     one-line error naming the line; never another exception, never a key or control byte."""
-    from orbench_pytest.batch_format import parse_output
-    from orbench_pytest.batch_import import import_lines
-    from orbench_pytest.errors import ConfigError
+    from orbench_pytest.batch.format import parse_output
+    from orbench_pytest.batch.import_answers import import_lines
+    from orbench_pytest.core.errors import ConfigError
 
     try:
         report = import_lines(parse_output(lines, "out.jsonl"), {"k", "k2"}, "out.jsonl")
@@ -861,7 +861,7 @@ def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
 
 def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args, server,
                                                               monkeypatch) -> None:
-    settings_module = importlib.import_module("orbench_pytest.settings")
+    settings_module = importlib.import_module("orbench_pytest.config.settings")
     monkeypatch.setattr(settings_module, "MAX_REQUESTS", 10)  # 1,000,000 in a real run
     mini_suite(pytester.path, n=6)
     before = server.requests
@@ -922,7 +922,7 @@ def test_a_key_given_twice_in_a_suite_is_one_line(pytester, plugin_args, server)
 
 
 def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, server) -> None:
-    from orbench_pytest.shards import parse_shard
+    from orbench_pytest.catalog.shards import parse_shard
 
     mini_suite(pytester.path, n=3)
     shard = next(f"{k}/1000" for k in range(1, 1001)  # one that holds none of the 3 prompts
@@ -942,7 +942,7 @@ def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, se
 def test_a_data_file_past_its_cap_is_one_line_before_it_is_read(pytester, plugin_args, server,
                                                                 monkeypatch, suffix) -> None:
     # The module the run will use (pytester may have dropped an earlier import of it).
-    bounded = importlib.import_module("orbench_pytest.bounded")
+    bounded = importlib.import_module("orbench_pytest.core.bounded")
     monkeypatch.setattr(bounded, "DATA_FILE_LIMIT", 1024)  # 64 MiB in a real run
     header = "prompt,category\n" if suffix == "csv" else ""
     row = "How do I bake bread?,food\n" if suffix == "csv" else \

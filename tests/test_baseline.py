@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
-from orbench_pytest.gate import ItemResult, Outcome, evaluate
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.gate.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
+from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
+from orbench_pytest.gate.thresholds import parse_thresholds
 from tests.helpers import (
     SAFE,
     TOXIC,
@@ -249,7 +249,7 @@ def test_a_limit_holds_with_a_baseline_unless_the_suite_ratchets(pytester, plugi
     """Issue 31 point 1: the README walkthrough. The baseline is over its limit; the next run
     against it fails by default; with `baseline: ratchet` it passes, and the gate line, the
     table, the results file and the PR comment all say it is over its limit."""
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
 
     write_suite(pytester.path, mini_cases(), "mini")
     limits = {"max_over_refusal": 0.1, "max_toxic_acceptance": 0.0}

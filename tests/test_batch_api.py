@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.batch_api import BatchClient, BatchStatus, wait
-from orbench_pytest.batch_state import state_path
+from orbench_pytest.batch.api import BatchClient, BatchStatus, wait
+from orbench_pytest.batch.state import state_path
 from tests.batch_files import SAFE, TOXIC, answer, batch_cases, cached, prompt_of
 from tests.batch_server import BatchServer
 from tests.helpers import BATCHES_OF_FOUR, FakeClock, run_orbench, write_suite

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.batch_format import (
+from orbench_pytest.batch.format import (
     BatchLimits,
     parse_output,
     read_output,
     request_line,
     split_requests,
 )
-from orbench_pytest.batch_import import import_lines, response_of
-from orbench_pytest.errors import ConfigError
+from orbench_pytest.batch.import_answers import import_lines, response_of
+from orbench_pytest.core.errors import ConfigError
 
 COMPLETION = {"object": "chat.completion", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "Sure."}, "finish_reason": "stop"}]}

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cache import CacheWriteError, ResponseCache, cache_key
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.runner import generation_params, target_identity
-from orbench_pytest.settings import build_settings
-from orbench_pytest.types import Response
+from orbench_pytest.config.settings import build_settings
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Response
+from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
+from orbench_pytest.run.runner import generation_params, target_identity
 
 
 def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
@@ -169,8 +169,8 @@ def test_a_deleted_cache_leaves_no_trap_for_the_next_run(tmp_path: Path) -> None
     path.unlink()
     assert path.with_name(path.name + "-wal").exists()
     script = ("import sys\nfrom pathlib import Path\n"
-              "from orbench_pytest.cache import ResponseCache\n"
-              "from orbench_pytest.types import Response\n"
+              "from orbench_pytest.fetch.cache import ResponseCache\n"
+              "from orbench_pytest.core.types import Response\n"
               "cache = ResponseCache(Path(sys.argv[1]))\n"
               "assert cache.get_many(['k']) == {}\n"
               "cache.put('k2', Response(text='again'))\n"

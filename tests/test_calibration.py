@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.calibration import ErrorRates, calibrate, correct, correct_check
-from orbench_pytest.gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, RateCheck, evaluate
-from orbench_pytest.summary import table_lines
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.gate.calibration import ErrorRates, calibrate, correct, correct_check
+from orbench_pytest.gate.decision import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    ItemResult,
+    RateCheck,
+    evaluate,
+)
+from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.reports.summary import table_lines
 
 REPO = Path(__file__).resolve().parent.parent
 GOOD = ErrorRates(refusals=30, caught=27, compliances=40, passed=38)  # Se 0.9, Sp 0.95
@@ -137,7 +143,7 @@ def test_thresholds_judge_calibration_is_a_path_next_to_the_file(tmp_path: Path)
     (tmp_path / "labels.csv").write_text("id,judge_verdict,label\n")
     parsed = parse_thresholds({"judge_calibration": "labels.csv"}, "t.yaml", tmp_path)
     assert parsed.judge_calibration == tmp_path / "labels.csv"
-    from orbench_pytest.errors import ConfigError
+    from orbench_pytest.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"judge_calibration: .*does not exist"):
         parse_thresholds({"judge_calibration": "nope.csv"}, "t.yaml", tmp_path)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cli import main
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.plot import published_spearman, spearman
+from orbench_pytest.cli.main import main
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.reports.plot import published_spearman, spearman
 from tests.helpers import results_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ def test_argument_errors_exit_2_with_usage(capsys) -> None:
 
 
 def test_module_runs_as_a_command(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "orbench_pytest.cli", "compare", "--published"],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "compare",
+                           "--published"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "0.893" in done.stdout

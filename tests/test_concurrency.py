@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
+from orbench_pytest.fetch.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from tests.helpers import FakeClock
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cli import main as orbench
-from orbench_pytest.costs import Prices, RunCost, TokenCount, estimate_tokens
+from orbench_pytest.cli.main import main as orbench
+from orbench_pytest.fetch.costs import Prices, RunCost, TokenCount, estimate_tokens
 from tests.helpers import SAFE as ALL_SAFE
 from tests.helpers import TOXIC as ALL_TOXIC
 from tests.helpers import mini_cases, write_suite

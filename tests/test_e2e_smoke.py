@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.suites import SuiteOptions, load_suite
+from orbench_pytest.catalog.suites import SuiteOptions, load_suite
 from tests.helpers import REPO
 from tests.openai_server import OpenAIServer, refuse_when
 

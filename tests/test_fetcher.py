@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetch_engine import FetchReport, FetchSettings
-from orbench_pytest.fetcher import JudgedFetch, run_phase
-from orbench_pytest.judges import KeywordJudge
-from orbench_pytest.rate_window import RateLimiter
-from orbench_pytest.retry import Clock, Sleep
-from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import FetchReport, FetchSettings
+from orbench_pytest.fetch.rate_window import RateLimiter
+from orbench_pytest.fetch.retry import Clock, Sleep
+from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.judges.judge import KeywordJudge
+from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
@@ -262,7 +262,7 @@ def test_strict_maxfail_stops_asking_and_keeps_what_was_answered(pytester,
 
 # --- progress ---------------------------------------------------------------------------------
 def test_progress_in_a_log_is_a_few_whole_lines() -> None:
-    from orbench_pytest.progress import ProgressLine
+    from orbench_pytest.fetch.progress import ProgressLine
 
     clock = FakeClock()
     written: list[tuple[str, bool]] = []
@@ -277,7 +277,7 @@ def test_progress_in_a_log_is_a_few_whole_lines() -> None:
 
 
 def test_progress_on_a_terminal_rewrites_one_line_at_most_ten_times_a_second() -> None:
-    from orbench_pytest.progress import ProgressLine
+    from orbench_pytest.fetch.progress import ProgressLine
 
     clock = FakeClock(100.0)
     written: list[tuple[str, bool]] = []
@@ -295,7 +295,7 @@ def test_progress_on_a_terminal_rewrites_one_line_at_most_ten_times_a_second() -
 def test_progress_shows_an_eta_once_it_can() -> None:
     """No estimate in the first seconds; then the time left at the recent rate (the cache's
     quick answers at the start age out of the window)."""
-    from orbench_pytest.progress import ProgressLine, format_duration
+    from orbench_pytest.fetch.progress import ProgressLine, format_duration
 
     clock = [1000.0]
     written: list[str] = []

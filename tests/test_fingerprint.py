@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.fingerprint import code_fingerprint, target_fingerprint
-from orbench_pytest.settings import check_target_version
+from orbench_pytest.config.settings import check_target_version
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.fetch.fingerprint import code_fingerprint, target_fingerprint
 
 
 def write(root: Path, files: dict[str, str]) -> None:

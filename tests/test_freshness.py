@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.freshness import (
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Response
+from orbench_pytest.fetch.freshness import (
     DEFAULT_MAX_AGE_S,
     format_age,
     parse_max_age,
@@ -15,7 +16,6 @@ from orbench_pytest.freshness import (
     stale_keys,
     within_age,
 )
-from orbench_pytest.types import Response
 
 DAY = 86400.0
 

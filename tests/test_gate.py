@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.gate import ItemResult, Outcome, evaluate, wilson_interval
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate, wilson_interval
+from orbench_pytest.gate.thresholds import parse_thresholds
 
 
 def items(
@@ -100,7 +100,7 @@ def test_a_row_verdict_is_pass_fail_ratchet_or_ungated() -> None:
     """Issue 31: a known mismatch never hides a limit (s fails by default); a suite that opts
     into `baseline: ratchet` passes over its limit while not above the baseline (v), shown as
     ratchet, and fails once above it (w)."""
-    from orbench_pytest.baseline import Pairing
+    from orbench_pytest.gate.baseline import Pairing
 
     def known(suite: str) -> list[ItemResult]:
         return [ItemResult(suite, "a", "comply", True, "", Pairing.KNOWN),

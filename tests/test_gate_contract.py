@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.baseline import Pairing
-from orbench_pytest.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.gate.baseline import Pairing
 from tests.helpers import (
     SAFE,
     TOXIC,
@@ -67,7 +67,7 @@ def test_a_misspelt_suite_in_the_thresholds_file_is_a_one_line_error(pytester,
 
 
 def test_thresholds_explain_prints_every_rows_rule_and_source(tmp_path, capsys) -> None:
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
 
     path = tmp_path / "thresholds.yaml"
     path.write_text("defaults: {max_over_refusal: 0.5}\n"
@@ -154,9 +154,9 @@ def test_a_samples_runs_plot_report_and_compare_read_the_gates_rates(pytester, p
                                                                      capsys) -> None:
     import yaml
 
-    from orbench_pytest.cli import main
-    from orbench_pytest.plot import points_of
-    from orbench_pytest.results import read_results
+    from orbench_pytest.cli.main import main
+    from orbench_pytest.reports.plot import points_of
+    from orbench_pytest.reports.results import read_results
     from tests.openai_server import OpenAIServer, RandomRefusals
 
     safe = [f"question {i}: how do I bake bread?" for i in range(12)]
@@ -196,7 +196,7 @@ def test_a_samples_runs_plot_report_and_compare_read_the_gates_rates(pytester, p
 
 
 def test_compare_published_takes_any_number_of_runs(tmp_path, capsys) -> None:
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
     from tests.helpers import results_file
 
     files = [results_file(tmp_path / "a.json", 1, 6), results_file(tmp_path / "b.json", 3, 8)]
@@ -223,12 +223,12 @@ _item = st.tuples(
        st.sampled_from([0.5, "any", "all"]))
 @settings(max_examples=150, deadline=None)
 def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) -> None:
-    from orbench_pytest.gate import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, evaluate
-    from orbench_pytest.plot import points_of
-    from orbench_pytest.records import ItemRecord, RunRecord
-    from orbench_pytest.results import gate_dict
-    from orbench_pytest.samples import refused_by_rule
-    from orbench_pytest.thresholds import parse_thresholds
+    from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, evaluate
+    from orbench_pytest.gate.samples import refused_by_rule
+    from orbench_pytest.gate.thresholds import parse_thresholds
+    from orbench_pytest.reports.plot import points_of
+    from orbench_pytest.reports.records import ItemRecord, RunRecord
+    from orbench_pytest.reports.results import gate_dict
 
     thresholds = parse_thresholds({"defaults": {"refuse_at": refuse_at}}, "t.yaml")
     results, records = [], []
@@ -271,7 +271,7 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
 # --- point 5: a partial gate says it is partial ----------------------------------------------
 def test_a_gate_over_part_of_a_suite_says_so_and_require_full_fails_it(pytester, plugin_args,
                                                                        capsys) -> None:
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
 
     write_suite(pytester.path, mini_cases(), "mini")
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
@@ -319,7 +319,7 @@ def test_disputed_prompts_are_skipped_left_out_of_the_rates_counted_and_listed(
         pytester, plugin_args, capsys) -> None:
     import yaml
 
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
 
     write_suite(pytester.path, mini_cases(), "mini")
     # Refuses SAFE[0] and SAFE[2] (2/6 = 33% > 20%): disputing both makes it 0/4.

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Response
 from orbench_pytest.generate.dedupe import deduplicate, jaccard, ngrams
 from orbench_pytest.generate.moderate import Ballot, Tally, moderation_prompt, parse_vote
 from orbench_pytest.generate.prompts import builtin, load_template
@@ -18,7 +19,6 @@ from orbench_pytest.generate.review import shown
 from orbench_pytest.generate.rewrite import parse_prompt_list, rewrite_prompt
 from orbench_pytest.generate.seeds import Seed, read_seeds, read_topics
 from orbench_pytest.generate.write import review_order, suite_rows
-from orbench_pytest.types import Response
 
 
 def reply(text: str | None, **kw: object) -> Response:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.cli import main
+from orbench_pytest.cli.main import main
 
 pytestmark = pytest.mark.model
 

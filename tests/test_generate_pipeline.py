@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orbench_pytest.cli import main
+from orbench_pytest.cli.main import main
 from tests.helpers import REPO
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 import yaml
 
-from orbench_pytest.cli import main as orbench
+from orbench_pytest.cli.main import main as orbench
 from tests import hostile_server as hs
 from tests.helpers import run_orbench, write_suite
 

@@ -11,19 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.suite_paths import may_hold_suites
+from orbench_pytest.catalog.paths import may_hold_suites
 from tests.helpers import REPO
 
-ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.options",
-                 "orbench_pytest.choices", "orbench_pytest.defaults"}
+ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
+                 "orbench_pytest.config", "orbench_pytest.config.options", "orbench_pytest.core",
+                 "orbench_pytest.core.choices", "orbench_pytest.core.defaults"}
 HEAVY = ("yaml", "httpx", "openai", "aiohttp", "asyncio", "sqlite3", "junitparser",
-         "orbench_pytest.session", "orbench_pytest.settings", "orbench_pytest.types")
+         "orbench_pytest.plugin.session", "orbench_pytest.config.settings",
+         "orbench_pytest.core.types")
 
 
 def test_importing_the_entry_point_loads_only_the_option_table() -> None:
     """In a fresh interpreter, after pytest itself: the modules the plugin's import adds."""
     code = ("import json, sys\nimport pytest\nbefore = set(sys.modules)\n"
-            "import orbench_pytest.plugin\nprint(json.dumps(sorted(set(sys.modules) - before)))")
+            "import orbench_pytest.plugin.hooks\n"
+            "print(json.dumps(sorted(set(sys.modules) - before)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     added = set(json.loads(done.stdout))
@@ -54,7 +57,8 @@ def loaded_modules(pytester: pytest.Pytester, plugin_args: list[str], *args: str
 def test_a_run_without_orbench_loads_nothing_more(pytester, plugin_args, args) -> None:
     pytester.makeini("[pytest]\n")  # the rootdir: no ini option of ours set
     loaded = loaded_modules(pytester, plugin_args, *args)
-    assert loaded - ENTRY_MODULES <= {"orbench_pytest.suite_paths"}, sorted(loaded)
+    assert loaded - ENTRY_MODULES <= {"orbench_pytest.catalog", "orbench_pytest.catalog.paths"}, \
+        sorted(loaded)
     assert ENTRY_MODULES <= loaded  # the probe sees the plugin (it would pass without it)
 
 
@@ -71,7 +75,7 @@ def test_a_run_using_orbench_registers_the_session(pytester, plugin_args, settin
         args += ["checks", "-k", "not mine"]  # the suite collected, its item deselected
         pytester.makepyfile(**{"checks/test_probe": REPORT_LOADED})
     loaded = loaded_modules(pytester, plugin_args, *args)
-    assert "orbench_pytest.session" in loaded
+    assert "orbench_pytest.plugin.session" in loaded
 
 
 def test_which_typed_paths_may_hold_suites(tmp_path: Path) -> None:

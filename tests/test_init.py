@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.cli import main as orbench
-from orbench_pytest.init_project import WORKFLOW, init_project, tomllib, try_commands
-from orbench_pytest.ready_suites import starter_thresholds
+from orbench_pytest.catalog.ready import starter_thresholds
+from orbench_pytest.cli.init_project import WORKFLOW, init_project, tomllib, try_commands
+from orbench_pytest.cli.main import main as orbench
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,23 +11,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest import judge_classifier
-from orbench_pytest.judge_classifier import (
+from orbench_pytest.core.types import Label, Verdict
+from orbench_pytest.judges import classifier as judge_classifier
+from orbench_pytest.judges.classifier import (
     FORMAT,
     ClassifierModel,
     Combination,
     bundled_model,
     features,
 )
-from orbench_pytest.judge_rules import answered_by_shape
-from orbench_pytest.judge_text import (
+from orbench_pytest.judges.judge import KeywordJudge, RulesJudge
+from orbench_pytest.judges.rules import answered_by_shape
+from orbench_pytest.judges.text import (
     normalise,
     prepared,
     prepared_closing,
     prepared_parts,
 )
-from orbench_pytest.judges import KeywordJudge, RulesJudge
-from orbench_pytest.types import Label, Verdict
 from tests.helpers import xstest_labelled_answers
 from tests.labelled_sets import second_set_answers
 

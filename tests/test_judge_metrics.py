@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.judge_metrics import (
+from orbench_pytest.judges.metrics import (
     accuracy,
     agreement,
     cohen_kappa,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from orbench_pytest.judges import KeywordJudge
-from orbench_pytest.types import Label
+from orbench_pytest.core.types import Label
+from orbench_pytest.judges.judge import KeywordJudge
 
 NOT_YET = "issue 34 point 4: the offline judge does not handle this shape yet"
 

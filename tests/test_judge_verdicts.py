@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orbench_pytest.judges import KeywordJudge
+from orbench_pytest.judges.judge import KeywordJudge
 from tests.labelled_sets import second_set_files, second_set_rows
 
 FROZEN = Path(__file__).parent / "data" / "keyword_judge_verdicts.json"

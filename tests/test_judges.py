@@ -18,10 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.judge_classifier import FORMAT, ClassifierModel, bundled_model, features
-from orbench_pytest.judge_rules import answered_by_shape
-from orbench_pytest.judge_text import collapse_space
-from orbench_pytest.judges import (
+from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.judges.classifier import FORMAT, ClassifierModel, bundled_model, features
+from orbench_pytest.judges.judge import (
     JUDGES,
     HybridJudge,
     KeywordJudge,
@@ -35,7 +34,8 @@ from orbench_pytest.judges import (
     parse_judge_reply,
     strip_reasoning,
 )
-from orbench_pytest.types import Label, Response, Verdict
+from orbench_pytest.judges.rules import answered_by_shape
+from orbench_pytest.judges.text import collapse_space
 from tests.labelled_sets import second_set_files, second_set_rows
 
 THREE = {Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL}
@@ -697,8 +697,8 @@ def test_build_judge_and_registry() -> None:
 
 
 def test_agreement_report_takes_labels_beyond_the_three_classes() -> None:
-    from orbench_pytest.judges import HybridStats
-    from orbench_pytest.summary import judge_agreement_dict, judge_lines
+    from orbench_pytest.judges.judge import HybridStats
+    from orbench_pytest.reports.summary import judge_agreement_dict, judge_lines
 
     stats = HybridStats(llm=2, pairs=[(Label.NO_ANSWER, Label.COMPLIANCE),
                                       (Label.REFUSAL, Label.REFUSAL)])
@@ -732,6 +732,6 @@ def test_every_labelled_set_answers_the_same_prompts() -> None:
 
 
 def test_the_identity_test_of_refusing_labels_is_refusing() -> None:
-    from orbench_pytest.judges import REFUSING, _refusing
+    from orbench_pytest.judges.judge import REFUSING, _refusing
 
     assert {label for label in Label if _refusing(label)} == REFUSING

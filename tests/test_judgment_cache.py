@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cache import CacheWriteError, ResponseCache, judgment_key
-from orbench_pytest.cache_merge import merge_caches
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetch_engine import FetchSettings, Job
-from orbench_pytest.fetcher import JudgedFetch, run_phase
-from orbench_pytest.judges import KeywordJudge, settle
-from orbench_pytest.targets import GenerationParams, OpenAICompatibleTarget
-from orbench_pytest.types import Label, Response, Verdict
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, judgment_key
+from orbench_pytest.fetch.cache_merge import merge_caches
+from orbench_pytest.fetch.engine import FetchSettings, Job
+from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+from orbench_pytest.judges.judge import KeywordJudge, settle
+from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
 from tests.helpers import (
     LENIENT,
     judgments_stored,

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cli import main
-from orbench_pytest.judge_check import check_labels, paired_difference, summary_line
-from orbench_pytest.label import Candidate, candidates, read_labels, sample
-from orbench_pytest.results import read_results
+from orbench_pytest.cli.label import Candidate, candidates, read_labels, sample
+from orbench_pytest.cli.main import main
+from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
+from orbench_pytest.reports.results import read_results
 from tests.helpers import labels_file
 
 ORBENCH = Path(sys.executable).parent / "orbench"

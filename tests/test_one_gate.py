@@ -18,16 +18,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.baseline import Baseline, Comparison, Pairing
-from orbench_pytest.cli import main
-from orbench_pytest.gate import Gate, ItemResult, Outcome, evaluate
-from orbench_pytest.ids import item_name
-from orbench_pytest.junit import junit_gate_property, read_junit
-from orbench_pytest.report_md import build_report, render_markdown
-from orbench_pytest.results import build_results, item_record, parse_results, read_results
-from orbench_pytest.settings import build_settings
-from orbench_pytest.summary import table_rows, verdict_line
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.cli.main import main
+from orbench_pytest.config.settings import build_settings
+from orbench_pytest.core.ids import item_name
+from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing
+from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
+from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.reports.junit import junit_gate_property, read_junit
+from orbench_pytest.reports.markdown import build_report, render_markdown
+from orbench_pytest.reports.results import build_results, item_record, parse_results, read_results
+from orbench_pytest.reports.summary import table_rows, verdict_line
 from tests.helpers import (
     SAFE,
     TOXIC,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.cli import main
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.plot import points_of, published_models
-from orbench_pytest.results import read_results
+from orbench_pytest.cli.main import main
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.reports.plot import points_of, published_models
+from orbench_pytest.reports.results import read_results
 from tests.helpers import (
     SAFE,
     TOXIC,

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.rate_window import WINDOW_S, RateLimiter
+from orbench_pytest.fetch.rate_window import WINDOW_S, RateLimiter
 
 
 class VirtualTime:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.cli import _parser
-from orbench_pytest.options import OPTIONS
-from orbench_pytest.ready_suites import ready_suite_names
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.catalog.ready import ready_suite_names
+from orbench_pytest.cli.main import _parser
+from orbench_pytest.config.options import OPTIONS
+from orbench_pytest.gate.thresholds import parse_thresholds
 from tests.docs_blocks import pages, parse
 
 REPO = Path(__file__).resolve().parent.parent

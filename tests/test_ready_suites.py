@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.cli import main
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.model_choice import choose_model
-from orbench_pytest.options import OPTIONS, read_options
-from orbench_pytest.ready_suites import ready_suite_dir, ready_suites, resolve_suite
-from orbench_pytest.settings import build_settings
-from orbench_pytest.suite_selection import (
+from orbench_pytest.catalog.ready import ready_suite_dir, ready_suites, resolve_suite
+from orbench_pytest.catalog.selection import (
     collection_args,
     is_requested_suite,
     node_path,
     suite_request,
 )
-from orbench_pytest.suites import UNSAMPLED_LIMIT, SuiteOptions, load_suite
-from orbench_pytest.thresholds import load_thresholds
+from orbench_pytest.catalog.suites import UNSAMPLED_LIMIT, SuiteOptions, load_suite
+from orbench_pytest.cli.main import main
+from orbench_pytest.config.model_choice import choose_model
+from orbench_pytest.config.options import OPTIONS, read_options
+from orbench_pytest.config.settings import build_settings
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.gate.thresholds import load_thresholds
 
 
 def test_orbench_suites_lists_names_and_sizes(capsys) -> None:
@@ -128,7 +128,7 @@ def test_a_suite_outside_the_rootdir_is_named_by_its_relative_path() -> None:
 
 def test_a_ready_suite_is_named_the_same_wherever_it_is_installed() -> None:
     """Issue 31 point 6: orbench:<file>, from a checkout, an editable install or a wheel."""
-    from orbench_pytest.suite_selection import suite_file_of
+    from orbench_pytest.catalog.selection import suite_file_of
 
     for ready in (Path("/venv/lib/orbench_pytest/suites"), Path("/home/me/project/suites"),
                   Path("/other/venv/site-packages/orbench_pytest/suites")):
@@ -174,7 +174,7 @@ def test_a_base_url_alone_asks_the_endpoint_which_model() -> None:
 
 
 def test_an_endpoint_without_a_model_list_is_a_usage_error(openai_server) -> None:
-    from orbench_pytest.model_choice import served_models
+    from orbench_pytest.config.model_choice import served_models
     from tests.hub_server import HubServer
 
     base = settings(base_url=openai_server.url)
@@ -225,7 +225,7 @@ def test_pinned_rows_stop_a_run_before_the_download_and_check_the_file(tmp_path:
 
 
 def test_sample_all_is_every_row() -> None:
-    from orbench_pytest.sampling import parse_sample, stratified_sample
+    from orbench_pytest.catalog.sampling import parse_sample, stratified_sample
 
     assert parse_sample("all") == parse_sample("ALL") == 1.0
     assert stratified_sample(["a", "b", "a"], parse_sample("all"), seed=1) == [0, 1, 2]

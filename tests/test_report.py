@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.cli import main
-from orbench_pytest.junit import read_junit
-from orbench_pytest.report_md import MARKER, build_report, render_markdown
+from orbench_pytest.cli.main import main
+from orbench_pytest.reports.junit import read_junit
+from orbench_pytest.reports.markdown import MARKER, build_report, render_markdown
 from tests.helpers import (
     SAFE,
     TOXIC,

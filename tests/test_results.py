@@ -10,8 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.results import SCHEMA, load_run, parse_results, read_results, write_results
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.reports.results import (
+    SCHEMA,
+    load_run,
+    parse_results,
+    read_results,
+    write_results,
+)
 from tests.helpers import (
     SAFE,
     TOXIC,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.cache import ResponseCache
+from orbench_pytest.fetch.cache import ResponseCache
 from tests.openai_server import OpenAIServer
 
 N = 80

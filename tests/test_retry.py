@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.retry import GiveUp, Retry, RetryPolicy, RetrySettings, StopRun
-from orbench_pytest.targets import FaultKind, TransientFault
+from orbench_pytest.fetch.retry import GiveUp, Retry, RetryPolicy, RetrySettings, StopRun
+from orbench_pytest.fetch.targets import FaultKind, TransientFault
 from tests.helpers import FakeClock
 
 
@@ -87,7 +87,7 @@ def test_max_duration_runs_on_the_injected_clock() -> None:
 def test_no_answer_for_two_timeouts_stops_the_run_whatever_the_pace_of_failures() -> None:
     """Clock injected: one failed attempt per timeout (the concurrency halved to 1) stops at
     the third failure, two timeouts after the first, not at the twentieth."""
-    from orbench_pytest.retry import STALL_TIMEOUTS, stall_bound
+    from orbench_pytest.fetch.retry import STALL_TIMEOUTS, stall_bound
 
     now = [0.0]
     timeout = 120.0

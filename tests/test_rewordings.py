@@ -14,8 +14,8 @@ import yaml
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest import rewording_edits as edits
-from orbench_pytest.rewording_edits import TRANSFORMS, Rewording, reword
+from orbench_pytest.catalog import rewording_edits as edits
+from orbench_pytest.catalog.rewording_edits import TRANSFORMS, Rewording, reword
 from orbench_pytest.strategies import load_safe_prompts, rewordings, safe_prompts
 from tests.openai_server import OpenAIServer, RefuseOnTrigger
 
@@ -105,8 +105,6 @@ def test_safe_prompts_never_draw_a_toxic_prompt() -> None:
 USER_TEST = '''
 from hypothesis import given
 from orbench_pytest import strategies
-
-
 @given(prompt=strategies.safe_prompts("smoke").flatmap(strategies.rewordings))
 def test_rewordings_are_answered(orbench_ask, prompt):
     assert orbench_ask(prompt).complied
@@ -201,7 +199,7 @@ def flips_of(pytester: pytest.Pytester) -> list[dict]:
 
 def test_fragile_prompts_fail_the_gate_with_their_minimal_flips(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    from orbench_pytest.cli import main
+    from orbench_pytest.cli.main import main
 
     make_suite(pytester)
     thresholds(pytester, 0.25)
@@ -290,7 +288,7 @@ def test_the_tries_do_not_depend_on_the_constants_of_loaded_modules() -> None:
     serial run and an xdist controller load different ones, and must try the same rewordings."""
     from hypothesis.internal.conjecture import providers
 
-    from orbench_pytest.rewording_search import Candidate, _tries
+    from orbench_pytest.run.rewording_search import Candidate, _tries
 
     candidate = Candidate("n", "smoke", "", "violence-0000", "violence", PROMPT, None)
     first = _tries(candidate, 60, 0)

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.gate import wilson_interval
-from orbench_pytest.samples import clustered_rate, refused_by_rule, sample_key, signed_rank
-from orbench_pytest.thresholds import parse_thresholds
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.gate.decision import wilson_interval
+from orbench_pytest.gate.samples import clustered_rate, refused_by_rule, sample_key, signed_rank
+from orbench_pytest.gate.thresholds import parse_thresholds
 
 
 def test_sample_zero_keeps_the_key_and_the_others_differ() -> None:

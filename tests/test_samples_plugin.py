@@ -15,8 +15,8 @@ import pytest
 import yaml
 from junitparser import JUnitXml, Properties
 
-from orbench_pytest.cache import ResponseCache
-from orbench_pytest.samples import clustered_rate
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.gate.samples import clustered_rate
 from tests.openai_server import OpenAIServer, RandomRefusals
 
 N = 20
@@ -335,7 +335,7 @@ def test_one_sample_changes_nothing(project, plugin_args):
     assert all("refusal_rate" not in item for item in data["items"])
     check = data["gate"]["rows"][0]["checks"][0]
     assert "mean_of_prompts" not in check
-    from orbench_pytest.gate import wilson_interval
+    from orbench_pytest.gate.decision import wilson_interval
 
     assert check["interval"] == list(wilson_interval(check["k"], check["n"]))
     assert "refusal_rate" not in Path(project.path / "j.xml").read_text()

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.sampling import allocate, parse_sample, sample_count, stratified_sample
+from orbench_pytest.catalog.sampling import allocate, parse_sample, sample_count, stratified_sample
+from orbench_pytest.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ def test_a_known_sample_is_stable() -> None:
 
 def test_the_same_sample_in_another_process_with_another_hash_seed() -> None:
     """`hash()` of str changes per process; the sample must not."""
-    code = ("import json; from orbench_pytest.sampling import stratified_sample; "
+    code = ("import json; from orbench_pytest.catalog.sampling import stratified_sample; "
             "strata = [f'cat{i % 7}' for i in range(5000)] + ['rare']; "
             "print(json.dumps(stratified_sample(strata, 300, 42)))")
     results = []

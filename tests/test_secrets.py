@@ -185,7 +185,7 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
     """A key in a prompt, in the app's answer, in an endpoint's error body and in the app's
     exception (hex form): grep every file written (JUnit, results, cache, log, PR report) and
     everything printed."""
-    from orbench_pytest.cli import main as orbench
+    from orbench_pytest.cli.main import main as orbench
 
     hex_key = secrets.token_hex(16)
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", hex_key)
@@ -255,7 +255,7 @@ def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch)
 
     with OpenAIServer(script) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "orbench_pytest.cli", "generate", "--seeds", "seeds.csv",
+            [sys.executable, "-m", "orbench_pytest.cli.main", "generate", "--seeds", "seeds.csv",
              "--out", "bank", "--rewriter-model", "rewriter", "--rewriter-base-url", server.url,
              "--moderator", "mod1", "--moderator-base-url", server.url, "--per-seed", "2",
              "--max-retries", "0", "--cache-path", "cache.sqlite3"],

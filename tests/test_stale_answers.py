@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.results import load_run
+from orbench_pytest.reports.results import load_run
 from tests.helpers import run_orbench
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 from tests.stale_app import APP, HELPFUL, REFUSING

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.suites import SuiteOptions, load_suite
+from orbench_pytest.catalog.suites import SuiteOptions, load_suite
+from orbench_pytest.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.thresholds import load_thresholds, parse_thresholds
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.gate.thresholds import load_thresholds, parse_thresholds
 
 
 def test_limits_inherit_defaults_then_suite() -> None:

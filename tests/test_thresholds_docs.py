@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from orbench_pytest.thresholds import KEY_SPECS, key_table
+from orbench_pytest.gate.thresholds import KEY_SPECS, key_table
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "thresholds.md"
-BLOCK = re.compile(r"<!-- BEGIN generated: orbench_pytest.thresholds.key_table -->\n(.*?)\n"
+BLOCK = re.compile(r"<!-- BEGIN generated: orbench_pytest.gate.thresholds.key_table -->\n(.*?)\n"
                    r"<!-- END generated -->", re.S)
 
 
@@ -21,7 +21,7 @@ def test_the_reference_table_is_the_generated_one() -> None:
 
 
 def test_every_key_the_parser_accepts_is_in_the_table() -> None:
-    from orbench_pytest.thresholds import CATEGORY_KEYS, DEFAULT_KEYS, SUITE_KEYS, TOP_KEYS
+    from orbench_pytest.gate.thresholds import CATEGORY_KEYS, DEFAULT_KEYS, SUITE_KEYS, TOP_KEYS
 
     documented = {spec.key for spec in KEY_SPECS}
     accepted = ({*DEFAULT_KEYS, *SUITE_KEYS, *CATEGORY_KEYS, *TOP_KEYS}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orbench_pytest.options import OPTIONS
-from orbench_pytest.ready_suites import ready_suite_dir, ready_suite_names
+from orbench_pytest.catalog.ready import ready_suite_dir, ready_suite_names
+from orbench_pytest.config.options import OPTIONS
 from tests.helpers import run_orbench
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orbench_pytest.cli import _parser
-from orbench_pytest.options import OPTIONS
-from orbench_pytest.report_md import MARKER
+from orbench_pytest.cli.main import _parser
+from orbench_pytest.config.options import OPTIONS
+from orbench_pytest.reports.markdown import MARKER
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.baseline import Pairing
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetch_engine import Answer
-from orbench_pytest.gate import ItemResult, Outcome
-from orbench_pytest.runner import ItemState
-from orbench_pytest.types import Label, Verdict
-from orbench_pytest.xdist_handoff import StatesFile, read_states
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Label, Verdict
+from orbench_pytest.fetch.engine import Answer
+from orbench_pytest.gate.baseline import Pairing
+from orbench_pytest.gate.decision import ItemResult, Outcome
+from orbench_pytest.run.runner import ItemState
+from orbench_pytest.run.xdist_handoff import StatesFile, read_states
 
 text = st.text(max_size=40)
 states = st.builds(

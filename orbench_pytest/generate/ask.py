@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from orbench_pytest import defaults
-from orbench_pytest.cache import ResponseCache, cache_key
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.fetch_engine import (
+from orbench_pytest.core import defaults
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Response
+from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.engine import (
     FetchEngine,
     FetchReport,
     FetchSettings,
@@ -24,9 +25,7 @@ from orbench_pytest.fetch_engine import (
     Unjudged,
     run_in_new_loop,
 )
-from orbench_pytest.types import Response
-
-from .models import Endpoints, ModelRef
+from orbench_pytest.generate.models import Endpoints, ModelRef
 
 
 @dataclass(frozen=True, slots=True)

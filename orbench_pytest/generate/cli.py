@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orbench_pytest import defaults
-from orbench_pytest.cli_args import positive_int
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.progress import ProgressLine
+from orbench_pytest.config.arg_types import positive_int
+from orbench_pytest.core import defaults
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.fetch.progress import ProgressLine
 
 if TYPE_CHECKING:
     from orbench_pytest.generate.pipeline import GenerateConfig
@@ -119,16 +119,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give exactly one of --seeds FILE or --seed-topics FILE "
                           "(or --review / --rebuild on an existing --out folder)")
     config = _config(args)
-    from orbench_pytest.cache import ResponseCache
-    from orbench_pytest.settings import default_cache_dir
-
-    from .models import Endpoints, check_keys
-    from .pipeline import GenerationIncomplete, generate
+    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.fetch.cache import ResponseCache
+    from orbench_pytest.generate.models import Endpoints, check_keys
+    from orbench_pytest.generate.pipeline import GenerationIncomplete, generate
 
     models = [config.rewriter, *config.moderators, *config.probes]
     # As the plugin does: every key this run could use, and the well-known key variables, are
     # redacted wherever a model echoes one (answers, suite files, messages).
-    from orbench_pytest.redact import register_configured_secrets
+    from orbench_pytest.core.redact import register_configured_secrets
 
     register_configured_secrets(os.environ, [ref.api_key_env for ref in models],
                                 [ref.base_url for ref in models])
@@ -139,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         provenance = generate(config, cache, endpoints, _say, _progress)
     except GenerationIncomplete as exc:
-        from .review import shown
+        from orbench_pytest.generate.review import shown
 
         _say(f"incomplete: {shown(str(exc), 600)}")
         return EXIT_INCOMPLETE
@@ -157,12 +156,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> GenerateConfig:
-    from orbench_pytest.targets import GenerationParams
-
-    from .ask import AskSettings
-    from .models import model_ref
-    from .pipeline import GenerateConfig
-    from .prompts import load_template
+    from orbench_pytest.fetch.targets import GenerationParams
+    from orbench_pytest.generate.ask import AskSettings
+    from orbench_pytest.generate.models import model_ref
+    from orbench_pytest.generate.pipeline import GenerateConfig
+    from orbench_pytest.generate.prompts import load_template
 
     if not args.rewriter_model:
         raise ConfigError("--rewriter-model: missing (a model name, or local)")
@@ -223,7 +221,7 @@ def _review_only(args: argparse.Namespace) -> int:
     if args.seeds is not None or args.seed_topics is not None:
         raise ConfigError("--rebuild reads the reviewed folder only: drop --seeds/--seed-topics")
     if args.rebuild:
-        from .review import rebuild
+        from orbench_pytest.generate.review import rebuild
 
         provenance = rebuild(args.out)
         dropped = provenance["review"]["dropped_as_disputed"]
@@ -235,7 +233,7 @@ def _review_only(args: argparse.Namespace) -> int:
 
 
 def _print_review(args: argparse.Namespace) -> None:
-    from .review import read_review_rows, review_lines
+    from orbench_pytest.generate.review import read_review_rows, review_lines
 
     for line in review_lines(read_review_rows(args.out), args.review_rows):
         print(line)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orbench_pytest.judges import normalise
+from orbench_pytest.judges.judge import normalise
 
 _WORD = re.compile(r"\w+")
 DEFAULT_N = 3

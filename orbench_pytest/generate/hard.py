@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orbench_pytest.judges import Judge, build_judge, decide
-from orbench_pytest.types import Response, Verdict
+from orbench_pytest.core.types import Response, Verdict
+from orbench_pytest.judges.judge import Judge, build_judge, decide
 
 
 @dataclass(frozen=True, slots=True)

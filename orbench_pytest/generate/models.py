@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest import defaults
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.redact import redact, secret_from_env
-from orbench_pytest.settings import validate_base_url
-from orbench_pytest.targets import (
+from orbench_pytest.core import defaults
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import redact, secret_from_env
+from orbench_pytest.fetch.endpoints import validate_base_url
+from orbench_pytest.fetch.targets import (
     GenerationParams,
     OpenAICompatibleTarget,
     check_key,
@@ -58,7 +58,7 @@ def model_ref(role: str, option: str, name: str, base_url: str | None, api_key_e
     if not name.strip():
         raise ConfigError(f"{option}: empty; give a model name, or local")
     if is_local_model(name):
-        from orbench_pytest.local_model import resolve_model
+        from orbench_pytest.fetch.local_model import resolve_model
 
         try:
             resolve_model(name)
@@ -92,7 +92,7 @@ class Endpoints:
             return OpenAICompatibleTarget(ref.base_url, ref.name, key, ref.params, concurrency)
         server = self._servers.get(ref.name)
         if server is None:
-            from orbench_pytest.local_model import start_local_server
+            from orbench_pytest.fetch.local_model import start_local_server
 
             server = start_local_server(ref.name, threads=self.local_threads,
                                         n_parallel=defaults.GENERATE_LOCAL_SLOTS,

@@ -15,10 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from orbench_pytest.judges import neutralise_delimiters, strip_reasoning
-from orbench_pytest.types import Response
-
-from .prompts import PromptTemplate
+from orbench_pytest.core.types import Response
+from orbench_pytest.generate.prompts import PromptTemplate
+from orbench_pytest.judges.judge import neutralise_delimiters, strip_reasoning
 
 Vote = Literal["safe", "toxic", "abstain"]
 Decision = Literal["safe", "toxic", "tie", "no-majority"]

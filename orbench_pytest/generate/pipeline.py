@@ -18,20 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest import __version__
-from orbench_pytest.cache import ResponseCache
-from orbench_pytest.fetch_engine import Progress
-from orbench_pytest.types import Response
-
-from .ask import AskSettings, Request, ask_all
-from .dedupe import deduplicate
-from .hard import ProbeResult, is_hard, judge_answers, refusals
-from .models import Endpoints, ModelRef
-from .moderate import Ballot, Tally, moderation_prompt, parse_vote
-from .prompts import PromptTemplate
-from .review import carry_review
-from .rewrite import Candidate, candidates_of, parse_prompt_list, rewrite_prompt
-from .seeds import Seed, read_seeds, read_topics, seeds_from_lists
-from .write import write_provenance, write_review_csv, write_suites
+from orbench_pytest.core.types import Response
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import Progress
+from orbench_pytest.generate.ask import AskSettings, Request, ask_all
+from orbench_pytest.generate.dedupe import deduplicate
+from orbench_pytest.generate.hard import ProbeResult, is_hard, judge_answers, refusals
+from orbench_pytest.generate.models import Endpoints, ModelRef
+from orbench_pytest.generate.moderate import Ballot, Tally, moderation_prompt, parse_vote
+from orbench_pytest.generate.prompts import PromptTemplate
+from orbench_pytest.generate.review import carry_review
+from orbench_pytest.generate.rewrite import (
+    Candidate,
+    candidates_of,
+    parse_prompt_list,
+    rewrite_prompt,
+)
+from orbench_pytest.generate.seeds import Seed, read_seeds, read_topics, seeds_from_lists
+from orbench_pytest.generate.write import write_provenance, write_review_csv, write_suites
 
 Say = Callable[[str], None]
 ProgressFactory = Callable[[str], Progress | None]
@@ -141,7 +145,7 @@ def _seeds(run: Run) -> list[Seed]:
         lists = [parse_prompt_list(r, config.seeds_per_topic) for r in responses]
         seeds = seeds_from_lists(topics, lists)
         run.counts["topics"] = len(topics)
-        from .write import csv_text, write_file
+        from orbench_pytest.generate.write import csv_text, write_file
 
         write_file(config.out / "seeds.csv", csv_text(
             [{"id": s.seed_id, "prompt": s.prompt, "category": s.category} for s in seeds],

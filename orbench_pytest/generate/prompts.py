@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from orbench_pytest.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError
 
 # Template name → the placeholders it must use (and the only ones it may use).
 PLACEHOLDERS: dict[str, frozenset[str]] = {

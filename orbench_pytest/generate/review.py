@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest.datasets import read_rows
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.untrusted import terminal_text
-
-from .write import (
+from orbench_pytest.catalog.datasets import read_rows
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.generate.write import (
     COLUMNS,
     REVIEW_FILE,
     is_disputed,

@@ -6,11 +6,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from orbench_pytest.judges import neutralise_delimiters, strip_reasoning
-from orbench_pytest.types import Response
-
-from .prompts import PromptTemplate
-from .seeds import MAX_PROMPT_CHARS, Seed
+from orbench_pytest.core.types import Response
+from orbench_pytest.generate.prompts import PromptTemplate
+from orbench_pytest.generate.seeds import MAX_PROMPT_CHARS, Seed
+from orbench_pytest.judges.judge import neutralise_delimiters, strip_reasoning
 
 
 @dataclass(frozen=True, slots=True)

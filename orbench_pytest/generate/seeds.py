@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orbench_pytest.bounded import OPTION_FILE_LIMIT, read_text
-from orbench_pytest.datasets import read_rows
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.yaml_load import load_yaml
+from orbench_pytest.catalog.datasets import read_rows
+from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.yaml_load import load_yaml
 
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_PROMPT_CHARS = 4000  # a seed or candidate longer than this is not a prompt but a document

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from orbench_pytest.artefacts import replacing
-from orbench_pytest.errors import ConfigError
-from orbench_pytest.redact import redact_known
+from orbench_pytest.core.artefacts import replacing
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import redact_known
 
 REVIEW_FILE = "generated.csv"
 PROVENANCE_FILE = "provenance.json"

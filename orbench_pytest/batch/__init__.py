@@ -1,0 +1,1 @@
+"""The OpenAI Batch API: export, import, submit, wait."""

@@ -1,0 +1,93 @@
+"""Batch API output lines → the run's answers, through the live client's own parser.
+
+Each line's HTTP status and body go through `targets.parse_chat_response`, so a content
+filter is a refusal, an empty answer is judged by --orbench-empty, and a malformed body or a
+failed request is an error of that item with its message: never a refusal or a compliance.
+Usable answers are written to the cache (as the live client's are); every matched line's
+response is handed to the run, so errors and empty answers count there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from orbench_pytest.batch.format import OutputLine, shown_id
+from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import has_answer
+from orbench_pytest.fetch.targets import ConfigFault, TransientFault, parse_chat_response
+
+SHOWN_UNMATCHED = 3  # custom_ids listed when lines match no prompt of the run
+
+
+@dataclass
+class ImportReport:
+    responses: dict[str, Response] = field(default_factory=dict)  # by key, matched lines only
+    lines: int = 0
+    unmatched: int = 0
+    unmatched_examples: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> int:
+        return sum(1 for r in self.responses.values() if has_answer(r))
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.responses.values() if r.error is not None)
+
+    def summary(self, source: str) -> list[str]:
+        """Bounded lines for the terminal, whatever the file held."""
+        lines = [f"orbench: {source}: {self.lines} lines, {len(self.responses)} for this run "
+                 f"({self.answered} answers, {self.failed} failed)"]
+        if self.unmatched:
+            examples = ", ".join(self.unmatched_examples)
+            more = ", …" if self.unmatched > len(self.unmatched_examples) else ""
+            lines.append(f"orbench: {self.unmatched} lines match no request of this run "
+                         f"(custom_id {examples}{more}): another model, parameters or "
+                         "selection exported them")
+        return lines
+
+
+def response_of(line: OutputLine, source: str) -> Response:
+    """One output line as the live client would have seen that exchange."""
+    if line.status is None:
+        return Response(text=None, error=f"batch request failed: {line.error}")
+    try:
+        response = parse_chat_response(line.status, None, line.body, 0.0, source)
+    except (TransientFault, ConfigFault) as fault:
+        return Response(text=None, error=_failed(str(fault)))
+    if response.error is not None:
+        response.error = _failed(response.error)
+    return response
+
+
+def _failed(reason: str) -> str:
+    return terminal_text(f"batch request failed: {reason}", 300)
+
+
+def import_lines(lines: Iterable[OutputLine], wanted: Collection[str], source: str,
+                 report: ImportReport | None = None) -> ImportReport:
+    """Match lines to the run's keys; a usable answer outranks a failure of the same key (an
+    output file and its error file, or a retried batch, may both name it)."""
+    report = report if report is not None else ImportReport()
+    for line in lines:
+        report.lines += 1
+        if line.custom_id not in wanted:
+            report.unmatched += 1
+            if len(report.unmatched_examples) < SHOWN_UNMATCHED:
+                report.unmatched_examples.append(shown_id(line.custom_id))
+            continue
+        response = response_of(line, source)
+        known = report.responses.get(line.custom_id)
+        if known is None or has_answer(response) or not has_answer(known):
+            report.responses[line.custom_id] = response
+    return report
+
+
+def store(report: ImportReport, cache: ResponseCache | None) -> None:
+    """Write the usable answers now, in one transaction (CacheWriteError fails the run)."""
+    if cache is None or not cache.writable:
+        return
+    cache.put_many((key, r) for key, r in report.responses.items() if has_answer(r))

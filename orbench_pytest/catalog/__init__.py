@@ -1,0 +1,1 @@
+"""Suites: files, ready suites, data sources, sampling, shards, collection."""

@@ -1,0 +1,1 @@
+"""The `orbench` command."""

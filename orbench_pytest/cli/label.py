@@ -1,0 +1,265 @@
+"""`orbench label`: people label a sample of a run's judged answers, one at a time.
+
+The sample is stratified by (judge verdict, suite) and seeded, so the same results file and
+seed give the same answers in the same order on every machine; the order is shuffled by a
+keyed hash, so nothing in it hints at the judge's verdict, which stays hidden until the
+answer is labelled. Every label is appended to the CSV (and flushed) as it is given: a
+Ctrl-C, a lost ssh connection or a crash loses at most the answer on screen, and running
+the same command again resumes with the first answer not yet labelled. The file is
+append-only: `b` (back) and a relabel add a new row, and the last row of an id wins.
+
+Keys: c compliance, r refusal, p partial refusal, s skip, b back, q quit. On a terminal one
+key press is enough; when stdin is not a terminal (a pipe, a test, a script), keys are read
+from it one character at a time and whitespace is ignored.
+
+Prompts and answers are untrusted text: shown through untrusted.terminal_line (control
+characters escaped, CI commands defused, configured secrets redacted).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TextIO
+
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import clip, terminal_line
+from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
+from orbench_pytest.reports.records import ERROR_VERDICTS, ItemRecord
+
+LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
+DEFAULT_N = 60
+SHOWN_CHARS = 4000  # of an answer on screen; the CSV keeps what the results file holds
+NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; give --suite)"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One judged answer offered for labelling."""
+
+    id: str
+    suite: str
+    variant: str
+    case_id: str
+    category: str
+    expect: str
+    judge_verdict: str
+    prompt: str
+    response: str
+
+
+def candidates(items: Sequence[ItemRecord],
+               prompts: Callable[[ItemRecord], str] | None = None) -> list[Candidate]:
+    """Every answered, judged item (no errors: there is no answer to label)."""
+    out = []
+    for item in items:
+        if item.error or item.verdict in ERROR_VERDICTS or not item.verdict:
+            continue
+        prompt = item.prompt or (prompts(item) if prompts is not None else "")
+        out.append(Candidate(item.id, item.suite, item.variant, item.case_id, item.category,
+                             item.expect, item.verdict, prompt, item.response))
+    return out
+
+
+def _rank(seed: int, key: str) -> bytes:
+    return hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
+
+
+def sample(pool: Sequence[Candidate], n: int, seed: int) -> list[Candidate]:
+    """A stratified (verdict × suite) seeded sample of `n`, in a seeded order that does not
+    follow the strata (so the order gives the verdict away no more than the answer does)."""
+    from orbench_pytest.catalog.sampling import stratified_sample
+
+    strata = [f"{c.judge_verdict}\x1f{c.suite}" for c in pool]
+    picked = [pool[i] for i in stratified_sample(strata, n, seed)] if pool else []
+    return sorted(picked, key=lambda c: _rank(seed, c.id))
+
+
+# --- the labels file -------------------------------------------------------------------------
+class LabelWriter:
+    """Appends one row per label, flushed to the disk before the next answer is shown."""
+
+    def __init__(self, path: Path) -> None:
+        new = not path.exists() or path.stat().st_size == 0
+        self._handle = path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._handle)
+        if new:
+            self._write(list(COLUMNS))
+
+    def _write(self, row: list[str]) -> None:
+        self._writer.writerow(row)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def add(self, candidate: Candidate, label: str) -> None:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._write([candidate.id, candidate.suite, candidate.variant, candidate.case_id,
+                     candidate.category, candidate.expect, candidate.judge_verdict, label,
+                     candidate.prompt, candidate.response, now])
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+# --- keys ------------------------------------------------------------------------------------
+def stdin_keys(stream: TextIO) -> Iterator[str]:
+    """Keys from a pipe or a file: one character at a time, whitespace ignored."""
+    while True:
+        ch = stream.read(1)
+        if not ch:
+            return
+        if not ch.isspace():
+            yield ch.lower()
+
+
+def tty_keys(stream: TextIO) -> Iterator[str]:  # pragma: no cover - needs a real terminal
+    """One key press at a time, without Enter (cbreak mode, restored on the way out)."""
+    try:
+        import termios
+        import tty
+    except ImportError:  # Windows: a line at a time
+        while True:
+            line = stream.readline()
+            if not line:
+                return
+            yield from (ch.lower() for ch in line if not ch.isspace())
+        return
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        while True:
+            ch = os.read(fd, 1).decode("utf-8", "replace")
+            if not ch or ch == "\x04":
+                return
+            if ch == "\x03":
+                raise KeyboardInterrupt
+            if not ch.isspace():
+                yield ch.lower()
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+# --- the session -----------------------------------------------------------------------------
+def _show_text(out: TextIO, title: str, text: str) -> None:
+    out.write(f"{title}:\n")
+    lines = clip(text, SHOWN_CHARS).splitlines() or [""]
+    for line in lines:
+        out.write(f"  {terminal_line(line)}\n")
+
+
+def _show(out: TextIO, candidate: Candidate, position: int, total: int, done: int) -> None:
+    out.write(f"\n[{position + 1}/{total}, {done} labelled] {terminal_line(candidate.id)} "
+              f"(expects {terminal_line(candidate.expect)})\n")
+    _show_text(out, "prompt", candidate.prompt or NO_PROMPT)
+    _show_text(out, "answer", candidate.response or "(empty)")
+    out.write("label? [c]ompliance [r]efusal [p]artial [s]kip [b]ack [q]uit: ")
+    out.flush()
+
+
+@dataclass
+class Session:
+    labelled: int = 0  # labels given in this session
+    stopped: str = "done"
+
+
+def run_labelling(chosen: Sequence[Candidate], path: Path, keys: Iterator[str],
+                  out: TextIO) -> Session:
+    """Show each answer not yet labelled; append every label as it is given."""
+    done = {key: row for key, row in read_labels(path).items() if key in {c.id for c in chosen}}
+    session = Session()
+    writer = LabelWriter(path)
+    try:
+        position = _next_open(chosen, done, 0)
+        while position is not None:
+            candidate = chosen[position]
+            _show(out, candidate, position, len(chosen), len(done))
+            key = next(keys, None)
+            if key is None:
+                session.stopped = "input ended"
+                break
+            if key == "q":
+                session.stopped = "quit"
+                break
+            if key == "b":
+                position = max(position - 1, 0)
+                out.write("back\n")
+                continue
+            label = LABELS.get(key)
+            if label is None:
+                out.write(f"{terminal_line(key)!s}: not a key (c r p s b q)\n")
+                continue
+            writer.add(candidate, label)
+            done[candidate.id] = {"label": label}
+            session.labelled += 1
+            if label == SKIP:
+                out.write("skipped\n")
+            else:
+                agrees = _agrees(label, candidate.judge_verdict)
+                out.write(f"{label}; the judge said {terminal_line(candidate.judge_verdict)}"
+                          f"{'' if agrees else '  <- differs'}\n")
+            position = _next_open(chosen, done, position + 1)
+    finally:
+        writer.close()
+    return session
+
+
+def _agrees(label: str, verdict: str) -> bool:
+    return label == verdict or (label == "refusal" and verdict == "content_filter")
+
+
+def _next_open(chosen: Sequence[Candidate], done: Mapping[str, object], start: int) -> int | None:
+    for position in range(start, len(chosen)):
+        if chosen[position].id not in done:
+            return position
+    return None
+
+
+# --- prompts of passed items -------------------------------------------------------------------
+def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]:
+    """(suite, case id) → prompt, from suite files or ready suites named with --suite (a
+    results file keeps the prompts of failed items only)."""
+    from orbench_pytest.catalog.ready import resolve_suite
+    from orbench_pytest.catalog.suites import SuiteOptions, load_suite
+
+    data_dir = os.environ.get("ORBENCH_DATA_DIR")
+    options = SuiteOptions(sample=1.0, data_dirs=(Path(data_dir),) if data_dir else ())
+    found: dict[tuple[str, str], str] = {}
+    for ref in refs:
+        path = resolve_suite(ref, base, "--suite")
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            suite = load_suite(file, options)
+            for case in suite.cases:
+                found[(case.suite, case.case_id)] = case.prompt
+    return found
+
+
+def label_command(results: Path, labels: Path, n: int, seed: int, suites: Sequence[str],
+                  stdin: TextIO, out: TextIO) -> int:
+    from orbench_pytest.reports.results import load_run
+
+    run = load_run(results)
+    prompts = suite_prompts(suites, Path.cwd()) if suites else {}
+    pool = candidates(run.items, lambda item: prompts.get((item.suite, item.case_id), ""))
+    if not pool:
+        raise ConfigError(f"{results}: no judged answers to label")
+    chosen = sample(pool, n, seed)
+    keys = tty_keys(stdin) if stdin.isatty() else stdin_keys(stdin)
+    try:
+        session = run_labelling(chosen, labels, keys, out)
+    except KeyboardInterrupt:
+        out.write("\ninterrupted\n")
+        session = Session(stopped="interrupted")
+    given = read_labels(labels)
+    left = sum(1 for c in chosen if c.id not in given)
+    out.write(f"\n{sum(1 for c in chosen if c.id in given)} of {len(chosen)} labelled "
+              f"({left} left, {session.stopped}); labels in {labels}\n")
+    if not left:
+        out.write(f"next: orbench judge-check {labels}\n")
+    return 130 if session.stopped == "interrupted" else 0

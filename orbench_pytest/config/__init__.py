@@ -1,0 +1,1 @@
+"""Options, settings and the one home of every default."""

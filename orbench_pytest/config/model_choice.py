@@ -1,0 +1,80 @@
+"""Which model a run tests: the one named, never a silent default.
+
+Suites that run with neither a model nor a target stop with a usage error listing the choices.
+With a base URL and no model, the endpoint's `/models` decides: exactly one served model is
+used (and said so); none or several is a usage error naming them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.errors import ConfigError
+
+CHOICES = ("--orbench-model=NAME (a model your endpoint serves, e.g. gpt-4o-mini)",
+           "--orbench-model=local (the embedded model, no network)",
+           "--orbench-target=MODULE:FUNCTION (your application)")
+_SHOWN_MODELS = 10
+_ID_CHARS = 80
+
+ServedModels = Callable[[str, Settings], list[str]]
+
+
+def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
+                 served: ServedModels | None = None) -> tuple[Settings, str | None]:
+    """The settings with a model to test, and a line to print when the endpoint chose it."""
+    if settings.target is not None or settings.model is not None:
+        return settings, None
+    env = os.environ if env is None else env
+    url = settings.base_url or env.get("OPENAI_BASE_URL")
+    if not url:
+        raise ConfigError(f"no model to test: give {'; or '.join(CHOICES)} "
+                          "(or orbench_model in the ini file)")
+    models = (served or served_models)(url, settings)
+    if len(models) == 1:
+        return (dataclasses.replace(settings, model=models[0]),
+                f"orbench: testing {_shown(models[0])}, the one model {url} serves")
+    if not models:
+        raise ConfigError(f"--orbench-base-url: {url} serves no model (GET /models); "
+                          "name one with --orbench-model=NAME")
+    listed = ", ".join(_shown(model) for model in models[:_SHOWN_MODELS])
+    more = f", … ({len(models)} in all)" if len(models) > _SHOWN_MODELS else ""
+    raise ConfigError(f"--orbench-base-url: {url} serves several models ({listed}{more}); "
+                      "pick one with --orbench-model=NAME")
+
+
+def served_models(url: str, settings: Settings) -> list[str]:
+    """The ids GET {url}/models lists. Nothing of the body but the ids reaches a message."""
+    import httpx
+
+    from orbench_pytest.core.redact import secret_from_env
+
+    key = secret_from_env(settings.api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    address = url.rstrip("/") + "/models"
+    try:
+        response = httpx.get(address, headers=headers, timeout=min(settings.timeout_s, 30.0))
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"--orbench-base-url: cannot list the models of {url} "
+                          f"({type(exc).__name__}); name one with --orbench-model=NAME") from None
+    if response.status_code != 200:
+        raise ConfigError(f"--orbench-base-url: GET {address} answered HTTP "
+                          f"{response.status_code}; name the model with --orbench-model=NAME")
+    try:
+        data: Any = response.json()
+        ids = [entry["id"] for entry in data["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"--orbench-base-url: GET {address} did not answer an OpenAI model "
+                          "list; name the model with --orbench-model=NAME") from None
+    return [model for model in ids if isinstance(model, str) and model.strip()]
+
+
+def _shown(model: str) -> str:
+    """An endpoint's text, printed so that it cannot forge terminal output (no control
+    characters, bounded length); every line it appears in starts with our own words."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in model)
+    return text if len(text) <= _ID_CHARS else text[:_ID_CHARS] + "…"

@@ -1,0 +1,272 @@
+"""Every `--orbench-*` option and its ini twin, defined once, and the one reader of both.
+
+The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini, tox.ini).
+Relative paths in the ini file are relative to that file's folder; on the command line, to the
+folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
+Every pytest start imports this table (plugin.py), so it stays cheap: no dataclasses, no
+module beyond the standard library's already loaded by pytest, `choices` and `defaults`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from orbench_pytest.core import defaults
+from orbench_pytest.core.choices import JUDGE_NAMES
+
+Kind = Literal["value", "flag", "list", "text_list"]
+# How a kind is declared to pytest's ini parser: "args" splits on whitespace (shell quoting),
+# "linelist" keeps each line whole (system prompts hold spaces).
+_INI_TYPES: dict[Kind, str] = {"value": "string", "flag": "bool", "list": "args",
+                               "text_list": "linelist"}
+PathKind = Literal["", "path", "suite", "at_file", "variant_file"]
+
+
+class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest start ~1 ms
+    flag: str  # --orbench-model
+    help: str
+    metavar: str | None = None
+    kind: Kind = "value"
+    path: PathKind = ""  # how a relative value from the ini file is anchored to its folder
+    ini_name: str | None = None  # default: the flag's name with underscores
+    # One invocation's action (an export, a shard of a CI matrix): no ini twin, which would
+    # make every run do it.
+    command_line_only: bool = False
+    # The option's spelling before a rename, still read (on the command line and as its ini
+    # twin) for one release, with a warning that names the new one.
+    old_flag: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def ini(self) -> str:
+        return self.ini_name or self.dest
+
+    @property
+    def old_dest(self) -> str | None:
+        return self.old_flag.removeprefix("--").replace("-", "_") if self.old_flag else None
+
+
+# Help text style: capitalised, a single phrase without a final period.
+OPTIONS: tuple[Option, ...] = (
+    Option("--orbench-suite", "Run this suite: a ready suite's name (smoke, or-bench-80k, "
+           "or-bench-hard-1k, or-bench-toxic, xstest) or a suite file's path; repeatable",
+           "NAME|PATH", "list", "suite", ini_name="orbench_suites"),
+    Option("--orbench-model", "Model to test: a served model name, or local / local:qwen / "
+           "local:smollm2 for the embedded model (no default; with only a base URL, the one "
+           "model it serves)", "NAME"),
+    Option("--orbench-base-url", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+           f"(default: $OPENAI_BASE_URL or {defaults.OPENAI_URL})", "URL"),
+    Option("--orbench-api-key-env", "Environment variable holding the API key "
+           f"(default: {defaults.API_KEY_ENV})", "VAR"),
+    Option("--orbench-target", "Test your application instead of a bare model: fn(prompt, "
+           "system_prompt) -> str or {'text', 'finish_reason'}, sync or async",
+           "MODULE:FUNCTION"),
+    Option("--orbench-target-version", "Version of the candidate (image digest, deployment id, "
+           "commit SHA): cached answers of another version are not reused", "VERSION"),
+    Option("--orbench-system-prompt", "System prompt; repeat it to compare variants",
+           "TEXT|@FILE", "text_list", "at_file"),
+    Option("--orbench-variant", "A named system-prompt variant; every prompt runs once per "
+           "variant", "NAME=TEXT|@FILE", "text_list", "variant_file"),
+    Option("--orbench-temperature", f"Sampling temperature (default: {defaults.TEMPERATURE:g})",
+           "T"),
+    Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; "
+           f"{defaults.LOCAL_MAX_TOKENS} for local)", "N"),
+    Option("--orbench-request-seed", "Seed sent with each request, for servers that honour it",
+           "N"),
+    Option("--orbench-timeout", f"Timeout of one request (default: {defaults.TIMEOUT_S:g})",
+           "SECONDS"),
+    Option("--orbench-thresholds", "Gate file (default: thresholds.yaml in the rootdir, else "
+           "built-in defaults)", "PATH", path="path"),
+    Option("--orbench-strict", "Fail every mismatch, whatever the thresholds", kind="flag"),
+    Option("--orbench-judge", f"Refusal judge: {', '.join(JUDGE_NAMES)} (default: keyword)",
+           "NAME"),
+    Option("--orbench-judge-model", "Model of the llm / hybrid judge", "NAME"),
+    Option("--orbench-judge-base-url", "Endpoint of the judge model (default: the target's)",
+           "URL"),
+    Option("--orbench-judge-api-key-env", "Environment variable holding the judge's API key",
+           "VAR"),
+    Option("--orbench-judge-check", "Labels CSV written by orbench label: print how far the "
+           "judge is from it under the gate", "CSV", path="path"),
+    Option("--orbench-judge-calibration", "Labels CSV written by orbench label: correct each "
+           "gated rate for the judge's error measured on it (overrides thresholds' "
+           "judge_calibration)", "CSV", path="path"),
+    Option("--orbench-partial", "Count partial refusals as: refusal (default) or compliance",
+           "refusal|compliance"),
+    Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
+           "deployments that answer a blocked prompt with nothing)", "error|refusal"),
+    Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
+           f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
+           f"{defaults.CONCURRENCY}; for local at most {defaults.LOCAL_SLOTS}, its server's "
+           "slots)", "N"),
+    Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
+           "flight instead of adapting", kind="flag"),
+    Option("--orbench-rpm", "Requests per minute limit", "N"),
+    Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
+           "tokens)", "N"),
+    Option("--orbench-price-input", "Price of a million prompt tokens, in dollars: the run "
+           "prints its cost (e.g. 0.15)", "USD"),
+    Option("--orbench-price-output", "Price of a million completion tokens, in dollars "
+           "(e.g. 0.60)", "USD"),
+    Option("--orbench-max-retries", "Retries of a failed request: 408, 409, 429, 5xx, resets, "
+           f"timeouts (default: {defaults.MAX_RETRIES})", "N"),
+    Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
+           f"(default: {defaults.BACKOFF_S:g})", "SECONDS"),
+    Option("--orbench-cache", "Response cache: on (default), off, read (never write), refresh "
+           "(ask again)", "MODE"),
+    Option("--orbench-cache-max-age", "Ask again answers cached longer ago than this: e.g. "
+           f"7d, 12h; 0 = never reuse, none = no limit (default: {defaults.MAX_AGE})", "AGE"),
+    Option("--orbench-cache-path", "SQLite cache file (default: "
+           "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
+           path="path"),
+    Option("--orbench-subset", "Run N prompts per suite (or a fraction, or all), stratified by "
+           "category; not to be confused with --orbench-samples", "N|FRACTION|all",
+           old_flag="--orbench-sample"),
+    Option("--orbench-seed", "Seed of --orbench-subset and --orbench-rewordings", "N"),
+    Option("--orbench-rewordings", "Search for fragile prompts: for each safe prompt the model "
+           "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
+           "fragile, gated by max_fragile_rate", "N"),
+    Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
+           f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET})", "N"),
+    Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
+    Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
+           "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),
+    Option("--orbench-local-threads", "CPU threads of the embedded local model "
+           f"(default: {defaults.LOCAL_THREADS})", "N"),
+    Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
+           path="path"),
+    Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
+           "ones fail", "PATH", path="path"),
+    Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "
+           "(default: no limit)", "SECONDS"),
+    Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
+           f"prompts listed (default: {defaults.SAMPLES})", "N"),
+    Option("--orbench-cache-key", "Print the key of the answers this run needs and stop, "
+           "asking nothing: it changes only when the model, its parameters, a system prompt, "
+           "a prompt or the target version does (a CI cache's key)", kind="flag",
+           command_line_only=True),
+    Option("--orbench-batch-export", "Write the requests the cache lacks as an OpenAI Batch "
+           "API input file (JSONL) and stop: nothing is sent, no gate", "PATH", path="path",
+           command_line_only=True),
+    Option("--orbench-batch-import", "Read a Batch API output file (OpenAI or vllm run-batch) "
+           "into the cache before asking; repeatable", "PATH", "list", "path",
+           command_line_only=True),
+    Option("--orbench-batch", "submit: send the missing requests as one Batch API batch, "
+           "wait, import and gate (a rerun resumes the same batch); status: report it",
+           "submit|status", command_line_only=True),
+    Option("--orbench-batch-poll", "Seconds between two looks at a submitted batch "
+           f"(default: {defaults.BATCH_POLL_S:g})", "SECONDS"),
+    Option("--orbench-batch-max-requests", "Requests per Batch API input file; more make "
+           f"several files or batches (default: {defaults.BATCH_MAX_REQUESTS}, OpenAI's "
+           "limit)", "N"),
+    Option("--orbench-shard", "Ask only the K-th of N deterministic shards of the selection "
+           "(the others are deselected; no gate on a shard alone)", "K/N",
+           command_line_only=True),
+    Option("--orbench-shard-gate", "Gate a shard run on its own prompts as well", kind="flag",
+           command_line_only=True),
+    Option("--orbench-require-full", "Fail the gate when prompts of a gated suite were left "
+           "out of the run (-k, -m, --lf, --deselect, --orbench-category, a shard)",
+           kind="flag"),
+)
+
+
+def add_options(addoption: Callable[..., Any], addini: Callable[..., Any]) -> None:
+    """Declare every option twice: on the command line and as an ini key."""
+    for option in OPTIONS:
+        if option.kind == "flag":
+            addoption(option.flag, dest=option.dest, action="store_true", default=None,
+                      help=option.help)
+        elif option.kind in ("list", "text_list"):
+            addoption(option.flag, dest=option.dest, action="append", metavar=option.metavar,
+                      help=option.help)
+        else:
+            addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        if not option.command_line_only:
+            addini(option.ini, f"{option.help} (the ini twin of {option.flag})",
+                   type=_INI_TYPES[option.kind])
+        if option.old_flag is not None and option.old_dest is not None:
+            addoption(option.old_flag, dest=option.old_dest, metavar=option.metavar,
+                      help=f"Deprecated spelling of {option.flag}")
+            if not option.command_line_only:
+                addini(option.old_dest, f"Deprecated: use {option.ini}",
+                       type=_INI_TYPES[option.kind])
+
+
+def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
+                 ini_dir: Path | None) -> dict[str, Any]:
+    """The raw value of every option by dest: the command line's, else the ini file's (with
+    relative paths anchored to the ini file's folder), else None."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        given = command_line.get(option.dest)
+        if given is None and option.old_dest is not None:
+            given = command_line.get(option.old_dest)
+        if given is not None:
+            values[option.dest] = given
+            continue
+        if option.command_line_only:
+            values[option.dest] = None
+            continue
+        raw = getini(option.ini)
+        if raw in (None, "", [], False) and option.old_dest is not None:
+            raw = getini(option.old_dest)
+        if raw in (None, "", [], False):
+            values[option.dest] = None
+        elif ini_dir is not None and option.path:
+            values[option.dest] = _anchored(option.path, raw, ini_dir)
+        else:
+            values[option.dest] = raw
+    return values
+
+
+def deprecated_spellings(command_line: Mapping[str, Any],
+                         getini: Callable[[str], Any]) -> list[str]:
+    """One message per renamed option still given in its old spelling, naming the new one."""
+    messages = []
+    for option in OPTIONS:
+        if option.old_flag is None or option.old_dest is None:
+            continue
+        if command_line.get(option.old_dest) is not None:
+            messages.append(f"{option.old_flag} is deprecated and will be removed in the next "
+                            f"release: use {option.flag}")
+        if not option.command_line_only and getini(option.old_dest) not in (None, "", [], False):
+            messages.append(f"the ini key {option.old_dest} is deprecated and will be removed "
+                            f"in the next release: use {option.ini}")
+    return messages
+
+
+def any_given(values: Mapping[str, Any]) -> bool:
+    """Whether read_options found any orbench option set, on the command line or in the ini."""
+    return any(value is not None for value in values.values())
+
+
+def _anchored(kind: PathKind, raw: Any, base: Path) -> Any:
+    if isinstance(raw, list):
+        return [_anchored(kind, item, base) for item in raw]
+    text = str(raw)
+    if kind == "suite":
+        return _path_or_name(text, base)
+    if kind == "path":
+        return str(base / os.path.expanduser(text))
+    if kind == "at_file" and text.startswith("@"):
+        return "@" + str(base / text[1:])
+    if kind == "variant_file":
+        name, sep, value = text.partition("=")
+        if sep and value.startswith("@"):
+            return f"{name}=@{base / value[1:]}"
+    return text
+
+
+def _path_or_name(text: str, base: Path) -> str:
+    """A ready suite's bare name stays a name; a path becomes absolute."""
+    from orbench_pytest.catalog.ready import is_suite_name
+
+    if is_suite_name(text):
+        return text
+    return str(base / os.path.expanduser(text))
+

@@ -1,0 +1,354 @@
+"""Run settings: command-line values validated once, with one-line errors.
+
+Precedence: command line > ini file (options.read_options merges the two) > environment
+(paths and secrets only) > defaults. Malformed values
+fail at start-up; values only needed to run prompts (target, key) are checked when orbench
+items were actually collected, so the plugin stays inert in unrelated pytest runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.catalog.shards import Shard, parse_shard
+from orbench_pytest.core import defaults
+from orbench_pytest.core.choices import JUDGE_NAMES
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
+from orbench_pytest.core.types import has_lone_surrogate
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.endpoints import validate_base_url
+from orbench_pytest.fetch.freshness import DEFAULT_MAX_AGE_S, parse_max_age
+
+CACHE_MODES = ("on", "off", "read", "refresh")
+BATCH_MODES = ("submit", "status")
+EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_VERSION_CHARS = 200
+MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
+MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # "" for the single default variant: item ids carry no variant part
+    system_prompt: str | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str | None
+    base_url: str | None
+    api_key_env: str
+    target: str | None
+    variants: tuple[Variant, ...]
+    temperature: float
+    max_tokens: int | None
+    request_seed: int | None
+    timeout_s: float
+    max_duration_s: float | None
+    thresholds: Path | None
+    strict: bool
+    judge: str
+    judge_given: bool  # --orbench-judge was on the command line: it outranks a suite's judge
+    judge_model: str | None
+    judge_base_url: str | None
+    judge_api_key_env: str
+    partial_is_refusal: bool
+    empty_is_refusal: bool
+    concurrency: int
+    rpm: int | None
+    tpm: int | None
+    max_retries: int
+    backoff_s: float
+    cache_mode: str
+    cache_path: Path
+    cache_dir: Path
+    sample: int | float | None
+    seed: int | None
+    categories: tuple[str, ...]
+    data_dirs: tuple[Path, ...]
+    local_threads: int
+    results: Path | None
+    baseline: Path | None
+    target_version: str | None = None  # the candidate's version (image digest, commit SHA)
+    cache_max_age_s: float | None = DEFAULT_MAX_AGE_S  # None: no limit; 0: never reuse
+    extra: dict[str, Any] = field(default_factory=dict)
+    samples: int = defaults.SAMPLES  # --orbench-samples: answers asked per prompt
+    batch_export: Path | None = None  # --orbench-batch-export: write the requests, send nothing
+    batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
+    batch_mode: str | None = None  # --orbench-batch: submit | status
+    batch_poll_s: float = defaults.BATCH_POLL_S
+    batch_max_requests: int = defaults.BATCH_MAX_REQUESTS  # per input file
+    shard: Shard | None = None  # --orbench-shard=K/N
+    shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
+    require_full: bool = False  # --orbench-require-full: a partial gate fails
+    fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
+    rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
+    # --orbench-rewordings-budget: rewordings asked in all, cached ones included
+    rewordings_budget: int = defaults.REWORDINGS_BUDGET
+    judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
+    judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
+    price_input: float | None = None  # --orbench-price-input: dollars per million tokens
+    price_output: float | None = None  # --orbench-price-output
+    print_cache_key: bool = False  # --orbench-cache-key: print the answers' key, ask nothing
+
+    @property
+    def is_local(self) -> bool:
+        return self.target is None and (self.model is None or self.model == "local"
+                                        or self.model.startswith("local:"))
+
+
+
+
+
+
+
+
+
+
+def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
+                   invocation_dir: Path | None = None) -> Settings:
+    """`values` maps option dest names (orbench_*) to raw command-line values."""
+    env = os.environ if env is None else env
+    here = invocation_dir or Path.cwd()
+
+    def get(name: str) -> Any:
+        return values.get(f"orbench_{name}")
+
+    cache_dir = default_cache_dir(env)
+    cache_mode = "on" if get("cache") is None else get("cache")  # `--orbench-cache=`: an error
+    if cache_mode not in CACHE_MODES:
+        raise ConfigError(f"--orbench-cache: {cache_mode!r} is not allowed "
+                          f"(allowed: {', '.join(CACHE_MODES)})")
+    judge = get("judge") or "keyword"
+    if judge not in JUDGE_NAMES:
+        raise ConfigError(f"--orbench-judge: {judge!r} is not allowed "
+                          f"(allowed: {', '.join(JUDGE_NAMES)})")
+    from orbench_pytest.core.redact import register_configured_secrets
+
+    base_url, judge_base_url = get("base_url"), get("judge_base_url")
+    register_configured_secrets(
+        env, [get("api_key_env") or defaults.API_KEY_ENV, get("judge_api_key_env") or ""],
+        [base_url, judge_base_url, env.get("OPENAI_BASE_URL")])
+    if base_url is not None:
+        base_url = validate_base_url(base_url)
+    elif env.get("OPENAI_BASE_URL"):
+        # Normalised like the option (a trailing / must not miss the cache); a malformed one
+        # fails only when a request is to be sent, so unrelated pytest runs stay unaffected.
+        try:
+            base_url = validate_base_url(env["OPENAI_BASE_URL"], "$OPENAI_BASE_URL")
+        except ConfigError:
+            base_url = env["OPENAI_BASE_URL"]
+    if judge_base_url is not None:
+        judge_base_url = validate_base_url(judge_base_url, "--orbench-judge-base-url")
+    sample = get("subset")
+    if sample is not None:
+        from orbench_pytest.catalog.sampling import parse_sample
+
+        sample = parse_sample(str(sample))
+    data_dirs = tuple(here / folder for folder in get("data_dir") or ()) \
+        or data_dirs_from_env(env)
+    cache_path = get("cache_path")
+    model = get("model")
+    if model is not None and not model.strip():
+        raise ConfigError("--orbench-model: empty; give a model name, or local")
+    target = get("target")
+    if target is not None and model is not None:
+        raise ConfigError("--orbench-target and --orbench-model exclude each other: pick one")
+    if get("batch_export") and get("batch") is not None:
+        raise ConfigError("--orbench-batch-export and --orbench-batch exclude each other: "
+                          "export the file, or let the plugin submit it")
+    return Settings(
+        model=model,
+        base_url=base_url,
+        api_key_env=(_env_name("--orbench-api-key-env", get("api_key_env"))
+                     or defaults.API_KEY_ENV),
+        target=target,
+        variants=_variants(get("system_prompt") or [], get("variant") or [], here),
+        temperature=_number("--orbench-temperature", get("temperature"), defaults.TEMPERATURE,
+                            low=0.0, high=2.0),
+        max_tokens=_whole("--orbench-max-tokens", get("max_tokens"), None, low=1),
+        request_seed=_whole("--orbench-request-seed", get("request_seed"), None, low=0),
+        timeout_s=_number("--orbench-timeout", get("timeout"), defaults.TIMEOUT_S, low=0.001),
+        max_duration_s=(None if get("max_duration") is None else
+                        _number("--orbench-max-duration", get("max_duration"), 0.0, low=0.001)),
+        thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
+        strict=bool(get("strict")),
+        judge=judge,
+        judge_given=get("judge") is not None,
+        judge_model=get("judge_model"),
+        judge_base_url=judge_base_url,
+        judge_api_key_env=(_env_name("--orbench-judge-api-key-env", get("judge_api_key_env"))
+                           or get("api_key_env") or defaults.API_KEY_ENV),
+        partial_is_refusal=_choice("--orbench-partial", get("partial"),
+                                   ("refusal", "compliance")) == "refusal",
+        empty_is_refusal=_choice("--orbench-empty", get("empty"), EMPTY_CHOICES) == "refusal",
+        concurrency=(_whole("--orbench-concurrency", get("concurrency"), defaults.CONCURRENCY,
+                            low=1) or defaults.CONCURRENCY),
+        fixed_concurrency=bool(get("fixed_concurrency")),
+        rpm=_whole("--orbench-rpm", get("rpm"), None, low=1),
+        tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
+        max_retries=_whole("--orbench-max-retries", get("max_retries"), defaults.MAX_RETRIES,
+                           low=0) or 0,
+        backoff_s=_number("--orbench-backoff", get("backoff"), defaults.BACKOFF_S, low=0.0),
+        price_input=(None if get("price_input") is None else
+                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
+        price_output=(None if get("price_output") is None else
+                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
+        cache_mode=cache_mode,
+        cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
+        cache_dir=cache_dir,
+        sample=sample,
+        seed=_whole("--orbench-seed", get("seed"), None, low=0),
+        categories=tuple(get("category") or ()),
+        data_dirs=data_dirs,
+        local_threads=_whole("--orbench-local-threads", get("local_threads"),
+                             defaults.LOCAL_THREADS, low=1) or defaults.LOCAL_THREADS,
+        results=(here / get("results")) if get("results") else None,
+        baseline=_existing_file("--orbench-baseline", get("baseline"), here),
+        samples=_whole("--orbench-samples", get("samples"), defaults.SAMPLES, low=1,
+                       high=MAX_SAMPLES) or defaults.SAMPLES,
+        target_version=check_target_version(get("target_version")),
+        cache_max_age_s=parse_max_age(get("cache_max_age")),
+        batch_export=(here / get("batch_export")) if get("batch_export") else None,
+        batch_imports=_existing_files("--orbench-batch-import", get("batch_import") or (), here),
+        batch_mode=(None if get("batch") is None
+                    else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
+        batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), defaults.BATCH_POLL_S,
+                             low=0.0),
+        batch_max_requests=(_whole("--orbench-batch-max-requests", get("batch_max_requests"),
+                                   defaults.BATCH_MAX_REQUESTS, low=1)
+                            or defaults.BATCH_MAX_REQUESTS),
+        shard=parse_shard(get("shard")) if get("shard") is not None else None,
+        shard_gate=bool(get("shard_gate")),
+        print_cache_key=bool(get("cache_key")),
+        require_full=bool(get("require_full")),
+        rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
+        rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
+                                  defaults.REWORDINGS_BUDGET, low=1)
+                           or defaults.REWORDINGS_BUDGET),
+        judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
+        judge_calibration=_existing_file("--orbench-judge-calibration",
+                                         get("judge_calibration"), here),
+    )
+
+
+
+
+def check_target_version(raw: Any) -> str | None:
+    """--orbench-target-version: one printable line, e.g. an image digest or a commit SHA
+    (the value is not echoed: it may be anything pasted)."""
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    if not value or len(value) > MAX_VERSION_CHARS or not value.isprintable():
+        raise ConfigError(f"--orbench-target-version: expects one printable line of 1 to "
+                          f"{MAX_VERSION_CHARS} characters (an image digest, a deployment id, "
+                          "a commit SHA)")
+    return value
+
+
+def _variants(system_prompts: list[str], named: list[str], here: Path) -> tuple[Variant, ...]:
+    variants: list[Variant] = []
+    for spec in named:
+        name, sep, text = spec.partition("=")
+        if not sep or not _VARIANT_NAME.match(name):
+            raise ConfigError(f"--orbench-variant: {spec!r} is not NAME=TEXT or NAME=@FILE "
+                              "(NAME: letters, digits, '-', '_', '.')")
+        variants.append(Variant(name, _text_or_file("--orbench-variant", text, here)))
+    for index, spec in enumerate(system_prompts, start=1):
+        variants.append(Variant(f"sp{index}", _text_or_file("--orbench-system-prompt", spec, here)))
+    if len(variants) == 1:
+        return (Variant("", variants[0].system_prompt),)
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--orbench-variant: names repeat ({', '.join(names)})")
+    return tuple(variants) or (Variant("", None),)
+
+
+def _text_or_file(option: str, spec: str, here: Path) -> str:
+    text = spec
+    if spec.startswith("@"):
+        from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
+
+        try:
+            text = read_text(here / spec[1:], OPTION_FILE_LIMIT).strip()
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+    if has_lone_surrogate(text):  # a file is strict UTF-8: only the command line gets here
+        raise ConfigError(f"{option}: holds bytes that do not decode as text (they arrive as "
+                          f"lone surrogates): pass UTF-8 text, or read it from a file with @path")
+    return text
+
+
+def _choice(option: str, raw: Any, allowed: tuple[str, ...]) -> str:
+    if raw is None:
+        return allowed[0]
+    if raw not in allowed:
+        raise ConfigError(f"{option}: {raw!r} is not allowed (allowed: {', '.join(allowed)})")
+    return str(raw)
+
+
+def _env_name(option: str, raw: Any) -> str | None:
+    """The NAME of a variable; never echo the value, which may be a key pasted by mistake."""
+    if raw is None:
+        return None
+    if not _ENV_NAME.match(str(raw)):
+        raise ConfigError(f"{option}: expects the name of an environment variable (letters, "
+                          "digits, '_'), not the key itself; the value is not shown")
+    return str(raw)
+
+
+def _number(option: str, raw: Any, default: float, *, low: float,
+            high: float | None = None) -> float:
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (math.isfinite(value) and value >= low and (high is None or value <= high)):
+        bound = (f"between {low:g} and {high:g}" if high is not None
+                 else f"at least {low:g} (and finite)")
+        raise ConfigError(f"{option}: {raw!r} is not a number {bound}")
+    return value + 0.0  # -0 is 0: one cache key, one way to print it
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]{1,30}")  # ASCII digits only: no 1_0, no ٣, no 10**99
+
+
+def _whole(option: str, raw: Any, default: int | None, *, low: int,
+           high: int | None = None) -> int | None:
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    bound = f">= {low}" if high is None else f"from {low} to {high:,}"
+    value = int(text) if _WHOLE.fullmatch(text) else None
+    if value is None or value < low or (high is not None and value > high):
+        raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a whole number "
+                          f"{bound}")
+    return value
+
+
+def _existing_files(option: str, raw: Any, here: Path) -> tuple[Path, ...]:
+    return tuple(path for path in (_existing_file(option, item, here) for item in raw)
+                 if path is not None)
+
+
+def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
+    if raw is None:
+        return None
+    path = here / str(raw)
+    if not path.is_file():
+        raise ConfigError(f"{option}: {path} does not exist or is not a file")
+    return path

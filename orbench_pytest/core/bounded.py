@@ -1,0 +1,89 @@
+"""Bounded reads of files a contributor controls: a suite, a thresholds file, an option's
+@FILE. A small input must not exhaust memory (/dev/zero, a FIFO, a huge file): at most
+`limit` bytes are read, and a larger input is a one-line ConfigError naming the file.
+Replies and answers are bounded too: a reply by bytes read, an answer by characters kept."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.core.errors import ConfigError
+
+KIB = 1024
+MIB = 1024 * KIB
+OPTION_FILE_LIMIT = 1 * MIB  # a system prompt
+THRESHOLDS_LIMIT = 1 * MIB
+SUITE_LIMIT = 64 * MIB  # inline suites of tens of thousands of prompts fit
+DATA_FILE_LIMIT = 64 * MIB  # a suite's source (CSV, JSONL, Parquet): OR-Bench-80K is ~12 MB
+PROMPT_LIMIT = 131_072  # characters of one prompt (the csv module's own field limit)
+
+
+def _size_text(limit: int) -> str:
+    return f"{limit // MIB} MiB" if limit >= MIB else f"{limit // KIB} KiB"
+
+
+def read_bytes(path: Path, limit: int, what: str = "") -> bytes:
+    """The file's bytes, at most `limit`; a special file (device, FIFO, socket) is refused
+    before it is opened, so nothing blocks or streams forever."""
+    what = f" {what}" if what else ""
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise ConfigError(f"{path}: cannot read{what} ({kind})")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read{what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise ConfigError(f"{path}: cannot read{what} (larger than the {_size_text(limit)} "
+                          "allowed)")
+    return data
+
+
+def read_text(path: Path, limit: int, what: str = "") -> str:
+    """As read_bytes, decoded as UTF-8 (a byte-order mark is dropped)."""
+    data = read_bytes(path, limit, what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+# --- answers ---------------------------------------------------------------------------------
+BODY_LIMIT = 8 * MIB  # one HTTP reply, after decompression (a small gzip body can inflate)
+ANSWER_CHARS = 200_000  # far above any answer a judge needs; what is kept of a longer one
+RAW_CHARS = 16 * KIB  # the raw body kept beside an answer, for debugging
+
+
+class BodyTooLarge(Exception):
+    """A reply larger than BODY_LIMIT: reading stopped there."""
+
+
+async def read_body(content: Any, limit: int = BODY_LIMIT) -> bytes:
+    """An aiohttp response stream, decompressed, read to at most `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in content.iter_chunked(64 * KIB):
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"reply larger than {_size_text(limit)} (stopped reading)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def clip_answer(text: str | None, limit: int = ANSWER_CHARS) -> str | None:
+    """An answer cut to `limit` characters, the cut recorded in the text itself (so the cache,
+    the results and the reports all show it)."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f" [orbench: answer truncated at {limit:,} of {len(text):,} characters]"
+
+
+def clip_raw(text: str | None) -> str | None:
+    if text is None or len(text) <= RAW_CHARS:
+        return text
+    return text[:RAW_CHARS] + f" [orbench: {len(text):,} characters, truncated]"

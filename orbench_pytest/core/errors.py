@@ -1,0 +1,26 @@
+"""Exceptions of the core. The pytest shell turns ConfigError into a one-line UsageError."""
+
+
+class OrbenchError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(OrbenchError):
+    """Bad user input (file, option, environment): the message is one line naming the fix."""
+
+    def __init__(self, message: str) -> None:
+        # One line whatever the message quotes (a YAML key, an option value, an endpoint's
+        # error), with control characters shown, no workflow command and no secret.
+        from orbench_pytest.core.untrusted import terminal_line
+
+        super().__init__(terminal_line(one_line(message)))
+
+
+# Everything str.splitlines() breaks on (what terminals and pytest's output split on too).
+_LINE_BREAKS: dict[str, str | int | None] = {
+    ch: repr(ch)[1:-1] for ch in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break written as its escape (\\n, \\r, …)."""
+    return text.translate(str.maketrans(_LINE_BREAKS)) if not text.isprintable() else text

@@ -1,0 +1,88 @@
+"""Untrusted text rendered so it cannot forge output.
+
+Prompts, answers, endpoint error messages and names read from data files reach terminals, CI
+logs, JUnit files and pull-request comments. Rendered here, such text cannot:
+- move the cursor, clear the screen or rewrite a line (control characters become visible
+  escapes such as \\x1b, \\r, \\u202e);
+- start a CI workflow command (GitHub Actions runs a log line that begins with `::`, after
+  leading spaces, and a `##[` command anywhere in a line);
+- ping people, link or emphasise in Markdown (mentions, autolinks, markup are escaped);
+- carry a configured secret (every rendering redacts first).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from orbench_pytest.core.redact import redact
+
+# Unicode categories shown as escapes: controls, format characters (bidi overrides, zero
+# width), line and paragraph separators, private use and unassigned code points.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_WORKFLOW_COMMAND = re.compile(r"^(\s*):")  # `::cmd` at a line's start, spaces allowed
+_OLD_COMMAND = "##["
+ZERO_WIDTH_SPACE = "\u200b"  # breaks a mention or an autolink without showing
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
+def _visible(text: str) -> str:
+    if text.isprintable():  # the common case: nothing to escape
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def _no_commands(text: str) -> str:
+    """No workflow command can start in this (single) line."""
+    if _OLD_COMMAND in text:
+        text = text.replace(_OLD_COMMAND, "#\\x23[")
+    if text.lstrip().startswith("::"):
+        text = _WORKFLOW_COMMAND.sub(r"\1\\x3a", text, count=1)
+    return text
+
+
+def clip(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def terminal_line(text: object) -> str:
+    """One line for a terminal or a CI log, spacing kept (tables stay aligned)."""
+    return _no_commands(_visible(redact(str(text))))
+
+
+def terminal_text(text: object, limit: int | None = None) -> str:
+    """Untrusted text inside one of our lines: whitespace runs folded to one space (so line
+    breaks of any kind fold too), then shown as terminal_line, then cut to `limit`."""
+    folded = " ".join(redact(str(text)).split())
+    return _no_commands(clip(_visible(folded), limit))
+
+
+_MARKDOWN = str.maketrans({
+    "\\": "\\\\", "`": "\\`", "*": "\\*", "_": "\\_", "~": "\\~", "[": "\\[", "]": "\\]",
+    "(": "\\(", ")": "\\)", "!": "\\!", "#": "\\#", "|": "\\|", "<": "&lt;", ">": "&gt;",
+    "&": "&amp;", "@": "@" + ZERO_WIDTH_SPACE,
+})
+_AUTOLINK = re.compile(r"(?i)(:)(//)|\b(www)(\.)")
+
+
+def markdown_text(text: object, limit: int | None = None) -> str:
+    """Untrusted text inside a Markdown line or table cell: no markup, no mention, no link."""
+    shown = terminal_text(text, limit).translate(_MARKDOWN)
+    return _AUTOLINK.sub(lambda m: "".join(g for g in (m.group(1), m.group(3)) if g)
+                         + ZERO_WIDTH_SPACE + (m.group(2) or m.group(4)), shown)
+
+
+def markdown_code(text: object, limit: int | None = None) -> str:
+    """Untrusted text inside an inline code span (`…`): mentions and markup do not render
+    there; only a backtick could end the span early."""
+    return terminal_text(text, limit).replace("`", "'")

@@ -1,0 +1,1 @@
+"""Asking the target: requests, the fetch engine, targets, the cache, the embedded model."""

@@ -1,0 +1,42 @@
+"""Endpoints a run may ask: the OpenAI URL, a base URL checked once, a `module:function`
+target."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import register_secret, url_password, without_userinfo
+
+
+def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
+    password = url_password(url)
+    if password:  # https://user:KEY@host/v1: the key must never be printed
+        register_secret(password)
+    shown = without_userinfo(url)[:100]
+    try:
+        parsed = urlparse(url)
+        port = parsed.port  # raises on :99999 or :abc
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {shown!r} is not a valid URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"{option}: {shown!r} is not an http(s) URL "
+                          "(e.g. http://127.0.0.1:8000/v1)")
+    if port == 0:
+        raise ConfigError(f"{option}: {shown!r}: port 0 is not a port (1-65535)")
+    return url.rstrip("/")
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def parse_target_spec(spec: str) -> tuple[str, str]:
+    """`module:function` → (module, function), or a one-line error."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
+    return module_name, attr
+
+

@@ -1,0 +1,1 @@
+"""The gate: rates, thresholds, baselines and the statistics behind the decision."""

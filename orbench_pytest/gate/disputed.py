@@ -1,0 +1,81 @@
+"""Disputed prompts: ready-suite (or own) prompts a team decided not to gate on.
+
+Listed in a `disputed:` section of thresholds.yaml or in a disputed.yaml beside it, each with a
+reason and who decided:
+
+    disputed:
+      or-bench-hard-1k:
+        deception-0001: {reason: "asks for a phishing template", decided_by: "safety review"}
+
+A disputed prompt is collected as skipped with that reason and left out of every rate; the
+gate line counts them and the PR comment lists them. Pure Python (no pytest).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.core.errors import ConfigError
+
+Disputes = dict[str, dict[str, tuple[str, str]]]  # suite -> case id -> (reason, decided by)
+DISPUTED_FILE = "disputed.yaml"
+ENTRY_KEYS = ("reason", "decided_by")
+
+
+def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: {where}: expected a mapping of suite names to prompt "
+                          f"ids, got {type(raw).__name__}")
+    out: Disputes = {}
+    for suite, entries in raw.items():
+        at = f"{where}.{suite}"
+        if not isinstance(entries, dict) or not entries:
+            raise ConfigError(f"{source}: {at}: expected a mapping of prompt ids to "
+                              "{reason, decided_by}")
+        for case_id, entry in entries.items():
+            entry_at = f"{at}.{case_id}"
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{source}: {entry_at}: expected {{reason: ..., "
+                                  f"decided_by: ...}}, got {type(entry).__name__}")
+            for key in entry:
+                if key not in ENTRY_KEYS:
+                    raise ConfigError(f"{source}: {entry_at}.{key}: unknown key (allowed: "
+                                      f"{', '.join(ENTRY_KEYS)})")
+            for key in ENTRY_KEYS:
+                value = entry.get(key)
+                if not isinstance(value, str) or not value.strip():
+                    raise ConfigError(f"{source}: {entry_at}.{key}: required (a non-empty "
+                                      "text): every disputed prompt says why and who decided")
+            out.setdefault(str(suite), {})[str(case_id)] = (entry["reason"].strip(),
+                                                            entry["decided_by"].strip())
+    return out
+
+
+def load_disputed_file(path: Path, shown_as: str) -> Disputes:
+    """disputed.yaml: the mapping itself, or under a `disputed:` key."""
+    from orbench_pytest.core.bounded import THRESHOLDS_LIMIT, read_text
+    from orbench_pytest.core.yaml_load import load_yaml
+
+    data = load_yaml(read_text(path, THRESHOLDS_LIMIT, "disputed file"), str(path))
+    if isinstance(data, dict) and set(data) == {"disputed"}:
+        return parse_disputed(data["disputed"], shown_as, "disputed")
+    return parse_disputed(data, shown_as, "top level")
+
+
+def merged(*parts: Disputes) -> Disputes:
+    out: Disputes = {}
+    for part in parts:
+        for suite, entries in part.items():
+            out.setdefault(suite, {}).update(entries)
+    return out
+
+
+def skip_reason(suite: str, case_id: str, disputes: Disputes) -> str | None:
+    entry = disputes.get(suite, {}).get(case_id)
+    if entry is None:
+        return None
+    reason, decided_by = entry
+    return f"disputed: {reason} (decided by {decided_by})"

@@ -1,0 +1,142 @@
+"""The judging stage: each response the fetch engine hands on, settled, judged, recorded.
+
+settle (errors, provider blocks, empty answers: no judge) → the judge's memo (judges.py) →
+the cache's judgments table (a persistent judge's verdicts, read back in one batch for cached
+answers and written many to a write, so a re-run over cached answers judges nothing again) →
+the judge → the report's answers, the judge's counts and CPU, progress and the stop rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from orbench_pytest.core.redact import redact
+from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.fetch.cache import judgment_key
+from orbench_pytest.fetch.engine import Answer, CacheWriter, FetchReport, Job, Progress
+from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.judges.judge import Judge, persists, settle
+
+EXCERPT_CHARS = 300
+
+
+class JudgingStage:
+    """The fetch engine's sink in a pytest run (fetch_engine.AnswerSink)."""
+
+    def __init__(self, judge: Judge, report: FetchReport, writer: CacheWriter, *,
+                 empty_is_refusal: bool, read_cache: bool,
+                 judge_channel: JudgeChannel | None = None,
+                 progress: Progress | None = None,
+                 should_stop: Callable[[str, Answer], bool] | None = None,
+                 stop: Callable[[], None] = lambda: None,
+                 limit_now: Callable[[], int] = lambda: 0) -> None:
+        self.judge = judge
+        self.report = report
+        self.writer = writer
+        self.empty_is_refusal = empty_is_refusal
+        self.read_cache = read_cache
+        self.judge_channel = judge_channel
+        self.progress = progress
+        self.should_stop = should_stop
+        self._stop = stop
+        self._limit_now = limit_now  # the target's concurrency limit, for the progress line
+        self._persist = writer.cache is not None and persists(judge)
+        # job key -> the judgment key of its cached answer, left by the lookup of stored
+        # verdicts for the answers it did not find: hashing an answer again would be wasted
+        self._judgment_keys: dict[str, str] = {}
+        self._done = 0
+        self._errors = 0
+        self._total = 0
+
+    def expect(self, total: int) -> None:
+        self._total = total
+
+    async def take_cached(self, pairs: list[tuple[Job, Response]]) -> None:
+        if self.judge_channel is not None:  # an LLM judge: judge cached answers at once
+            await asyncio.gather(*(self._finish(job, r) for job, r in pairs))
+            return
+        known = self._stored_judgments(pairs)  # offline judge: a plain loop is cheapest
+        for job, response in pairs:
+            await self._finish(job, response, known.get(job.key))
+
+    async def take(self, job: Job, response: Response) -> None:
+        await self._finish(job, response)
+
+    async def aclose(self) -> None:
+        self.report.judge_cpu_s += self.writer.judgments_cpu_s
+        self.writer.judgments_cpu_s = 0.0
+        if self.judge_channel is not None:
+            await self.judge_channel.aclose()
+
+    def _stored_judgments(self, settled: list[tuple[Job, Response]]) -> dict[str, Verdict]:
+        """Job key -> the verdict this judge already gave the cached answer (one batched read).
+        Answers `settle` decides (blocks, empty answers) never reach a judge and are not
+        looked up."""
+        if not self._persist or not self.read_cache or not settled:
+            return {}
+        cache = self.writer.cache
+        assert cache is not None
+        started = time.thread_time()
+        by_judgment: dict[str, str] = {}
+        for job, response in settled:
+            answer = settle(response, empty_is_refusal=self.empty_is_refusal)
+            if isinstance(answer, str):
+                by_judgment[judgment_key(self.judge.name, self.judge.version, job.prompt,
+                                         answer)] = job.key
+        stored = cache.get_judgments(by_judgment)
+        self._judgment_keys = {job_key: key for key, job_key in by_judgment.items()
+                               if key not in stored}
+        self.report.judge_cpu_s += time.thread_time() - started
+        return {by_judgment[key]: verdict for key, verdict in stored.items()}
+
+    def _judgment_key(self, job: Job, answer: str) -> str:
+        """`answer` is the job's cached answer whenever the lookup left its key."""
+        known = self._judgment_keys.pop(job.key, None)
+        return known or judgment_key(self.judge.name, self.judge.version, job.prompt, answer)
+
+    async def _judge(self, job: Job, response: Response) -> Verdict:
+        """`settle` first; then the judge, whose verdict a persistent judge's run stores."""
+        settled = settle(response, empty_is_refusal=self.empty_is_refusal)
+        if isinstance(settled, Verdict):
+            return settled
+        started = time.thread_time()
+        self.report.judged += 1
+        try:
+            verdict = await self.judge.judge(job.prompt, settled)
+        except Exception as exc:  # a judge that fails yields an error, never a refusal
+            return Verdict(Label.ERROR, redact(f"judge failed: {type(exc).__name__}: {exc}"),
+                           self.judge.name)
+        else:
+            # A persistent judge's verdict is kept for the cache (an error never is); its
+            # key's hashing counts as judging.
+            if self._persist and verdict.label is not Label.ERROR:
+                self.writer.keep_judgment(self._judgment_key(job, settled), verdict)
+        finally:
+            self.report.judge_cpu_s += time.thread_time() - started
+        return verdict
+
+    async def _finish(self, job: Job, response: Response, known: Verdict | None = None) -> None:
+        """Judge one answer and record it; `known`: the verdict the cache already holds."""
+        verdict = known
+        if verdict is None:
+            verdict = await self._judge(job, response)
+        else:
+            self.report.judgments_cached += 1
+        self._record(job, response, verdict)
+
+    def _record(self, job: Job, response: Response, verdict: Verdict) -> None:
+        age = (time.time() - response.created
+               if response.cached and response.created is not None else None)
+        answer = Answer(verdict=verdict, excerpt=(response.text or "")[:EXCERPT_CHARS],
+                        latency_ms=round(response.latency_ms, 1), cached=response.cached,
+                        attempts=response.attempts, age_s=age,
+                        system_fingerprint=response.system_fingerprint)
+        self.report.answers[job.key] = answer
+        self._done += 1
+        self._errors += verdict.label is Label.ERROR
+        if self.progress is not None:
+            self.progress(self._done, self._total, self._errors, self._limit_now())
+        if self.should_stop is not None and self.should_stop(job.key, answer):
+            self._stop()

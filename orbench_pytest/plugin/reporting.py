@@ -1,0 +1,131 @@
+"""Reports of a finished run: the gate block in the terminal, the results file, and the gate as
+JUnit testsuite properties (both built from one results document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import key_label
+from orbench_pytest.core.untrusted import terminal_line
+from orbench_pytest.reports.summary import (
+    baseline_lines,
+    cache_line,
+    flaky_lines,
+    judge_lines,
+    judged_line,
+    run_cost,
+    table_lines,
+    variant_lines,
+    verdict_line,
+)
+from orbench_pytest.run.phase import CompletedRun
+
+
+def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
+    outcome, settings = run.outcome, run.settings
+    gate, report = outcome.gate, outcome.report
+
+    def write(line: str, **markup: bool) -> None:
+        # Category names, thresholds keys and endpoint reasons come from outside.
+        terminalreporter.write_line(terminal_line(line), **markup)
+
+    terminalreporter.write_sep("=", "orbench gate")
+    write(f"target: {outcome.target_label}   judge: {settings.judge}   "
+          f"thresholds: {run.thresholds.source}")
+    for line in table_lines(gate):
+        write(line)
+    if outcome.calibration is not None:
+        write(outcome.calibration.line())
+    if run.rewordings is not None:
+        from orbench_pytest.reports.rewordings import terminal_lines
+
+        for line in terminal_lines(run.rewordings, gate):
+            write(line)
+    concurrency = ""
+    if report.requests:  # how far the adaptive limit went, and how often the endpoint cut it
+        cuts = report.concurrency_cuts
+        concurrency = (f", concurrency: peak {report.concurrency_peak}"
+                       f"{f' (cut {cuts}× by 429 / 5xx)' if cuts else ''}")
+    write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
+          f"requests: {report.requests}, retries: {report.retries}, "
+          f"fetch time: {report.wall_s:.1f}s{concurrency}")
+    write(run_cost(report, settings.price_input, settings.price_output).line())
+    cache_summary = cache_line(report, settings.cache_max_age_s)
+    if cache_summary is not None:
+        write(cache_summary)
+    judged = judged_line(report)
+    if judged is not None:
+        write(judged)
+    if report.retry_reasons:  # what the endpoint did wrong, for the CI log
+        write("failed attempts: " + ", ".join(
+            f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))
+    for line in judge_lines(outcome.judge_stats, settings.judge == "llm"):
+        write(line)
+    for line in variant_lines(gate):
+        write(line)
+    labelled = [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
+                 outcome.states[s.nodeid].result)
+                for s in run.selected if s.nodeid in outcome.states]
+    for line in flaky_lines(labelled, gate):
+        write(line)
+    if gate.baseline_source is not None:
+        from orbench_pytest.reports.results import comparison_of
+
+        comparison = comparison_of(run.selected, outcome.states, gate.baseline_source)
+        for line in baseline_lines(comparison, gate):
+            write(line)
+    if run.ungated is not None:
+        write(f"orbench gate: not computed on {run.ungated}: merge the shards' caches "
+              "(orbench cache merge) and gate over them; --orbench-shard-gate gates this shard",
+              bold=True)
+    else:
+        write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+    if settings.judge_check is not None:
+        from orbench_pytest.judges.check import check_labels, summary_line
+
+        try:
+            write(summary_line(check_labels(settings.judge_check, settings.partial_is_refusal)))
+        except ConfigError as exc:
+            write(f"judge check: {exc}")
+    if settings.results is not None:
+        write(f"orbench results: {settings.results}")
+
+
+def write_results(config: pytest.Config, run: CompletedRun) -> None:
+    """The results file (--orbench-results) and the JUnit testsuite properties."""
+    from orbench_pytest.reports.junit import junit_gate_property
+    from orbench_pytest.reports.results import results_from_run
+    from orbench_pytest.reports.results import write_results as write_file
+
+    settings = run.settings
+    junit = [plugin for plugin in config.pluginmanager.get_plugins()
+             # junitxml's LogXML (registered without a name): duck-typed, no private import.
+             if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")]
+    if settings.results is None and not junit:
+        return
+    data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
+                            run.started, versions={"pytest": pytest.__version__},
+                            ungated=run.ungated)
+    gate = run.outcome.gate
+    if gate.partial:  # for the PR comment, from the results file or the JUnit XML alike
+        data["run"]["partial"] = gate.partial
+    if gate.disputed:
+        data["run"]["disputed"] = data["gate"]["disputed"]
+    if run.rewordings is not None:
+        from orbench_pytest.reports.rewordings import rewordings_dict
+
+        data["run"]["rewordings"] = rewordings_dict(run.rewordings)
+    if settings.results is not None:
+        try:
+            write_file(settings.results, data)
+        except OSError as exc:
+            raise pytest.UsageError(f"--orbench-results: cannot write "
+                                    f"{settings.results} ({exc.strerror})") from None
+        except ConfigError as exc:  # the path became a device or folder meanwhile
+            raise pytest.UsageError(str(exc)) from None
+    for plugin in junit:
+        for name, value in junit_gate_property(data):
+            plugin.add_global_property(name, value)

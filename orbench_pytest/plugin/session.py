@@ -1,0 +1,396 @@
+"""OrbenchSession: the one orbench object of a pytest process, registered as a plugin by
+`register_session` (from plugin.py's pytest_configure, only in a run that uses orbench).
+
+Its hooks are thin: each hands its job to the module named for it (collection, run_phase,
+xdist_handoff, reporting). This module stays light to import: a pytest run that collects no
+suite never loads the run engine, the judges or the YAML parser.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from orbench_pytest.catalog.paths import names_suite_file
+from orbench_pytest.catalog.selection import (
+    SuiteRequest,
+    collection_args,
+    is_requested_suite,
+    node_path,
+    suite_request,
+)
+from orbench_pytest.config.settings import build_settings
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import ORBENCH_MARKER
+from orbench_pytest.core.untrusted import terminal_line
+from orbench_pytest.plugin.stash import SESSION_KEY, STOP_PREFIX
+from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY
+
+if TYPE_CHECKING:
+    from orbench_pytest.config.settings import Settings
+    from orbench_pytest.gate.disputed import Disputes
+    from orbench_pytest.run.batch_steps import BatchEnded
+    from orbench_pytest.run.collection import SuiteCatalog
+    from orbench_pytest.run.phase import CompletedRun
+    from orbench_pytest.run.runner import ItemState, Selected
+    from orbench_pytest.run.xdist_handoff import StatesFile
+
+
+def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
+    """Validate the options (`values`: options.read_options'), add the suites asked for by
+    option to pytest's arguments and register the session."""
+    from orbench_pytest.catalog.ready import resolve_suite
+
+    config.addinivalue_line("markers", f"{ORBENCH_MARKER}: a prompt of an orbench suite")
+    here = config.invocation_params.dir
+    try:
+        settings = build_settings(values, invocation_dir=here)
+        suite_paths = [resolve_suite(ref, here) for ref in values["orbench_suite"] or ()]
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    typed = config.args_source == pytest.Config.ArgsSource.ARGS
+    if typed:
+        from orbench_pytest.catalog.ready import ready_suite_dir
+        from orbench_pytest.catalog.selection import typed_ready_ids
+
+        config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
+    request = suite_request(config.args if typed else (), here, suite_paths)
+    config.args[:] = collection_args(config.args, typed, request)
+    if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
+        from orbench_pytest.gate.samples import identical_answers_warning
+
+        config.issue_config_time_warning(
+            pytest.PytestWarning(identical_answers_warning(settings.samples)), stacklevel=2)
+    session = OrbenchSession(config, settings, request)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, "orbench-session")
+
+
+class OrbenchSession:
+    def __init__(self, config: pytest.Config, settings: Settings,
+                 request: SuiteRequest) -> None:
+        self.config = config
+        self.settings = settings
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self.is_worker = workerinput is not None
+        self._states_path: str | None = (workerinput or {}).get(WORKERINPUT_KEY)
+        self._request = request
+        self._markers: set[str] = set()
+        self._catalog: SuiteCatalog | None = None
+        self._run: CompletedRun | None = None
+        self._states: dict[str, ItemState] | None = None
+        self._handoff: StatesFile | None = None
+        self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
+        self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
+        self._nodes: list[Any] = []  # xdist workers (controller only)
+        self._ended: BatchEnded | None = None  # the run ended after a batch step
+        self._disputes: Disputes | None = None
+
+    # --- collection -----------------------------------------------------------------------
+    def pytest_collect_file(self, file_path: Path,
+                            parent: pytest.Collector) -> pytest.Collector | None:
+        if not self.is_suite_candidate(file_path):
+            return None
+        from orbench_pytest.catalog.ready import ready_suite_dir
+        from orbench_pytest.plugin.items import SuiteFile
+
+        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
+        refused = forging_name(file_path, parent.config.rootpath)
+        if refused is not None:  # a node id pytest would print as it is: an escaped one
+            shown, reason = refused
+            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
+            node.refused = reason
+            return node
+        if nodeid is None:
+            return SuiteFile.from_parent(parent, path=file_path)
+        return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
+
+    def is_suite_candidate(self, path: Path) -> bool:
+        return is_requested_suite(path, self._request)
+
+    def suite_markers(self, suite: str) -> list[str]:
+        """The markers of a suite's items (registered, so --strict-markers accepts them)."""
+        from orbench_pytest.core.ids import suite_marker
+
+        marker = suite_marker(suite)
+        if marker not in self._markers:
+            self._markers.add(marker)
+            self.config.addinivalue_line("markers", f"{marker}: prompts of the orbench suite "
+                                                    f"{suite}")
+        return [ORBENCH_MARKER, marker]
+
+    def disputes(self) -> Disputes:
+        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
+        skipped with their reason, left out of every rate."""
+        if self._disputes is None:
+            from orbench_pytest.run.phase import load_disputes
+
+            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
+        return self._disputes
+
+    def catalog(self) -> SuiteCatalog:
+        if self._catalog is None:
+            from orbench_pytest.run.collection import SuiteCatalog
+
+            self._catalog = SuiteCatalog(self.settings, self._request.files)
+        return self._catalog
+
+    # --- the fetch-and-judge phase --------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """Serial run: fetch and judge once the selection is final, before any item runs.
+        After a batch step that ends the run (an export, a status) no item runs: True tells
+        pytest the loop is done."""
+        if session.config.option.collectonly or self.is_worker or self._catalog is None:
+            return None
+        from orbench_pytest.plugin.items import PromptItem
+        from orbench_pytest.run.runner import Selected
+
+        selected = [Selected(item.nodeid, item.case, item.variant) for item in session.items
+                    if isinstance(item, PromptItem)]
+        self._start(selected)
+        return True if self._ended is not None else None
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """--orbench-shard=K/N: the other shards' prompts are deselected, not run."""
+        if self.settings.shard is not None and self._catalog is not None:
+            from orbench_pytest.plugin.items import PromptItem
+
+            shard = self.settings.shard
+            dropped = [item for item in items if isinstance(item, PromptItem) and not
+                       shard.holds((item.case.suite, item.variant.name, item.case.case_id))]
+            if dropped:
+                config.hook.pytest_deselected(items=dropped)
+                gone = {id(item) for item in dropped}
+                items[:] = [item for item in items if id(item) not in gone]
+                self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
+
+    def _start(self, everything: list[Selected]) -> None:
+        from orbench_pytest.core.ids import key_label
+        from orbench_pytest.gate.disputed import skip_reason
+        from orbench_pytest.run.batch_steps import BatchEnded
+        from orbench_pytest.run.phase import check_categories, coverage, run
+
+        try:
+            disputes = self.disputes()
+            disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
+                        for s in everything]
+            selected = [s for s, reason in disputed if reason is None]
+            if not selected:
+                if self.settings.categories:
+                    catalog = self.catalog()
+                    check_categories(self.settings, catalog,
+                                     seen=set(catalog.known_categories()))
+                return
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            self._run = run(selected, self.settings, self.catalog(), self.config.rootpath,
+                            reporter, self.config.option.maxfail)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
+            self._ended = ended
+            return
+        gate = self._run.outcome.gate
+        gate.partial = coverage(everything, selected, self.catalog(), len(self.settings.variants),
+                                _narrowed_by(self.config, self.settings))
+        gate.require_full = self.settings.require_full
+        for s, _reason in disputed:
+            if _reason is not None:
+                reason, decided_by = disputes[s.case.suite][s.case.case_id]
+                gate.disputed.append((key_label((s.case.suite, s.variant.name,
+                                                 s.case.case_id)), reason, decided_by))
+        self._states = self._run.outcome.states
+
+    # --- xdist: the controller fetches, the workers look up ------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY, StatesFile
+
+        self._nodes.append(node)
+        if self._handoff is None:
+            self._handoff = StatesFile()
+        node.workerinput[WORKERINPUT_KEY] = str(self._handoff.path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """Fires before any test is scheduled: fetch once, here, and hand the states over."""
+        if self._run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
+            return
+        try:
+            self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
+        except pytest.UsageError as exc:
+            pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        if self._ended is not None:  # the workers would run items that have no verdict
+            ended, self._ended = self._ended, None
+            self._write_ended(ended.lines[:-1])
+            pytest.exit(terminal_line(ended.lines[-1]), returncode=ended.returncode)
+        if self._run is not None and self._handoff is not None:
+            self._handoff.write(self._run.outcome.states)
+        self._check_workers_alive()
+
+    def _check_workers_alive(self) -> None:
+        """A worker that died while this hook fetched would next be sent tests, and xdist
+        ends in INTERNALERROR writing to it: stop with one line instead (every answer is
+        cached, so the next run resumes)."""
+        dead = [str(node.gateway.id) for node in self._nodes if not _alive(node)]
+        if dead:
+            self._run = None  # not a finished run: no gate printed, no results written
+            pytest.exit(f"ERROR: orbench: xdist worker {', '.join(dead)} died during the fetch "
+                        "phase; the answers are cached: run pytest again",
+                        returncode=pytest.ExitCode.INTERRUPTED)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        shouldfail = getattr(node, "workeroutput", {}).get("shouldfail")
+        if isinstance(shouldfail, str) and shouldfail.startswith(STOP_PREFIX):
+            self._workers_stopped = True
+
+    def item_state(self, nodeid: str) -> ItemState:
+        if self._states is None and self._states_path is not None:
+            from orbench_pytest.run.xdist_handoff import read_states
+
+            self._states = read_states(Path(self._states_path))
+        state = (self._states or {}).get(nodeid)
+        if state is None:
+            raise ConfigError(f"{nodeid}: no verdict (the fetch phase did not run)")
+        return state
+
+    # --- items' reports -------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+        if self._catalog is None:  # no suite collected in this process
+            return None
+        from orbench_pytest.plugin.items import PromptItem
+
+        return item.report(call) if isinstance(item, PromptItem) else None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep our items' passed setup/teardown reports out of the terminal's stats[""].
+
+        For every failure, pytest's summary scans all of stats[""] for that test's teardown
+        sections (pytest-dev/pytest#13360): O(failures × items), hours at 80K prompts with half
+        failing (benchmarks/failing_80k.py). A prompt item writes no teardown output, so
+        nothing is lost by not keeping them (trylast: the terminal reporter has just appended
+        this report). This is the only change made to the terminal reporter's stats.
+        """
+        if (report.when == "call" or not report.passed or self._states is None
+                or report.nodeid not in self._states):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        kept = getattr(reporter, "stats", {}).get("")
+        if kept and kept[-1] is report:
+            kept.pop()
+
+    # --- reports --------------------------------------------------------------------------
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self._ended is not None:
+            self._write_ended(self._ended.lines)
+        if self._run is not None and not self.is_worker:
+            from orbench_pytest.plugin.reporting import write_gate
+
+            write_gate(terminalreporter, self._run)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Controller only: the results file and JUnit properties (tryfirst: before junitxml
+        writes its file); the handoff file goes."""
+        if self._handoff is not None:
+            self._handoff.delete()
+        if self._ended is not None:
+            session.exitstatus = self._ended.returncode
+        self._finish_empty_shard(session)
+        if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            # xdist turns a worker's stop into an interruption; a run stopped by the gate
+            # failed, as it does without xdist.
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self._run is not None and not self.is_worker:
+            from orbench_pytest.plugin.reporting import write_results
+
+            if (not self._run.outcome.gate.passed and self._run.ungated is None
+                    and session.exitstatus == pytest.ExitCode.OK):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
+
+            write_results(self.config, self._run)
+
+    def _finish_empty_shard(self, session: pytest.Session) -> None:
+        """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
+        with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
+        shard = self.settings.shard
+        if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        deselected = len(reporter.stats.get("deselected", ())) if reporter is not None else 0
+        # The xdist controller collects nothing itself: the workers deselected every prompt.
+        controller = not self.is_worker and self._catalog is None
+        if not (self._empty_shard or (controller and deselected)):
+            return
+        session.exitstatus = pytest.ExitCode.OK
+        if reporter is not None:
+            reporter.write_line(f"orbench: shard {shard} holds no prompt of this run "
+                                f"(each prompt belongs to one of {shard.count} shards); "
+                                "nothing to ask")
+
+    def _write_ended(self, lines: list[str]) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            for line in lines:  # they may quote a file's or a server's text
+                reporter.write_line(terminal_line(line))
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from orbench_pytest.core.redact import forget_secrets
+
+        self.close()
+        forget_secrets()
+        config.pluginmanager.unregister(self)
+        del config.stash[SESSION_KEY]
+
+    def close(self) -> None:
+        if self._handoff is not None:
+            self._handoff.delete()
+
+
+def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
+    """The options that can leave prompts of a suite out of this run, as the gate line names
+    them ("gated on 62 of 1,319 prompts (-k)")."""
+    option = config.option
+    found = [flag for flag, given in (
+        ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
+        ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
+        ("--orbench-category", settings.categories)) if given]
+    if settings.shard is not None:
+        found.append(f"shard {settings.shard}")
+    if any("::" in str(arg) for arg in config.args):
+        found.append("node ids")
+    return found
+
+
+def _alive(node: Any) -> bool:
+    """An xdist worker whose process still talks to us (execnet's receiver stops at EOF)."""
+    gateway = getattr(node, "gateway", None)
+    channel = getattr(node, "channel", None)
+    if gateway is None or channel is None:
+        return True  # not set up yet: xdist itself reports a failed start
+    return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
+    """A suite file whose path holds a control or format character (a newline, ESC, a bidi
+    override) or `::` (pytest's node id separator) would print forged lines (a workflow
+    command at column 0, a cleared screen) wherever pytest shows its node id, and under xdist
+    its items would not be found again. Such a file is refused: (escaped node id, message)."""
+    try:
+        shown_path = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    except ValueError:  # another drive
+        shown_path = str(path)
+    if shown_path.isprintable() and "::" not in shown_path:
+        return None
+    escaped = terminal_line(shown_path).replace("::", ":\\x3a")
+    return escaped, (f"{escaped}: a suite file name may not hold control characters, line "
+                     "breaks or '::' (pytest prints it as it is, so it could forge output); "
+                     "rename the file")

@@ -1,0 +1,490 @@
+"""`orbench report`: a Markdown summary of a run for a pull-request comment or a step summary.
+
+Input is a run read back (records.RunRecord), from pytest's JUnit XML (junit.py) or an
+orbench-results.json (results.py): the gate rows as the run decided them, and every item.
+
+Sized for a PR comment: long lists are cut and point at the artefact; toxic prompts answered
+show the prompt's start and the judge's class, never the answer itself.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import key_label
+from orbench_pytest.core.untrusted import markdown_code, markdown_text
+from orbench_pytest.fetch.costs import RunCost
+from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing, compare
+from orbench_pytest.gate.decision import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    GroupKey,
+    Outcome,
+    rate_with_interval,
+    tally,
+    wilson_interval,
+)
+from orbench_pytest.gate.samples import times
+from orbench_pytest.reports.records import ItemRecord, RunRecord
+from orbench_pytest.reports.rewordings import markdown_lines
+
+MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
+GITHUB_COMMENT_LIMIT = 65_536
+PROMPT_CHARS = 120
+RESPONSE_CHARS = 100
+
+
+# --- the report model -----------------------------------------------------------------------
+@dataclass
+class Rate:
+    k: int
+    n: int
+    low: float
+    high: float
+    limit: float | None = None
+    passed: bool = True
+    mean: float | None = None  # --orbench-samples: the mean per-prompt fraction decides
+
+    @property
+    def value(self) -> float:
+        if self.mean is not None:
+            return self.mean
+        return self.k / self.n if self.n else 0.0
+
+
+@dataclass
+class Row:
+    suite: str
+    variant: str
+    category: str | None
+    n: int
+    errors: int
+    over: Rate | None
+    toxic: Rate | None
+    verdict: str  # pass | FAIL | ratchet | — (no limits known)
+    regression: dict[str, Any] | None = None
+    ratchet: list[str] = field(default_factory=list)  # what a ratchet allowed, per rate
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.suite, self.variant, self.category)
+
+
+def report_rows(run: RunRecord) -> list[Row]:
+    """The gate as the run decided it when the file carries it, else recomputed without limits."""
+    if run.gate_rows is not None:
+        return [_row_from_gate(raw) for raw in run.gate_rows]
+    rows = []
+    for group in tally(item.as_result() for item in run.items).values():
+        over = _plain_rate(group.over_refusals, group.n_comply)
+        toxic = _plain_rate(group.toxic_accepted, group.n_refuse)
+        rows.append(Row(group.suite, group.variant, group.category, group.n, group.errors,
+                        over, toxic, "—"))
+    return rows
+
+
+def _plain_rate(k: int, n: int) -> Rate | None:
+    if not n:
+        return None
+    low, high = wilson_interval(k, n)
+    return Rate(k, n, low, high)
+
+
+def _row_from_gate(raw: Mapping[str, Any]) -> Row:
+    """A gate row as the run wrote it; its verdict is the gate's, never worked out again."""
+    rates: dict[str, Rate] = {}
+    for check in raw.get("checks", []):
+        if check["name"] in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
+            low, high = check["interval"]
+            mean = check.get("rate") if check.get("mean_of_prompts") else None
+            rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
+                                        check["passed"], mean)
+    for name, computed in (raw.get("rates") or {}).items():
+        if name not in rates:  # an ungated row: the gate's rate all the same
+            k, n = ((raw["over_refusals"], raw["n_comply"]) if name == OVER_REFUSAL
+                    else (raw["toxic_accepted"], raw["n_refuse"]))
+            low, high = computed["interval"]
+            rates[name] = Rate(k, n, low, high, mean=computed["rate"])
+    over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
+    toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
+    ratchet = [f"{check['name']} over its limit ({_pct(check['rate'] or 0.0)} > "
+               f"{_pct(check['limit'])}), allowed by ratchet: the baseline was "
+               f"{_pct(check['baseline_rate'])}"
+               for check in raw.get("checks", []) if check.get("allowed_by_ratchet")]
+    return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
+               toxic, str(raw.get("verdict", "—")), raw.get("regression"), ratchet)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+@dataclass
+class Report:
+    run: RunRecord
+    rows: list[Row]
+    baseline: RunRecord | None = None
+    baseline_rows: dict[GroupKey, Row] = field(default_factory=dict)
+    comparison: Comparison | None = None
+    snapshot: Baseline | None = None  # the baseline's mismatches by item
+
+    @property
+    def passed(self) -> bool:
+        if self.run.gate_passed is not None:
+            return bool(self.run.gate_passed)
+        return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
+
+    def baseline_row(self, row: Row) -> Row | None:
+        found = self.baseline_rows.get(row.key)
+        if found is None and row.variant:  # variants against a baseline run without any
+            found = self.baseline_rows.get((row.suite, "", row.category))
+        return found
+
+    def pairing(self, item: ItemRecord) -> Pairing:
+        if self.snapshot is None:
+            return Pairing.NONE
+        return self.snapshot.pairing(item.key, item.mismatch_state)
+
+
+def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
+    report = Report(run, report_rows(run))
+    if baseline is not None:
+        report.baseline = baseline
+        report.baseline_rows = {row.key: row for row in report_rows(baseline)}
+        report.snapshot = baseline.to_baseline()
+        report.comparison = compare(
+            ((item.key, item.mismatch_state) for item in run.items),
+            report.snapshot)
+    return report
+
+
+# --- rendering ------------------------------------------------------------------------------
+def render_markdown(report: Report, *, max_items: int = 10, artifact_url: str | None = None,
+                    limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000) -> str:
+    """The full summary; category rows fold away first if it would not fit a PR comment."""
+    text = _render(report, max_items, artifact_url, categories=True)
+    if len(text) > limit_chars:
+        text = _render(report, max_items, artifact_url, categories=False)
+    if len(text) > limit_chars:
+        text = _render(report, min(max_items, 3), artifact_url, categories=False)
+    return text
+
+
+def _render(report: Report, max_items: int, artifact_url: str | None,
+            categories: bool) -> str:
+    run = report.run
+    out: list[str] = [MARKER]
+    ungated = run.meta.get("ungated")
+    if ungated:  # a shard alone: its own rates decide nothing
+        out.append("## ⏸️ orbench gate not computed")
+        out.append("")
+        out.append(f"Not computed on `{_code(ungated)}`: merge the shards' caches "
+                   "(`orbench cache merge`) and gate over them.")
+    else:
+        ratcheted = [row for row in report.rows if row.ratchet]
+        icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
+        if report.passed and ratcheted:
+            icon, word = "⚠️", "passed by ratchet"
+        out.append(f"## {icon} orbench gate {word}")
+        for row in ratcheted:
+            label = _group_name(row.suite, row.variant)
+            if row.category is not None:
+                label += f" / {_name(row.category)}"
+            out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
+        partial = [str(note) for note in run.meta.get("partial") or [] if isinstance(note, str)]
+        if partial:  # rates over part of a suite: the reader must not take them for the suite
+            out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])
+    out.append("")
+    facts = []
+    if run.meta.get("target"):
+        facts.append(f"target `{_code(run.meta['target'])}`")
+    if run.meta.get("judge"):
+        facts.append(f"judge `{_code(run.meta['judge'])}`")
+    if run.meta.get("thresholds"):
+        facts.append(f"thresholds `{_code(run.meta['thresholds'])}`")
+    facts.append(f"{len(run.items)} prompts")
+    if report.baseline is not None:
+        facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
+    out.append(" · ".join(facts))
+    out.append("")
+    cost = RunCost.from_dict(run.meta.get("cost"))
+    if cost is not None:
+        # In a code span: its dollar signs must not start GitHub's inline math.
+        out.append(f"`{_code(cost.line())}`")
+        out.append("")
+    out.extend(_gate_table(report, categories))
+    out.extend(_variant_section(report))
+    out.extend(markdown_lines(run.gate_rows, run.meta, max_items))
+    out.extend(_baseline_section(report, max_items))
+    out.extend(_over_refusal_section(report, max_items, artifact_url))
+    out.extend(_toxic_section(report, max_items, artifact_url))
+    out.extend(_flaky_section(report, max_items, artifact_url))
+    out.extend(_error_section(report))
+    out.extend(_disputed_section(report, max_items))
+    if artifact_url:
+        out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
+                   f"({artifact_url})")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+GATE_HEADER = ("| group | n | over-refusal (95% CI) | max | toxic acceptance (95% CI) | max "
+               "| errors | verdict |")
+VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "ratchet": "⚠️ ratchet", "—": "—"}
+
+
+def _disputed_section(report: Report, max_items: int) -> list[str]:
+    """Prompts the team disputes: left out of every rate, each with why and who decided."""
+    entries = [e for e in report.run.meta.get("disputed") or [] if isinstance(e, dict)]
+    if not entries:
+        return []
+    lines = [f"### Disputed prompts ({len(entries)}): left out of the rates", "",
+             "| prompt | reason | decided by |", "|---|---|---|"]
+    for entry in entries[:max_items]:
+        lines.append(f"| `{_code(entry.get('id', ''))}` | {_name(entry.get('reason', ''))} "
+                     f"| {_name(entry.get('decided_by', ''))} |")
+    if len(entries) > max_items:
+        lines.append(f"| … and {len(entries) - max_items} more | | |")
+    lines.append("")
+    return lines
+
+
+def _gate_table(report: Report, categories: bool) -> list[str]:
+    rows = [row for row in report.rows if categories or row.category is None]
+    lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
+    for row in rows:
+        base = report.baseline_row(row)
+        label = _group_label(row)
+        lines.append(
+            f"| {label} | {row.n} | {_rate_cell(row.over, base.over if base else None)} "
+            f"| {_limit(row.over)} | {_rate_cell(row.toxic, base.toxic if base else None)} "
+            f"| {_limit(row.toxic)} | {row.errors} "
+            f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
+    lines.append("")
+    notes = []
+    if report.baseline is not None:
+        notes.append("↑/↓: change against the baseline in percentage points (lower is better)")
+    if not categories and any(row.category is not None for row in report.rows):
+        notes.append("category rows left out to fit a comment: see the artefact")
+    if any(row.verdict == "ratchet" for row in report.rows):
+        notes.append("⚠️ ratchet: over its limit, allowed because the baseline was as high "
+                     "(thresholds.yaml `baseline: ratchet`)")
+    if notes:
+        lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
+    return lines
+
+
+def _group_label(row: Row) -> str:
+    if row.category is None:
+        return f"**{_group_name(row.suite, row.variant)}**"
+    return f"&nbsp;&nbsp;{_name(row.category)}"
+
+
+def _rate_cell(rate: Rate | None, before: Rate | None) -> str:
+    if rate is None:
+        return "—"
+    cell = rate_with_interval(rate.value, rate.low, rate.high)
+    if before is not None:
+        delta = (rate.value - before.value) * 100
+        if math.isclose(delta, 0.0, abs_tol=0.05):
+            cell += " ="
+        else:
+            cell += f" {'↑' if delta > 0 else '↓'} {delta:+.1f}"
+    return cell
+
+
+def _limit(rate: Rate | None) -> str:
+    if rate is None or rate.limit is None:
+        return "—"
+    return f"{rate.limit * 100:.0f}%" if rate.limit * 100 == int(rate.limit * 100) \
+        else f"{rate.limit * 100:.1f}%"
+
+
+def _variant_section(report: Report) -> list[str]:
+    rows = [row for row in report.rows if row.category is None]
+    if len({row.variant for row in rows}) < 2:
+        return []
+    lines = ["### Variants", "", "| suite | variant | n | over-refusal (95% CI) | "
+             "toxic acceptance (95% CI) | verdict |", "|---|---|---:|---:|---:|:--|"]
+    for row in rows:
+        lines.append(f"| {_name(row.suite)} | {_name(row.variant or '(default)')} | {row.n} "
+                     f"| {_rate_cell(row.over, None)} | {_rate_cell(row.toxic, None)} "
+                     f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
+    lines.append("")
+    return lines
+
+
+def _baseline_section(report: Report, max_items: int) -> list[str]:
+    comparison = report.comparison
+    if comparison is None:
+        return []
+    lines = ["### Against the baseline", "",
+             f"{comparison.paired} prompts paired ({comparison.unpaired} not in both runs or "
+             f"unanswered in one): **{len(comparison.regressions)} regressions**, "
+             f"{len(comparison.fixed)} fixed, {len(comparison.known)} known mismatches.", "",
+             "| suite | paired | regressions | fixed | known | McNemar one-sided p | check |",
+             "|---|---:|---:|---:|---:|---:|:--|"]
+    checks = {(row.suite, row.variant): row.regression for row in report.rows
+              if row.category is None and row.regression is not None}
+    for (suite, variant), group in comparison.groups().items():
+        test = group.test
+        check = checks.get((suite, variant))
+        verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
+        lines.append(f"| {_group_name(suite, variant)} | {group.paired} "
+                     f"| {len(group.regressions)} | {len(group.fixed)} | {len(group.known)} "
+                     f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")
+    lines.append("")
+    if comparison.fixed:
+        shown = ", ".join(f"`{_code(key_label(key))}`" for key in comparison.fixed[:max_items])
+        more = _more(len(comparison.fixed), max_items)
+        lines.extend([f"Improvements: {shown}{more}", ""])
+    return lines
+
+
+def _mismatches(report: Report, expect: str) -> list[ItemRecord]:
+    """Mismatched items of one expectation, new ones only against a baseline; failed first."""
+    items = [item for item in report.run.items if item.mismatch and item.expect == expect]
+    if report.baseline is not None:
+        items = [item for item in items if report.pairing(item) is not Pairing.KNOWN]
+    items.sort(key=lambda item: (item.outcome != Outcome.FAILED, item.suite, item.category))
+    return items
+
+
+def _over_refusal_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    title = "New over-refusals" if report.baseline is not None else "Over-refusals"
+    return _mismatch_table(report, "comply", title, [], "response starts",
+                           lambda item: _cell(_clip(item.response, RESPONSE_CHARS)) or "(empty)",
+                           max_items, artifact_url)
+
+
+def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    title = ("Toxic prompts answered, new" if report.baseline is not None
+             else "Toxic prompts answered")
+    preface = ["<sub>The answers are not shown here; they are in the artefact.</sub>", ""]
+    return _mismatch_table(report, "refuse", title, preface, "judge", _judge_cell,
+                           max_items, artifact_url)
+
+
+def _judge_cell(item: ItemRecord) -> str:
+    return _cell(f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict)
+
+
+def _mismatch_table(report: Report, expect: str, title: str, preface: list[str],
+                    last_column: str, last_cell: Callable[[ItemRecord], str], max_items: int,
+                    artifact_url: str | None) -> list[str]:
+    """One expectation's mismatches: prompt, category and `last_column` per item."""
+    items = _mismatches(report, expect)
+    if not items:
+        return []
+    lines = [f"### {title} ({len(items)})", "", *preface,
+             f"| prompt | category | {last_column} |", "|---|---|---|"]
+    for item in items[:max_items]:
+        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
+        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
+                     f"| {last_cell(item)} |")
+    lines.extend(_cut_note(len(items), max_items, artifact_url))
+    return lines
+
+
+def _flaky_section(report: Report, max_items: int, artifact_url: str | None) -> list[str]:
+    """--orbench-samples: prompts whose answers disagree, most undecided first."""
+    items = [item for item in report.run.items if item.flaky]
+    if not items:
+        return []
+    items.sort(key=lambda item: (abs((item.refusal_rate or 0.0) - 0.5), item.id))
+    counts = Counter((item.suite, item.category) for item in items)
+    per_suite = Counter(item.suite for item in items)
+    lines = [f"### Flaky prompts ({len(items)}): refused some of the times asked", "",
+             " · ".join(f"{_name(suite)} {n} (" + ", ".join(
+                 f"{_name(cat)} {k}" for (s, cat), k in sorted(counts.items()) if s == suite)
+                 + ")" for suite, n in sorted(per_suite.items())), "",
+             "| prompt | category | expected | answers |", "|---|---|---|---|"]
+    for item in items[:max_items]:
+        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
+        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
+                     f"| {_name(item.expect)} "
+                     f"| {times(item.refusals or 0, item.samples or 0)} |")
+    lines.extend(_cut_note(len(items), max_items, artifact_url))
+    return lines
+
+
+def _error_section(report: Report) -> list[str]:
+    errors = [item for item in report.run.items if item.error]
+    if not errors:
+        return []
+    reasons = Counter(_clip(item.judge_reason or item.reason or "no answer", 80)
+                      for item in errors)
+    tolerated = sum(item.outcome == Outcome.ERROR_TOLERATED for item in errors)
+    lines = [f"### Errors: {len(errors)} prompts without an answer "
+             f"({tolerated} tolerated by max_error_rate)", ""]
+    for reason, count in reasons.most_common(5):
+        lines.append(f"- {count} × {_cell(reason)}")
+    lines.append("")
+    return lines
+
+
+def _cut_note(total: int, shown: int, artifact_url: str | None) -> list[str]:
+    if total <= shown:
+        return [""]
+    where = f"[the artefact]({artifact_url})" if artifact_url else "the artefact"
+    return ["", f"… and {total - shown} more: see {where}.", ""]
+
+
+def _more(total: int, shown: int) -> str:
+    return f" … and {total - shown} more" if total > shown else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _cell(text: str) -> str:
+    """Untrusted text (prompts, answers, reasons) inside a table cell: one line, no markup,
+    no mention, no link, no secret."""
+    return markdown_text(text)
+
+
+def _name(text: str) -> str:
+    """Suite, variant and category names: read from files a contributor edits, so escaped
+    like any untrusted text."""
+    return markdown_text(text)
+
+
+def _group_name(suite: str, variant: str) -> str:
+    return f"{_name(suite)}[{_name(variant)}]" if variant else _name(suite)
+
+
+def _code(text: Any) -> str:
+    return markdown_code(text)
+
+
+# --- output ---------------------------------------------------------------------------------
+def default_artifact_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The workflow run's page on GitHub Actions (where its artefacts are listed)."""
+    env = os.environ if env is None else env
+    server, repo, run_id = (env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"),
+                            env.get("GITHUB_RUN_ID"))
+    if server and repo and run_id:
+        return f"{server}/{repo}/actions/runs/{run_id}"
+    return None
+
+
+def append_step_summary(text: str, env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    target = env.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        raise ConfigError("--github-step-summary: $GITHUB_STEP_SUMMARY is not set "
+                          "(it is set inside a GitHub Actions step)")
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(text)
+    return path
+

@@ -1,0 +1,231 @@
+"""The gate table as text for the terminal summary (pure formatting)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orbench_pytest.core.ids import key_label
+from orbench_pytest.core.types import Label
+from orbench_pytest.core.untrusted import terminal_line
+from orbench_pytest.fetch.costs import Prices, RunCost
+from orbench_pytest.fetch.engine import FetchReport
+from orbench_pytest.fetch.freshness import format_age
+from orbench_pytest.gate.baseline import Comparison
+from orbench_pytest.gate.decision import (
+    OVER_REFUSAL,
+    TOXIC_ACCEPTANCE,
+    Gate,
+    GroupRow,
+    ItemResult,
+    RateCheck,
+    rate_with_interval,
+    wilson_interval,
+)
+from orbench_pytest.gate.samples import clustered_rate, times
+from orbench_pytest.judges.judge import HybridStats
+from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
+
+HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
+           "toxic acceptance (95% CI)", "max", "verdict")
+
+
+def _rate(row: GroupRow, name: str) -> tuple[str, str]:
+    check: RateCheck | None = row.check(name)
+    k, n = ((row.over_refusals, row.n_comply) if name == OVER_REFUSAL
+            else (row.toxic_accepted, row.n_refuse))
+    if n == 0:
+        return "—", "—"
+    low, high = check.interval if check else wilson_interval(k, n)
+    rate = check.rate if check is not None and check.rate is not None else k / n
+    if check is None and row.sampled:  # an ungated category: the same mean and interval
+        sampled = clustered_rate(*_fractions(row, name))
+        rate, low, high = sampled.mean, sampled.low, sampled.high
+    limit = f"{check.limit * 100:.1f}%" if check else "—"
+    shown = rate_with_interval(rate, low, high, width=5)
+    if check is not None and check.corrected is not None:  # judge_calibration
+        shown += f" raw {(check.raw_rate or 0.0) * 100:.1f}%"
+    return shown, limit
+
+
+def _fractions(row: GroupRow, name: str) -> tuple[list[float], int]:
+    if name == OVER_REFUSAL:
+        return row.over_fractions, row.answers_comply
+    return row.toxic_fractions, row.answers_refuse
+
+
+def table_rows(gate: Gate) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for row in gate.rows.values():
+        over, over_max = _rate(row, OVER_REFUSAL)
+        toxic, toxic_max = _rate(row, TOXIC_ACCEPTANCE)
+        label = terminal_line(row.label if row.category is None else f"  {row.category}")
+        rows.append((label, str(row.n), str(row.refusals), str(row.errors), over, over_max,
+                     toxic, toxic_max, shown_verdict(row.verdict)))
+    return rows
+
+
+def table_lines(gate: Gate) -> list[str]:
+    return aligned_lines(HEADERS, table_rows(gate))
+
+
+def aligned_lines(headers: tuple[str, ...], body: Sequence[tuple[str, ...]],
+                  left: int = 1) -> list[str]:
+    """Text columns (the first `left`) flush left, numbers flush right."""
+    rows = [headers, *body]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(w) if i < left else cell.rjust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
+    """How much of the run the cache answered, how old that is, and what it asked again."""
+    parts = []
+    if report.cache_hits:
+        ages = [a.age_s for a in report.answers.values() if a.cached and a.age_s is not None]
+        oldest = f"the oldest {format_age(max(ages))} old" if ages else "of unknown age"
+        parts.append(f"{report.cache_hits} answers from the cache, {oldest} "
+                     f"(max age {format_age(max_age_s)})")
+    if report.expired:
+        parts.append(f"{report.expired} older than the max age asked again")
+    if report.stale:
+        parts.append(f"{report.stale} asked again: the system_fingerprint changed")
+    return "cache: " + "; ".join(parts) if parts else None
+
+
+def run_cost(report: FetchReport, price_input: float | None = None,
+             price_output: float | None = None) -> RunCost:
+    """What the run cost: the tokens of the answers it asked, its requests, retries and fetch
+    time, and with prices given, dollars."""
+    return RunCost.of(report.tokens, report.requests, report.retries, report.wall_s,
+                      Prices(price_input, price_output))
+
+
+def judged_line(report: FetchReport) -> str | None:
+    """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
+    if not report.judged and not report.judgments_cached:
+        return None
+    line = (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
+            f"cache, judge CPU {report.judge_cpu_s:.1f}s")
+    return line
+
+
+def shown_verdict(verdict: str) -> str:
+    """A row's verdict in the terminal: a ratchet-allowed row is marked, never a plain pass."""
+    return "⚠️ ratchet" if verdict == "ratchet" else verdict
+
+
+def verdict_line(gate: Gate) -> str:
+    """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes."""
+    notes = gate.ratchet_notes()
+    # A failure already names a partial selection when --orbench-require-full fails it.
+    extra = [note for note in gate.notes() if not (gate.require_full and note in gate.partial)]
+    if gate.passed:
+        head = "orbench gate: PASSED ⚠️ by ratchet" if notes else "orbench gate: PASSED"
+        return f"{head} — {'; '.join(notes + extra)}" if notes or extra else head
+    return "orbench gate: FAILED — " + "; ".join(gate.failures() + notes + extra)
+
+
+VARIANT_HEADERS = ("suite", "variant", "n", "errors", "over-refusal (95% CI)",
+                   "toxic acceptance (95% CI)", "verdict")
+
+
+def variant_lines(gate: Gate) -> list[str]:
+    """System-prompt / parameter sweeps: one line per suite and variant, rates side by side."""
+    rows = [row for row in gate.rows.values() if row.category is None]
+    if len({row.variant for row in rows}) < 2:
+        return []
+    body: list[tuple[str, ...]] = []
+    for row in rows:
+        body.append((row.suite, row.variant or "(default)", str(row.n), str(row.errors),
+                     _rate(row, OVER_REFUSAL)[0].strip(), _rate(row, TOXIC_ACCEPTANCE)[0].strip(),
+                     shown_verdict(row.verdict)))
+    return ["variants:", *aligned_lines(VARIANT_HEADERS, body, left=2)]
+
+
+def flaky_lines(items: Sequence[tuple[str, ItemResult]], gate: Gate,
+                limit: int = 10) -> list[str]:
+    """--orbench-samples: prompts refused some of the times asked, counted per suite and
+    category, the first `limit` named (bounded output, whatever the run's size)."""
+    flaky = [(label, item) for label, item in items if item.flaky]
+    if not any(row.sampled for row in gate.rows.values()):
+        return []
+    lines = [f"flaky prompts (refused some of the times asked): {len(flaky)}"]
+    for row in gate.rows.values():
+        if row.category is None and row.flaky:
+            parts = [f"{r.category} {r.flaky}" for r in gate.rows.values()
+                     if r.category is not None and (r.suite, r.variant) == (row.suite, row.variant)
+                     and r.flaky]
+            lines.append(f"  {row.label}: {row.flaky} ({', '.join(parts)})")
+    for label, item in flaky[:limit]:
+        assert item.refusals is not None
+        lines.append(f"  {label}: {times(item.refusals, item.answered)} "
+                     f"(expected {item.expect})")
+    if len(flaky) > limit:
+        lines.append(f"  … and {len(flaky) - limit} more (every one in the results file)")
+    return lines
+
+
+def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[str]:
+    """Against --orbench-baseline: how many paired, the test per suite, the ids that moved."""
+    lines = [f"baseline {comparison.source}: {comparison.describe()}"]
+    for row in gate.rows.values():
+        if row.regression is not None:
+            verdict = "pass" if row.regression.passed else "FAIL"
+            lines.append(f"  {row.label}: {row.regression.describe()} — {verdict}")
+    for title, keys in (("regressions", comparison.regressions), ("fixed", comparison.fixed)):
+        if keys:
+            shown = ", ".join(key_label(key) for key in keys[:limit])
+            more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
+            lines.append(f"  {title} ({len(keys)}): {shown}{more}")
+    return lines
+
+
+AGREEMENT_LABELS = (Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL)
+
+
+def _labels_of(stats: HybridStats) -> list[Label]:
+    """The three classes always, in order; any other label seen (e.g. an answer of markdown
+    alone: no answer) after them."""
+    seen = dict.fromkeys(label for pair in stats.pairs for label in pair)
+    return [*AGREEMENT_LABELS, *(label for label in seen if label not in AGREEMENT_LABELS)]
+
+
+def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
+    """llm / hybrid: where the verdicts came from, and keyword against LLM where both judged."""
+    if stats is None or stats.total == 0:
+        return []
+    if ask_always:
+        lines = [f"judge: the LLM judged {stats.llm} answers ({stats.llm_errors} unreadable "
+                 "or unanswered: errors)"]
+    else:
+        lines = [f"judge routing: keyword decided {stats.keyword} (rules and classifier "
+                 f"agreed), the LLM {stats.llm} where they disagreed "
+                 f"({stats.llm_errors} unreadable or unanswered: errors)"]
+    if stats.pairs:
+        keyword = [k for k, _ in stats.pairs]
+        llm = [v for _, v in stats.pairs]
+        agree = sum(k == v for k, v in stats.pairs)
+        lines.append(f"keyword vs LLM judge on the {len(stats.pairs)} answers both judged: "
+                     f"{agree} agree (rows keyword, columns LLM)")
+        counts = confusion_matrix(keyword, llm, _labels_of(stats))
+        lines.extend("  " + line for line in
+                     format_confusion(counts, "keyword", "llm").splitlines())
+    return lines
+
+
+def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
+    """The same for the results file: counts[keyword][llm] by label value."""
+    if stats is None or stats.total == 0:
+        return None
+    counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
+                              _labels_of(stats))
+    return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
+            "disagreements": stats.disagreements,
+            "confusion": {k.value: {v.value: n for v, n in row.items()}
+                          for k, row in counts.items()}}

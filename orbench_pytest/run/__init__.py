@@ -1,0 +1,1 @@
+"""One run without pytest: selection → answers → verdicts → gate → outcomes."""

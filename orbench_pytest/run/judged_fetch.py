@@ -1,0 +1,78 @@
+"""The fetch-and-judge phase of a pytest run: the three parts of it put together.
+
+`JudgedFetch` wires one run's request layer (requests_layer.py: concurrency, rate window,
+retries, stop), its fetch engine (fetch_engine.py: plans, fetches, caches) and its judging
+stage (judging.py: settle, stored verdicts, the judge, the report's answers), and serves an
+LLM judge's channel with the same request layer and cache. `run_phase` runs it from sync code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import ClassVar
+
+from orbench_pytest.core.types import Response
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import (
+    JUDGMENTS_PER_WRITE,
+    Answer,
+    FetchEngine,
+    FetchReport,
+    FetchSettings,
+    Job,
+    Progress,
+)
+from orbench_pytest.fetch.engine import run_in_new_loop as _run_in_new_loop
+from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.fetch.retry import Clock, Sleep
+from orbench_pytest.fetch.targets import Target
+from orbench_pytest.judges.judge import Judge
+from orbench_pytest.judges.stage import JudgingStage
+
+
+class JudgedFetch:
+    """One run's fetch and judging, its parts made when it runs. `clock` and `sleep` drive rate
+    limits, backoff and --orbench-max-duration; tests pass fakes. The default sleep ends early
+    when the run stops."""
+
+    judgments_per_write: ClassVar[int] = JUDGMENTS_PER_WRITE
+
+    def __init__(self, target: Target, judge: Judge, cache: ResponseCache | None,
+                 settings: FetchSettings, progress: Progress | None = None,
+                 should_stop: Callable[[str, Answer], bool] | None = None, *,
+                 judge_channel: JudgeChannel | None = None,
+                 clock: Clock = time.monotonic, sleep: Sleep | None = None) -> None:
+        self.target = target
+        self.judge = judge
+        self.cache = cache
+        self.settings = settings
+        self.progress = progress
+        self.should_stop = should_stop
+        self.judge_channel = judge_channel
+        self.clock = clock
+        self.sleep = sleep
+        self.report = FetchReport()
+
+    async def run(self, jobs: Iterable[Job],
+                  cached: dict[str, Response] | None = None) -> FetchReport:
+        """`cached`: the caller's own lookup of these keys, so the cache is not read twice."""
+        settings = self.settings
+        engine = FetchEngine.build(self.target, self.cache, settings, self.report,
+                                   judgments_per_write=self.judgments_per_write,
+                                   clock=self.clock, sleep=self.sleep)
+        judging = JudgingStage(
+            self.judge, self.report, engine.writer, empty_is_refusal=settings.empty_is_refusal,
+            read_cache=settings.read_cache, judge_channel=self.judge_channel,
+            progress=self.progress, should_stop=self.should_stop, stop=engine.requests.stop,
+            limit_now=lambda: engine.concurrency.limit)
+        if self.judge_channel is not None:
+            self.judge_channel.serve(engine.requests, engine.lookup, engine.writer.store)
+        return await engine.run(jobs, judging, cached)
+
+
+def run_phase(phase: JudgedFetch, jobs: Iterable[Job],
+              cached: dict[str, Response] | None = None) -> FetchReport:
+    """The one sync → async bridge; never called from inside a running loop."""
+    _run_in_new_loop(lambda: phase.run(jobs, cached))
+    return phase.report

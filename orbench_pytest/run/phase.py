@@ -1,0 +1,255 @@
+"""The fetch-and-judge phase of a pytest run: once, when the selection is final.
+
+It settles the run's effective settings (a suite's judge) once, checks the selection against
+the thresholds, fetches and judges through the runner, and returns everything reports need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from orbench_pytest.config.model_choice import choose_model
+from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import terminal_line
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.progress import ProgressLine
+from orbench_pytest.gate.baseline import Baseline
+from orbench_pytest.gate.disputed import Disputes
+from orbench_pytest.gate.thresholds import BUILT_IN, Thresholds, built_in_line
+from orbench_pytest.gate.thresholds_scope import check_gated_categories, check_gated_suites
+from orbench_pytest.run.collection import SuiteCatalog
+from orbench_pytest.run.rewording_search import SearchOutcome
+from orbench_pytest.run.runner import RunOutcome, Selected, check_judge_settings, run_selected
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    settings: Settings  # as the run used them (the suite's judge applied)
+    thresholds: Thresholds
+    selected: list[Selected]
+    outcome: RunOutcome
+    started: datetime
+    ungated: str | None = None  # why the gate does not decide this run (a shard alone)
+    rewordings: SearchOutcome | None = None  # --orbench-rewordings: the fragile prompts found
+
+
+def effective_settings(settings: Settings, catalog: SuiteCatalog,
+                       selected: list[Selected]) -> Settings:
+    """A suite's `judge:` applies unless --orbench-judge was given; one judge per run."""
+    if settings.judge_given:
+        return settings
+    names = {s.case.suite for s in selected}
+    wanted = {suite.name: suite.judge for suite in catalog.suites
+              if suite.name in names and suite.judge}
+    judges = set(wanted.values())
+    if len(judges) > 1:
+        listed = ", ".join(f"{name}: {judge}" for name, judge in sorted(wanted.items()))
+        raise ConfigError(f"the suites ask for different judges ({listed}); run them "
+                          "apart or choose one with --orbench-judge")
+    if not judges:
+        return settings
+    return dataclasses.replace(settings, judge=judges.pop())
+
+
+def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) -> None:
+    """A mistyped --orbench-category selects nothing: say so, not "no tests ran"."""
+    known = catalog.known_categories()
+    missing = [c for c in settings.categories if c not in seen]
+    if known and missing:
+        raise ConfigError(f"--orbench-category: {', '.join(missing)} matches no prompt "
+                          f"(categories: {', '.join(known)})")
+
+
+def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCatalog,
+                    selected: list[Selected]) -> None:
+    from orbench_pytest.catalog.ready import ready_suite_names
+
+    suites_run = {s.case.suite for s in selected}
+    check_gated_suites(thresholds, suites_run | {suite.name for suite in catalog.suites},
+                       ready_suite_names())
+    check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
+                                        if suite.name in suites_run})
+    if settings.categories:
+        check_categories(settings, catalog, seen={s.case.category for s in selected})
+
+
+def check_request_bound(selected: list[Selected], settings: Settings) -> None:
+    """Prompts × samples is bounded (settings.MAX_REQUESTS), before anything is planned."""
+    from orbench_pytest.config.settings import MAX_REQUESTS
+
+    total = len(selected) * settings.samples
+    if total > MAX_REQUESTS:
+        raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
+                          f"{settings.samples} samples = {total:,} requests, more than the "
+                          f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
+                          "fewer prompts (--orbench-subset, --orbench-shard)")
+
+
+def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,
+        reporter: Any, maxfail: int) -> CompletedRun:
+    """Fetch and judge `selected`; ConfigError for anything the user must fix."""
+    started = datetime.now(timezone.utc)
+    thresholds = gate_thresholds(settings.thresholds, rootpath)
+    check_selection(settings, thresholds, catalog, selected)
+    check_request_bound(selected, settings)
+    settings = effective_settings(settings, catalog, selected)
+    settings, chosen = choose_model(settings)
+    if settings.print_cache_key:
+        from orbench_pytest.run.batch_steps import BatchEnded
+        from orbench_pytest.run.runner import answers_key
+
+        raise BatchEnded([f"orbench cache key: {answers_key(selected, settings)}"])
+    if settings.batch_export is not None:
+        raise batch_export(selected, settings)
+    check_judge_settings(settings)  # the target's key: only if something is to be asked
+    if settings.results is not None:
+        from orbench_pytest.reports.results import check_writable
+
+        check_writable(settings.results)
+    baseline = load_baseline(settings.baseline, rootpath)
+    progress = ProgressLine.for_reporter(reporter)
+    if reporter is not None and thresholds is BUILT_IN:
+        reporter.write_line(built_in_line())
+    if reporter is not None:
+        if chosen is not None:
+            reporter.write_line(chosen)
+        reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
+    cache = (None if settings.cache_mode == "off"
+             else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read"))
+    ungated = (f"shard {settings.shard} alone"
+               if settings.shard is not None and not settings.shard_gate else None)
+    try:
+        given = batch_answers(selected, settings, cache, reporter)
+        outcome = run_selected(selected, settings, thresholds, cache=cache, progress=progress,
+                               max_mismatches=(maxfail if settings.strict else 0) or None,
+                               baseline=baseline, given=given, ungated=ungated)
+    finally:
+        if cache is not None:
+            cache.close()
+        if progress is not None and progress.rewrites:
+            reporter.write_line("")
+    if cache is not None and cache.ignored_rows and reporter is not None:
+        reporter.write_line(terminal_line(
+            f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
+            "(edited or crafted) ignored; their prompts were asked again"))
+    rewordings = None
+    if settings.rewordings is not None and outcome.report.stopped_reason is None:
+        from orbench_pytest.run.rewording_search import run_search
+
+        rewordings = run_search(selected, outcome, settings, thresholds,
+                                reporter.write_line if reporter is not None else None)
+    return CompletedRun(settings, thresholds, selected, outcome, started, ungated, rewordings)
+
+
+def batch_export(selected: list[Selected], settings: Settings) -> Exception:
+    """--orbench-batch-export: the requests the cache lacks, written; the run ends there."""
+    from orbench_pytest.run.batch_steps import export
+
+    cache = (None if settings.cache_mode in ("off", "refresh")
+             else ResponseCache(settings.cache_path, writable=False))
+    try:
+        return export(selected, settings, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseCache | None,
+                  reporter: Any) -> dict[str, Response]:
+    """Answers from Batch API output files and a submitted batch, before the fetch phase."""
+    if not settings.batch_imports and settings.batch_mode is None:
+        return {}
+    from orbench_pytest.run.batch_steps import import_files, submit_or_status
+    from orbench_pytest.run.runner import plan_jobs
+
+    def write(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    given: dict[str, Response] = {}
+    if settings.batch_imports:
+        imported = import_files(settings.batch_imports, plan_jobs(selected, settings), cache)
+        for line in imported.lines:
+            write(line)
+        given.update(imported.responses)
+    if settings.batch_mode is not None:
+        fetched = submit_or_status(selected, settings, cache, write)
+        for line in fetched.lines:
+            write(line)
+        for key, response in fetched.responses.items():
+            if key not in given or given[key].error is not None:
+                given[key] = response
+    return given
+
+
+def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: SuiteCatalog,
+             variants: int, narrowed_by: list[str]) -> list[str]:
+    """Suites gated on part of their prompts, each as "smoke: gated on 6 of 40 prompts (-k)".
+    `present_in_run`: every prompt item left in the run, the disputed among them (a disputed
+    prompt is counted apart, not as left out); `gated`: those the gate counts. A suite's whole
+    is its prompts as defined (its sample) times the variants."""
+    present: dict[str, int] = {}
+    for s in present_in_run:
+        present[s.case.suite] = present.get(s.case.suite, 0) + 1
+    counted: dict[str, int] = {}
+    for s in gated:
+        counted[s.case.suite] = counted.get(s.case.suite, 0) + 1
+    why = ", ".join(narrowed_by) or "selection"
+    notes = []
+    for suite in catalog.suites:
+        total = suite.full_size * variants
+        if suite.name in present and present[suite.name] < total:
+            notes.append(f"{suite.name}: gated on {counted.get(suite.name, 0):,} of "
+                         f"{total:,} prompts ({why})")
+    return notes
+
+
+def load_disputes(thresholds_path: Path | None, rootpath: Path) -> Disputes:
+    """The `disputed:` section of the thresholds file, and a disputed.yaml beside it (or in
+    the rootdir without a thresholds file)."""
+    from orbench_pytest.gate.disputed import DISPUTED_FILE, load_disputed_file, merged
+    from orbench_pytest.gate.thresholds import load_thresholds
+
+    path = thresholds_path if thresholds_path is not None else rootpath / "thresholds.yaml"
+    parts = []
+    if path.is_file():
+        parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
+    beside = path.parent / DISPUTED_FILE
+    if beside.is_file():
+        parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
+    return merged(*parts)
+
+
+def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:
+    """--orbench-thresholds, else thresholds.yaml in the rootdir, else the built-in ones."""
+    from orbench_pytest.gate.thresholds import load_thresholds
+
+    if path is None:
+        path = rootpath / "thresholds.yaml"
+        if not path.is_file():
+            return BUILT_IN
+    return load_thresholds(path, _shown(path, rootpath))
+
+
+def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
+    if path is None:
+        return None
+    from orbench_pytest.reports.results import load_run
+
+    snapshot = load_run(path).to_baseline()
+    return Baseline(_shown(path, rootpath), snapshot.mismatches, snapshot.rates,
+                    snapshot.group_rates)
+
+
+def _shown(path: Path, rootpath: Path) -> str:
+    """A file as reports name it: relative to the rootdir when inside it."""
+    try:
+        return str(path.resolve().relative_to(rootpath.resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,187 @@
+"""Ask prompts of the configured target one batch at a time, outside a suite: the `orbench_ask`
+fixture and the rewording search use it.
+
+Every batch goes through the run's fetch and judging (fetcher.JudgedFetch): the same cache keys
+(target, parameters, fingerprint, system prompt, prompt), judge, retries, rate limits and
+concurrency as the suite's own prompts, so an answer asked here is cached like any other and a
+rerun asks nothing. The target is opened once, at the first prompt the cache lacks (the
+embedded model's server starts then, and stops at `close`), never when the cache holds
+everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import REFUSAL_LABELS, Label
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.engine import Answer, Job, usable
+from orbench_pytest.fetch.freshness import within_age
+from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
+from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.run.runner import (
+    NoTarget,
+    build_run_judge,
+    check_target_key,
+    fetch_settings,
+    generation_params,
+    open_target,
+    target_identity,
+)
+
+ANSWER_SHOWN = 300  # characters of an answer a failure message quotes
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The judged answer to one prompt: `.complied`, `.refused`, `.answer` (an excerpt)."""
+
+    prompt: str
+    answer: str
+    label: Label
+    reason: str
+    judge: str
+    cached: bool
+    partial_is_refusal: bool = True
+
+    @property
+    def error(self) -> str | None:
+        """Why no usable answer came back (never a refusal nor a compliance), else None."""
+        return self.reason if self.label in (Label.ERROR, Label.NO_ANSWER) else None
+
+    @property
+    def refused(self) -> bool:
+        if self.error is not None:
+            return False
+        if self.label is Label.PARTIAL_REFUSAL:
+            return self.partial_is_refusal
+        return self.label in REFUSAL_LABELS
+
+    @property
+    def complied(self) -> bool:
+        return self.error is None and not self.refused
+
+    def __repr__(self) -> str:
+        # A failed `assert orbench_ask(p).complied` shows this: the prompt and the model's
+        # answer, escaped as the untrusted text they are.
+        state = "error" if self.error else "refused" if self.refused else "complied"
+        return (f"Asked({state} [{self.judge}: {terminal_text(self.reason, 120)}], "
+                f"prompt={terminal_text(self.prompt, 200)!r}, "
+                f"answer={terminal_text(self.answer, ANSWER_SHOWN)!r})")
+
+    __str__ = __repr__
+
+
+def asked(prompt: str, answer: Answer, partial_is_refusal: bool = True) -> Asked:
+    verdict = answer.verdict
+    return Asked(prompt, answer.excerpt, verdict.label, verdict.reason, verdict.judge,
+                 answer.cached, partial_is_refusal)
+
+
+class _Kept:
+    """The opened target across batches: each batch runs its own event loop, so an HTTP
+    client's session (bound to a loop) is closed after each batch and made again in the next;
+    anything else stays open until the asker closes."""
+
+    def __init__(self, inner: Target) -> None:
+        self.inner = inner
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    async def complete(self, system_prompt: str | None, prompt: str) -> Any:
+        return await self.inner.complete(system_prompt, prompt)
+
+    async def aclose(self) -> None:
+        if isinstance(self.inner, OpenAICompatibleTarget):
+            await self.inner.aclose()
+
+
+class PromptAsker:
+    """Asks prompts of `settings`' target (its first system-prompt variant) and judges them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.params = generation_params(settings)
+        self.identity = target_identity(settings, self.params)
+        variants = settings.variants
+        self.system_prompt = variants[0].system_prompt if variants else None
+        self.engine_settings = dataclasses.replace(
+            fetch_settings(settings, self.params), revalidate=False)
+        self.cache = (None if settings.cache_mode == "off"
+                      else ResponseCache(settings.cache_path,
+                                         writable=settings.cache_mode != "read"))
+        self._opened: contextlib.ExitStack | None = None
+        self._target: Target | None = None
+        self.asked = 0  # prompts asked (cached or not)
+        self.requests = 0  # requests sent to the target
+        self.wall_s = 0.0
+
+    def __repr__(self) -> str:
+        return f"orbench_ask({terminal_text(self.settings.target or self.settings.model, 80)})"
+
+    def key(self, prompt: str) -> str:
+        return cache_key(self.identity, self.system_prompt, prompt)
+
+    def __call__(self, prompt: str) -> Asked:
+        return self.ask_many([prompt])[str(prompt)]
+
+    def ask_many(self, prompts: Iterable[str]) -> dict[str, Asked]:
+        """Every distinct prompt asked (concurrently, within the run's limits) and judged."""
+        jobs: dict[str, Job] = {}
+        for prompt in prompts:
+            text = str(prompt)
+            jobs.setdefault(text, Job(self.key(text), text, self.system_prompt))
+        if not jobs:
+            return {}
+        started = time.perf_counter()
+        cached = self._cached([job.key for job in jobs.values()])
+        target: Target = NoTarget()
+        if len(cached) < len({job.key for job in jobs.values()}):
+            target = _Kept(self._open())
+        judge, channel = build_run_judge(self.settings)
+        phase = JudgedFetch(target, judge, self.cache, self.engine_settings,
+                            judge_channel=channel)
+        report = run_phase(phase, list(jobs.values()), cached)
+        if report.config_error:
+            raise ConfigError(report.config_error)
+        self.asked += len(jobs)
+        self.requests += report.requests
+        self.wall_s += time.perf_counter() - started
+        return {text: asked(text, report.answers[job.key], self.settings.partial_is_refusal)
+                for text, job in jobs.items()}
+
+    def _cached(self, keys: list[str]) -> dict[str, Any]:
+        if self.cache is None or not self.engine_settings.read_cache:
+            return {}
+        return within_age(usable(self.cache.get_many(keys)),
+                          self.engine_settings.cache_max_age_s, time.time())
+
+    def _open(self) -> Target:
+        if self._target is None:
+            check_target_key(self.settings)
+            stack = contextlib.ExitStack()
+            target, _label = stack.enter_context(open_target(self.settings, self.params))
+            self._opened, self._target = stack, target
+        return self._target
+
+    def close(self) -> None:
+        target, self._target = self._target, None
+        if target is not None and not isinstance(target, OpenAICompatibleTarget):
+            with contextlib.suppress(Exception):
+                asyncio.run(target.aclose())
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None

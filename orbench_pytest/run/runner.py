@@ -1,0 +1,403 @@
+"""One orbench run, without pytest: selected prompts → answers → verdicts → gate → outcomes."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orbench_pytest.config.settings import Settings, Variant
+from orbench_pytest.core import defaults
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import secret_from_env
+from orbench_pytest.core.types import Label, PromptCase, Response
+from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.engine import Answer, FetchReport, FetchSettings, Job, Progress, usable
+from orbench_pytest.fetch.fingerprint import target_fingerprint
+from orbench_pytest.fetch.freshness import probe_key, within_age
+from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.fetch.targets import (
+    CallableTarget,
+    GenerationParams,
+    OpenAICompatibleTarget,
+    Target,
+    check_key,
+    local_concurrency,
+    model_identity,
+    served_url,
+)
+from orbench_pytest.gate.baseline import Baseline, Pairing
+from orbench_pytest.gate.calibration import Calibration
+from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
+from orbench_pytest.gate.thresholds import Thresholds
+from orbench_pytest.judges.judge import HybridStats, Judge, KeywordJudge
+from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.run.sampled import combine, sample_jobs, sample_keys
+
+
+def effective_concurrency(settings: Settings) -> int:
+    """The most requests in flight: for the local model no more than its slots."""
+    if settings.is_local:
+        return local_concurrency(settings.concurrency)
+    return settings.concurrency
+
+
+def adapts(settings: Settings) -> bool:
+    """Whether the concurrency adapts to the endpoint: not for the embedded model (its slots
+    are known) nor when pinned with --orbench-fixed-concurrency."""
+    return not (settings.is_local or settings.fixed_concurrency)
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    nodeid: str
+    case: PromptCase
+    variant: Variant
+
+
+@dataclass(frozen=True, slots=True)
+class ItemState:
+    answer: Answer
+    outcome: Outcome
+    reason: str
+    result: ItemResult
+
+
+@dataclass
+class RunOutcome:
+    states: dict[str, ItemState]
+    gate: Gate
+    report: FetchReport
+    target_label: str
+    judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
+    judge_version: str = ""  # recorded in results: a changed judge is visible there
+    fingerprint: dict[str, Any] | None = None  # the candidate's code / version (fingerprint.py)
+    calibration: Calibration | None = None  # judge_calibration: what corrected the gate
+
+
+def settings_url(settings: Settings) -> str:
+    """The endpoint of the served model under test."""
+    return served_url(settings.base_url)
+
+
+def check_target_key(settings: Settings) -> None:
+    """The endpoint's key, checked only when something is to be asked of it: a gate over a
+    cache (or a Batch API output) that holds every answer needs none."""
+    if settings.target is not None or settings.is_local:
+        return
+    check_key(settings_url(settings), settings.api_key_env)
+
+
+@contextlib.contextmanager
+def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[Target, str]]:
+    """The target to ask, and a label for reports; a local model server lives only inside."""
+    if settings.target is not None:
+        yield CallableTarget(settings.target, params.timeout_s), settings.target
+        return
+    if settings.is_local:
+        from orbench_pytest.fetch.local_model import start_local_server
+
+        name = settings.model or "local"
+        server = start_local_server(name, threads=settings.local_threads,
+                                    n_parallel=effective_concurrency(settings),
+                                    n_ctx=defaults.LOCAL_CONTEXT,
+                                    cache_dir=settings.cache_dir)
+        try:
+            yield (OpenAICompatibleTarget(server.base_url, server.model, None, params,
+                                          settings.concurrency), name)
+        finally:
+            server.stop()
+        return
+    url = settings_url(settings)
+    key = secret_from_env(settings.api_key_env)
+    assert settings.model is not None
+    yield OpenAICompatibleTarget(url, settings.model, key, params, settings.concurrency), \
+        settings.model
+
+
+@contextlib.contextmanager
+def _answering(settings: Settings, params: GenerationParams,
+               asks: bool) -> Iterator[tuple[Target, str]]:
+    """Who answers: the target when the cache lacks answers; else nobody (no server to start,
+    no key needed)."""
+    if asks:
+        with open_target(settings, params) as opened:
+            yield opened
+    else:
+        yield NoTarget(), settings.target or settings.model or "local"
+
+
+def generation_params(settings: Settings) -> GenerationParams:
+    max_tokens = settings.max_tokens
+    if max_tokens is None and settings.is_local:
+        max_tokens = defaults.LOCAL_MAX_TOKENS
+    return GenerationParams(temperature=settings.temperature, max_tokens=max_tokens,
+                            seed=settings.request_seed, timeout_s=settings.timeout_s)
+
+
+def target_identity(settings: Settings, params: GenerationParams,
+                    fingerprint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the cache key knows of the target, so an answer belongs to the candidate that gave
+    it: name, parameters, and its fingerprint (code of a callable, the version the user gave).
+    Computable without starting anything."""
+    if fingerprint is None:
+        fingerprint = target_fingerprint(settings.target, settings.target_version)
+    # Only what identifies the candidate (not the list of files, shown in reports).
+    candidate: dict[str, Any] = {name: fingerprint[name] for name in ("code", "version")
+                                 if name in fingerprint}
+    if settings.target is not None:
+        return {"kind": "callable", "spec": settings.target, **candidate}
+    if settings.is_local:
+        return {**model_identity(settings.model or "local", None, params), **candidate}
+    assert settings.model is not None
+    return {**model_identity(settings.model, settings_url(settings), params), **candidate}
+
+
+def judge_url(settings: Settings) -> str:
+    """The judge model's endpoint: its own option, else the target's (when that is a server)."""
+    if settings.judge_base_url is not None:
+        return settings.judge_base_url
+    if settings.target is None and not settings.is_local and settings.base_url is not None:
+        return settings.base_url
+    return served_url(None)
+
+
+def check_judge_settings(settings: Settings) -> None:
+    if settings.judge == "keyword":
+        return
+    if not settings.judge_model:
+        raise ConfigError(f"--orbench-judge={settings.judge} needs --orbench-judge-model=NAME "
+                          "(a model on --orbench-judge-base-url)")
+    check_key(judge_url(settings), settings.judge_api_key_env, whose="the judge's API key",
+              hint="--orbench-judge-api-key-env")
+
+
+def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
+    """The run's judge, and for an LLM-backed one the channel its model is asked through (the
+    engine that runs the judge sends over it, with its cache, retries and stop)."""
+    from orbench_pytest.judges.judge import build_judge
+
+    if settings.judge == "keyword":
+        return KeywordJudge(), None
+    check_judge_settings(settings)  # a suite's `judge:` may have asked for it
+    assert settings.judge_model is not None
+    key = (secret_from_env(settings.judge_api_key_env)
+           if os.environ.get(settings.judge_api_key_env) else None)
+    # Temperature 0 and a short reply: the verdict is one small JSON object.
+    params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
+                              timeout_s=settings.timeout_s)
+    judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
+                                          params, settings.concurrency)
+    channel = JudgeChannel(judge_target, settings.concurrency)
+    return build_judge(settings.judge, channel.chat, settings.judge_model), channel
+
+
+def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSettings:
+    return FetchSettings.of(
+        concurrency=effective_concurrency(settings), adaptive=adapts(settings),
+        rpm=settings.rpm, tpm=settings.tpm,
+        max_tokens=params.max_tokens, max_retries=settings.max_retries,
+        backoff_s=settings.backoff_s, max_duration_s=settings.max_duration_s,
+        empty_is_refusal=settings.empty_is_refusal,
+        read_cache=settings.cache_mode in ("on", "read"),
+        cache_max_age_s=settings.cache_max_age_s, timeout_s=settings.timeout_s,
+        # The local model is pinned by sha256 and a callable by its code: no backend to watch.
+        # --orbench-cache=read asks nothing of what is cached (the gate over merged shards).
+        revalidate=(settings.target is None and not settings.is_local
+                    and settings.cache_mode != "read"),
+    )
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a selection asks: one key per item (its sample 0), and every sample's job."""
+
+    params: GenerationParams
+    keys: list[str]
+    jobs: list[Job]
+    fingerprint: dict[str, Any]
+
+
+def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
+    params = generation_params(settings)
+    fingerprint = target_fingerprint(settings.target, settings.target_version)
+    identity = target_identity(settings, params, fingerprint)
+    keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
+    # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
+    jobs: list[Job] = []
+    for key, s in zip(keys, selected, strict=True):
+        jobs.extend(sample_jobs(key, s.case.prompt, s.variant.system_prompt, settings.samples))
+    return JobPlan(params, keys, jobs, fingerprint)
+
+
+def answers_key(selected: Sequence[Selected], settings: Settings) -> str:
+    """One key for every answer the selection needs (--orbench-cache-key): the hash of their
+    response-cache keys, which hold the target's identity (model, endpoint, parameters, target
+    version, a callable's code), the system prompt and the prompt. Equal keys: the same answers,
+    so a CI cache saved under it holds all of them and a rerun asks nothing."""
+    digest = hashlib.sha256()
+    for key in sorted({job.key for job in plan_jobs(selected, settings).jobs}):
+        digest.update(key.encode("ascii"))
+    return "orbench-" + digest.hexdigest()[:32]
+
+
+def missing_jobs(plan: JobPlan, settings: Settings, cache: ResponseCache | None) -> list[Job]:
+    """The distinct jobs the cache holds no usable answer for, in selection order."""
+    unique = {job.key: job for job in plan.jobs}
+    cached, _ = _cached(cache, list(unique), fetch_settings(settings, plan.params))
+    return [job for key, job in unique.items() if key not in cached]
+
+
+def run_selected(
+    selected: Sequence[Selected],
+    settings: Settings,
+    thresholds: Thresholds,
+    *,
+    cache: ResponseCache | None,
+    progress: Progress | None = None,
+    max_mismatches: int | None = None,
+    baseline: Baseline | None = None,
+    given: Mapping[str, Response] | None = None,
+    ungated: str | None = None,
+) -> RunOutcome:
+    """Fetch every selected prompt (or read it from the cache) and decide the gate.
+
+    `given`: answers known from elsewhere (a Batch API output file), used like cached ones.
+    `ungated`: why the gate does not decide this run (a shard alone): mismatches are then
+    tolerated, the gate's rates only shown.
+    """
+    plan = plan_jobs(selected, settings)
+    params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
+    samples = settings.samples
+    all_keys = [job.key for job in jobs]
+    engine_settings = fetch_settings(settings, params)
+    if given:
+        # Answers just produced by a batch are the backend's newest word: no probe for a
+        # changed system_fingerprint (it would need the endpoint the batch stood in for).
+        engine_settings = dataclasses.replace(engine_settings, revalidate=False)
+    expect_by_key: dict[str, str] = {key: s.case.expect
+                                     for key, s in zip(keys, selected, strict=True)}
+    # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
+    should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
+                                    settings.partial_is_refusal)
+    cached, expired = _cached(cache, all_keys, engine_settings)  # read once, used twice
+    for key, response in (given or {}).items():
+        cached.setdefault(key, response)
+    asks = len(cached) < len(set(all_keys)) or (
+        engine_settings.revalidate and probe_key(cached) is not None)
+    if asks:
+        check_target_key(settings)
+    judge, judge_channel = build_run_judge(settings)
+    with _answering(settings, params, asks) as (target, label):
+        phase = JudgedFetch(target, judge, cache, engine_settings, progress,
+                            should_stop if asks else None, judge_channel=judge_channel)
+        report = run_phase(phase, jobs, cached)
+    report.expired = expired
+    if report.config_error:
+        raise ConfigError(report.config_error)
+    results = []
+    shown: list[Answer] = []
+    for key, s in zip(keys, selected, strict=True):
+        combined = combine([report.answers[k] for k in sample_keys(key, samples)],
+                           thresholds.for_suite(s.case.suite).refuse_at,
+                           settings.partial_is_refusal)
+        refused = combined.refused
+        shown.append(combined.answer)
+        pairing = Pairing.NONE
+        baseline_rate = None
+        if baseline is not None:
+            item_key = (s.case.suite, s.variant.name, s.case.case_id)
+            mismatch = None if refused is None else refused != (s.case.expect == "refuse")
+            pairing = baseline.pairing(item_key, mismatch)
+            if pairing not in (Pairing.NONE, Pairing.UNPAIRED):
+                baseline_rate = baseline.refusal_rate(item_key, s.case.expect)
+        results.append(ItemResult(
+            s.case.suite, s.case.category, s.case.expect, refused, s.variant.name, pairing,
+            refusals=combined.refusals if samples > 1 else None,
+            answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
+    gate = evaluate(results, thresholds, strict=settings.strict,
+                    stopped_reason=_stopped_reason(report),
+                    baseline_source=baseline.source if baseline is not None else None,
+                    baseline_rates=baseline.group_rates if baseline is not None else None)
+    calibration = calibrate_gate(gate, settings, thresholds)
+    states = {}
+    for answer, s, result in zip(shown, selected, results, strict=True):
+        outcome, reason = gate.outcome(result)
+        if ungated is not None and outcome is Outcome.FAILED:
+            outcome, reason = Outcome.TOLERATED, f"not gated: {ungated}"
+        states[s.nodeid] = ItemState(answer, outcome, reason, result)
+    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version,
+                      fingerprint, calibration)
+
+
+def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
+                   ) -> Calibration | None:
+    """--orbench-judge-calibration (else thresholds' judge_calibration): each gated rate
+    corrected for the judge's error measured on the team's labels, before any outcome."""
+    labels = settings.judge_calibration or thresholds.judge_calibration
+    if labels is None:
+        return None
+    from orbench_pytest.gate.calibration import calibrate
+    from orbench_pytest.judges.check import check_labels
+
+    check = check_labels(labels, settings.partial_is_refusal)
+    return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
+
+
+def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
+            ) -> tuple[dict[str, Response], int]:
+    """The cached answers young enough to reuse, and how many were too old (empty answers
+    stored by an older version are asked again, and not counted as expired)."""
+    if cache is None or not fetch.read_cache:
+        return {}, 0
+    found = usable(cache.get_many(keys))
+    young = within_age(found, fetch.cache_max_age_s, time.time())
+    return young, len(found) - len(young)
+
+
+def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
+                      partial_is_refusal: bool) -> Callable[[str, Answer], bool] | None:
+    """For -x / --maxfail with --orbench-strict: stop asking once enough items must fail."""
+    if limit is None:
+        return None
+    count = 0
+
+    def should_stop(key: str, answer: Answer) -> bool:
+        nonlocal count
+        verdict = answer.verdict
+        if verdict.is_error:
+            return False
+        refused = verdict.refused(partial_is_refusal)
+        count += refused != (expect_by_key[key] == "refuse")
+        return count >= limit
+
+    return should_stop
+
+
+def _stopped_reason(report: FetchReport) -> str | None:
+    """Why the run stopped, and how many prompts it never sent: the gate line says both."""
+    if report.stopped_reason is None:
+        return None
+    unsent = sum(1 for answer in report.answers.values()
+                 if answer.verdict.label is Label.ERROR
+                 and answer.verdict.reason.startswith("not sent"))
+    return f"{report.stopped_reason}; {unsent} of {len(report.answers)} prompts never sent"
+
+
+class NoTarget:
+    """Stands in when every answer is already known (the cache, given answers): asking it is
+    a bug."""
+
+    def identity(self) -> dict[str, Any]:
+        return {}
+
+    async def complete(self, system_prompt: str | None, prompt: str) -> Any:
+        raise AssertionError("no request may be sent when every answer is known")
+
+    async def aclose(self) -> None:
+        return None
