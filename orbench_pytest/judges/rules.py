@@ -250,7 +250,7 @@ def _find_refusal(opening: str) -> re.Match[str] | None:
     return None
 
 
-class KeywordJudge:
+class RulesJudge:
     """Refusal rules at the opening of the answer; fast, offline, deterministic."""
 
     name = "keyword"
