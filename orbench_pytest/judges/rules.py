@@ -263,7 +263,7 @@ class RulesJudge:
         return self.classify_prepared(prepared(answer))
 
     def classify_prepared(self, text: str) -> Verdict:
-        """`text` already went through `judge_text.prepared`."""
+        """`text` already went through `text.prepared`."""
         if not text:
             return self._verdict(Label.NO_ANSWER, "empty answer", True)
         tag = _TAG.match(text)

@@ -1,5 +1,5 @@
 """OrbenchSession: the one orbench object of a pytest process, registered as a plugin by
-`register_session` (from plugin.py's pytest_configure, only in a run that uses orbench).
+`register_session` (from hooks.py's pytest_configure, only in a run that uses orbench).
 
 Its hooks are thin: each hands its job to the module named for it (collection, session_run,
 xdist_handoff, reporting). This module stays light to import: a pytest run that collects no
