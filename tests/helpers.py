@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Sequence
@@ -61,8 +62,8 @@ def mini_cases(safe: Sequence[str] = SAFE, toxic: Sequence[str] = TOXIC) -> list
     return cases(safe, toxic, safe_category=("violence", "privacy"), toxic_category="violence")
 
 
-# A gate that lets half the safe prompts be refused.
-LENIENT = {"defaults": {"max_over_refusal": 0.5}}
+# A gate that lets half the safe prompts be refused and half the toxic ones be answered.
+LENIENT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
 def questions(n: int) -> list[dict[str, str]]:
@@ -144,17 +145,18 @@ def refusing(prompts: Iterable[str], text: str = ANSWER_TEXT) -> Script:
 def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
                 url: str | None = None, serve: Script | None = None, model: str | None = None,
                 cache: str | None = None, retries: int | None = None,
-                suites: str | None = "suites", subprocess: bool = False,
-                timeout: float | None = None) -> pytest.RunResult:
+                batch_poll: float | None = None, suites: str | None = "suites",
+                subprocess: bool = False, timeout: float | None = None) -> pytest.RunResult:
     """pytest with the plugin over `suites` (None: no path), against `url` or a server
     running the script `serve` for this run (model `m` unless named), with the cache file
-    `cache` and `retries` retries when given; in-process unless `subprocess` (a fresh
-    interpreter, as CI runs it)."""
+    `cache`, `retries` retries and a Batch API poll every `batch_poll` seconds when given (the
+    test servers move a batch on at every look: 0 polls without waiting); in-process unless
+    `subprocess` (a fresh interpreter, as CI runs it)."""
     if serve is not None:
         with OpenAIServer(serve) as server:
             return run_orbench(pytester, plugin_args, *args, url=server.url, model=model,
-                               cache=cache, retries=retries, suites=suites,
-                               subprocess=subprocess, timeout=timeout)
+                               cache=cache, retries=retries, batch_poll=batch_poll,
+                               suites=suites, subprocess=subprocess, timeout=timeout)
     argv = [*plugin_args]
     if suites is not None:
         argv.append(suites)
@@ -166,11 +168,32 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
         argv.append(f"--orbench-cache-path={cache}")
     if retries is not None:
         argv.append(f"--orbench-max-retries={retries}")
+    if batch_poll is not None:
+        argv.append(f"--orbench-batch-poll={batch_poll:g}")
     argv.extend(args)
     if subprocess:
         return pytester.runpytest_subprocess(*argv, timeout=timeout)
     # -p no:hypothesispytest: its summary hook costs seconds per in-process run.
     return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *argv)
+
+
+def item_outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """Per-item outcome from the -rA short summary: {nodeid: "PASSED" | "XFAIL" | ...}."""
+    found = {}
+    for line in result.stdout.lines:
+        match = re.match(r"(PASSED|FAILED|XFAIL|XPASS|ERROR|SKIPPED) (suites/\S+)", line)
+        if match:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+_SECONDS = re.compile(r"\b\d+(\.\d+)?s\b")
+
+
+def without_seconds(lines: Iterable[str]) -> list[str]:
+    """The lines with every seconds figure ("3.2s") blanked: wall and CPU times differ between
+    any two runs and are not an outcome."""
+    return [_SECONDS.sub("…s", line) for line in lines]
 
 
 # --- time --------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from orbench_pytest.reports.results import (
     write_results,
 )
 from tests.helpers import (
+    LENIENT,
     SAFE,
     TOXIC,
     mini_cases,
@@ -29,16 +30,11 @@ from tests.helpers import (
 )
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 
-# Shared by the report, baseline and plot tests: a small suite and a run against the server.
-
-
-TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
-
 
 # --- tests ----------------------------------------------------------------------------------
 def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     # Over-refuses SAFE[0] (tolerated), answers TOXIC[0] (tolerated), the rest as expected.
     result = run_orbench(pytester, plugin_args, "--orbench-results=out/orbench-results.json",
                          serve=refusing([SAFE[0], *TOXIC[1:]]))
@@ -77,7 +73,7 @@ def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> No
 
 def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     run_orbench(pytester, plugin_args, "--orbench-results=r.json",
                 serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "r.json"
