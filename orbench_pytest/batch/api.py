@@ -50,7 +50,8 @@ class BatchClient:
         self.base_url = base_url
         # A local server needs no key, but the SDK insists on one.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused",
-                                     timeout=timeout_s, max_retries=3)
+                                     timeout=timeout_s,
+                                     max_retries=defaults.BATCH_API_RETRIES)
 
     def submit(self, content: bytes, filename: str) -> str:
         uploaded = self._call("upload the batch input", lambda: self._client.files.create(
