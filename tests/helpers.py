@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import heapq
+import importlib.util
 import itertools
 import json
 import os
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Coroutine, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -75,6 +77,16 @@ def second_set_rows(path: Path) -> list[dict[str, str]]:
 def second_set_answers() -> list[str]:
     """Every file's answers, in file order."""
     return [row["answer"] for path in second_set_files() for row in second_set_rows(path)]
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/NAME.py as a module (the benchmarks folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def plugin_installed() -> bool:
