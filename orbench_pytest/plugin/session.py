@@ -17,8 +17,8 @@ import pytest
 from orbench_pytest.catalog.paths import names_suite_file
 from orbench_pytest.catalog.selection import (
     SuiteRequest,
-    collection_args,
     is_requested_suite,
+    named_suite_files,
     node_path,
     suite_request,
 )
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 
 
 def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
-    """Validate the options (`values`: options.read_options'), add the suites asked for by
-    option to pytest's arguments and register the session."""
+    """Validate the options (`values`: options.read_options') and register the session. The
+    suites named by option are not added to pytest's arguments: the session collects them
+    beside whatever those arguments collect (`OrbenchSession.pytest_collection_modifyitems`)."""
     from orbench_pytest.catalog.ready import resolve_suite
 
     config.addinivalue_line("markers", f"{ORBENCH_MARKER}: a prompt of an orbench suite")
@@ -58,7 +59,6 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
 
         config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
-    config.args[:] = collection_args(config.args, typed, request)
     if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
         from orbench_pytest.gate.samples import identical_answers_warning
 
@@ -88,25 +88,15 @@ class OrbenchSession:
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
         self._disputes: Disputes | None = None
+        self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
                             parent: pytest.Collector) -> pytest.Collector | None:
         if not self.is_suite_candidate(file_path):
             return None
-        from orbench_pytest.catalog.ready import ready_suite_dir
-        from orbench_pytest.plugin.items import SuiteFile
-
-        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
-        refused = forging_name(file_path, parent.config.rootpath)
-        if refused is not None:  # a node id pytest would print as it is: an escaped one
-            shown, reason = refused
-            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
-            node.refused = reason
-            return node
-        if nodeid is None:
-            return SuiteFile.from_parent(parent, path=file_path)
-        return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
+        self._walked.add(file_path.resolve())
+        return suite_file(parent, file_path)
 
     def is_suite_candidate(self, path: Path) -> bool:
         return is_requested_suite(path, self._request)
@@ -154,9 +144,14 @@ class OrbenchSession:
         self._start(selected)
         return True if self._ended is not None else None
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        """--orbench-shard=K/N: the other shards' prompts are deselected, not run."""
+        """The suites named by option that the walk did not reach join the items (tryfirst:
+        before -k, -m, --deselect, --sw and randomising see the items; --lf and --ff wrap
+        every implementation, so they see them too). Then --orbench-shard=K/N: the other
+        shards' prompts are deselected, not run."""
+        self._collect_named_suites(session, items)
         if self.settings.shard is not None and self._catalog is not None:
             from orbench_pytest.plugin.items import PromptItem
 
@@ -168,6 +163,18 @@ class OrbenchSession:
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
+
+    def _collect_named_suites(self, session: pytest.Session, items: list[pytest.Item]) -> None:
+        """Each suite file named by --orbench-suite / orbench_suites, once: the walk over
+        pytest's arguments collected those inside them; the others (outside them, the ready
+        suites, a dot folder, an --ignore'd one) are collected here, directly under the
+        session, their collection errors reported as pytest reports any."""
+        for path in named_suite_files(self._request):
+            resolved = path.resolve()
+            if resolved in self._walked:
+                continue
+            self._walked.add(resolved)
+            items.extend(session.genitems(suite_file(session, path)))
 
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
@@ -377,6 +384,25 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def suite_file(parent: pytest.Collector, path: Path) -> pytest.Collector:
+    """The collector of a suite file, under `parent` (a folder, or the session): a ready
+    suite's node id is orbench:<file>, a file outside the rootdir's its relative path."""
+    from orbench_pytest.catalog.ready import ready_suite_dir
+    from orbench_pytest.plugin.items import SuiteFile
+
+    rootpath = parent.config.rootpath
+    refused = forging_name(path, rootpath)
+    if refused is not None:  # a node id pytest would print as it is: an escaped one
+        shown, reason = refused
+        node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=shown)
+        node.refused = reason
+        return node
+    nodeid = node_path(path, rootpath, ready_suite_dir())
+    if nodeid is None:  # pytest's own: the path relative to the rootdir
+        return SuiteFile.from_parent(parent, path=path, name=path.name)
+    return SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
 
 
 def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
