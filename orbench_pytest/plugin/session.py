@@ -88,6 +88,7 @@ class OrbenchSession:
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
         self._disputes: Disputes | None = None
+        self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
         self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
 
     # --- collection -----------------------------------------------------------------------
@@ -113,12 +114,16 @@ class OrbenchSession:
         return [ORBENCH_MARKER, marker]
 
     def disputes(self) -> Disputes:
-        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
-        skipped with their reason, left out of every rate."""
-        if self._disputes is None:
+        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml beside it or beside
+        a suite of the run): collected as skipped with their reason, left out of every rate.
+        Read again when a suite from another folder joins the run."""
+        folders = sorted({suite.path.resolve().parent for suite in self.catalog().suites})
+        if self._disputes is None or folders != self._dispute_folders:
             from orbench_pytest.run.phase import load_disputes
 
-            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
+            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath,
+                                           folders)
+            self._dispute_folders = folders
         return self._disputes
 
     def catalog(self) -> SuiteCatalog:
@@ -179,11 +184,13 @@ class OrbenchSession:
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
+        from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
         from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.phase import check_categories, coverage, run
 
         try:
             disputes = self.disputes()
+            check_disputed_prompts(disputes, self.catalog().prompt_ids())
             disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
                         for s in everything]
             selected = [s for s, reason in disputed if reason is None]
@@ -207,9 +214,10 @@ class OrbenchSession:
         gate.require_full = self.settings.require_full
         for s, _reason in disputed:
             if _reason is not None:
-                reason, decided_by = disputes[s.case.suite][s.case.case_id]
+                dispute = disputes[s.case.suite][s.case.case_id]
                 gate.disputed.append((key_label((s.case.suite, s.variant.name,
-                                                 s.case.case_id)), reason, decided_by))
+                                                 s.case.case_id)), dispute.reason,
+                                      dispute.decided_by))
         self._states = self._run.outcome.states
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
