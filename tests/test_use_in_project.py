@@ -141,6 +141,20 @@ def test_a_named_suite_the_walk_skips_is_still_collected(project, plugin_args, f
                    *(item.replace("suites/", f"{folder}/") for item in MINE)]
 
 
+def test_under_xdist_a_named_suite_the_walk_skips_runs_beside_the_testpaths(
+        project, plugin_args, server) -> None:
+    """The workers collect it as the serial run does; the controller fetches its prompts."""
+    (project.path / "suites").rename(project.path / ".hidden")
+    (project.path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+        'orbench_suites = [".hidden/mine.yaml"]\n')
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "-n", "2", "-rf",
+                         *endpoint(server), suites=None)
+    result.assert_outcomes(passed=3, failed=2)  # the unit test + 2 of 4 prompts
+    assert failed_ids(result) == [".hidden/mine.yaml::mine[p2]", ".hidden/mine.yaml::mine[p4]"]
+    assert server.requests == 4
+
+
 @pytest.mark.parametrize("typed", [["suites/mine.yaml"], ["."], ["suites", "tests"]])
 def test_a_named_suite_also_typed_is_collected_once(project, plugin_args,
                                                     typed: list[str]) -> None:
