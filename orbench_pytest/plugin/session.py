@@ -1,7 +1,7 @@
 """OrbenchSession: the one orbench object of a pytest process, registered as a plugin by
-`register_session` (from plugin.py's pytest_configure, only in a run that uses orbench).
+`register_session` (from hooks.py's pytest_configure, only in a run that uses orbench).
 
-Its hooks are thin: each hands its job to the module named for it (collection, run_phase,
+Its hooks are thin: each hands its job to the module named for it (collection, session_run,
 xdist_handoff, reporting). This module stays light to import: a pytest run that collects no
 suite never loads the run engine, the judges or the YAML parser.
 """
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from orbench_pytest.gate.disputed import Disputes
     from orbench_pytest.run.batch_steps import BatchEnded
     from orbench_pytest.run.collection import SuiteCatalog
-    from orbench_pytest.run.phase import CompletedRun
     from orbench_pytest.run.runner import ItemState, Selected
+    from orbench_pytest.run.session_run import CompletedRun
     from orbench_pytest.run.xdist_handoff import StatesFile
 
 
@@ -119,7 +119,7 @@ class OrbenchSession:
         Read again when a suite from another folder joins the run."""
         folders = sorted({suite.path.resolve().parent for suite in self.catalog().suites})
         if self._disputes is None or folders != self._dispute_folders:
-            from orbench_pytest.run.phase import load_disputes
+            from orbench_pytest.run.session_run import load_disputes
 
             self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath,
                                            folders)
@@ -186,7 +186,7 @@ class OrbenchSession:
         from orbench_pytest.gate.disputed import skip_reason
         from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
         from orbench_pytest.run.batch_steps import BatchEnded
-        from orbench_pytest.run.phase import check_categories, coverage, run
+        from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         try:
             disputes = self.disputes()
@@ -201,8 +201,9 @@ class OrbenchSession:
                                      seen=set(catalog.known_categories()))
                 return
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            self._run = run(selected, self.settings, self.catalog(), self.config.rootpath,
-                            reporter, self.config.option.maxfail)
+            self._run = run_collected(selected, self.settings, self.catalog(),
+                                      self.config.rootpath, reporter,
+                                      self.config.option.maxfail)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
