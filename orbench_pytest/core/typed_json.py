@@ -6,11 +6,13 @@ type (str, int, float, bool, None, unions, list, tuple, dict[str, X], nested dat
 key (`r.json: gate.rows[0].n: expected a whole number >= 0, got text`); unknown keys are ignored,
 absent ones take the field's default. `dump(obj)` is the reverse: fields in order, a field made
 with `spec(omit=True)` left out while it holds its default, plus what `json_extra()` adds.
+Each type's reader is built once (an 80K-item results file is read per item, field by field).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable
@@ -20,34 +22,60 @@ from orbench_pytest.core.errors import ConfigError
 
 T = TypeVar("T")
 Count = Annotated[int, "a whole number >= 0"]
+Reader = Callable[[Any], Any]
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def spec(doc: str = "", *, default: Any = dataclasses.MISSING,
-         factory: Callable[[], Any] | Any = dataclasses.MISSING, omit: bool = False) -> Any:
+         factory: Any = dataclasses.MISSING, omit: bool = False) -> Any:
     """A field with its documentation; `omit`: the key is written only when not the default."""
     return dataclasses.field(default=default, default_factory=factory,
                              metadata={"doc": doc, "omit": omit})
 
 
 def dump(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if f.metadata.get("omit") and value == _default(f):
-                continue
-            out[f.name] = dump(value)
-        extra = getattr(obj, "json_extra", None)
-        return {**out, **extra()} if extra is not None else out
+    if type(obj) in _PLAIN or isinstance(obj, _PLAIN):
+        return obj
     if isinstance(obj, (list, tuple)):
         return [dump(value) for value in obj]
     if isinstance(obj, dict):
         return {key: dump(value) for key, value in obj.items()}
-    return obj
+    out = {}
+    for name, omit, default in _fields(type(obj)):
+        value = getattr(obj, name)
+        if not (omit and value == default):
+            out[name] = value if type(value) in _PLAIN else dump(value)
+    extra = getattr(obj, "json_extra", None)
+    return {**out, **extra()} if extra is not None else out
 
 
 def load(cls: type[T], raw: Any, source: str, where: str = "") -> T:
-    return typing.cast(T, _value(cls, raw, source, where))
+    try:
+        return typing.cast(T, _reader(typing.cast(Any, cls))(raw))
+    except _Wrong as wrong:
+        at = ".".join(filter(None, [where, *wrong.path])).replace(".[", "[")
+        raise ConfigError(f"{source}: {at + ': ' if at else ''}{wrong.message}") from None
+
+
+class _Wrong(Exception):
+    """A value not of its type; `path` grows as it passes up through the containers."""
+
+    path: list[str]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message, self.path = message, []
+
+
+_FIELDS: dict[type, list[tuple[str, bool, Any]]] = {}
+
+
+def _fields(cls: type) -> list[tuple[str, bool, Any]]:
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = [(f.name, bool(f.metadata.get("omit")), _default(f))
+                                for f in dataclasses.fields(cls)]
+    return found
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:
@@ -58,82 +86,101 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     return dataclasses.MISSING
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def _expected(what: str, value: Any) -> _Wrong:
+    kind = {dict: "an object", list: "a list", str: "text", bool: "true/false",
+            type(None): "null"}.get(type(value), "a number")
+    return _Wrong(f"expected {what}, got {kind}")
 
 
-def _object(cls: type, raw: Any, source: str, where: str) -> Any:
-    if not isinstance(raw, dict):
-        raise _fail(source, where, "an object", raw)
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
-    fields = [f for f in dataclasses.fields(cls) if f.init]
-    missing = [f.name for f in fields if f.name not in raw and _default(f) is dataclasses.MISSING]
-    if missing:
-        raise ConfigError(f"{source}: {where + ': ' if where else ''}missing {', '.join(missing)}")
-    return cls(**{f.name: _value(hints[f.name], raw[f.name], source, _at(where, f.name))
-                  for f in fields if f.name in raw})
+def _inside(key: str, read: Reader, value: Any) -> Any:
+    try:
+        return read(value)
+    except _Wrong as wrong:
+        wrong.path.insert(0, key)
+        raise
 
 
-def _at(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
-
-
-def _value(kind: Any, raw: Any, source: str, where: str) -> Any:
+@functools.cache
+def _reader(kind: Any) -> Reader:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if dataclasses.is_dataclass(kind):
-        return _object(typing.cast(type, kind), raw, source, where)
+        return _object_reader(typing.cast(type, kind))
     if origin is Annotated:  # Count
-        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-            raise _fail(source, where, args[1], raw)
-        return raw
+
+        def count(raw: Any) -> Any:
+            if type(raw) is not int or raw < 0:
+                raise _expected(args[1], raw)
+            return raw
+        return count
     if origin in (Union, types.UnionType):
-        if raw is None and type(None) in args:
-            return None
-        arms = [arm for arm in args if arm is not type(None)]
-        for arm in arms[:-1]:
-            try:
-                return _value(arm, raw, source, where)
-            except ConfigError:
-                continue
-        return _value(arms[-1], raw, source, where)
+        arms = [_reader(arm) for arm in args if arm is not type(None)]
+        nullable = type(None) in args
+
+        def union(raw: Any) -> Any:
+            if raw is None and nullable:
+                return None
+            for read in arms[:-1]:
+                try:
+                    return read(raw)
+                except _Wrong:
+                    continue
+            return arms[-1](raw)
+        return union
     if origin is list:
-        if not isinstance(raw, list):
-            raise _fail(source, where, "a list", raw)
-        return [_value(args[0], v, source, f"{where}[{i}]") for i, v in enumerate(raw)]
+        item = _reader(args[0])
+
+        def list_of(raw: Any) -> Any:
+            if type(raw) is not list:
+                raise _expected("a list", raw)
+            return [_inside(f"[{i}]", item, v) for i, v in enumerate(raw)]
+        return list_of
     if origin is tuple:  # fixed length: an interval [low, high]
-        if not isinstance(raw, list) or len(raw) != len(args):
-            raise _fail(source, where, f"a list of {len(args)}", raw)
-        return tuple(_value(a, v, source, f"{where}[{i}]")
-                     for i, (a, v) in enumerate(zip(args, raw, strict=True)))
+        parts = [_reader(arg) for arg in args]
+
+        def tuple_of(raw: Any) -> Any:
+            if type(raw) is not list or len(raw) != len(parts):
+                raise _expected(f"a list of {len(parts)}", raw)
+            return tuple(_inside(f"[{i}]", read, v)
+                         for i, (read, v) in enumerate(zip(parts, raw, strict=True)))
+        return tuple_of
     if origin is dict:
-        if not isinstance(raw, dict):
-            raise _fail(source, where, "an object", raw)
-        return {key: _value(args[1], v, source, _at(where, key)) for key, v in raw.items()}
-    if kind is Any:
-        return raw
+        value = _reader(args[1])
+
+        def dict_of(raw: Any) -> Any:
+            if type(raw) is not dict:
+                raise _expected("an object", raw)
+            return {key: _inside(key, value, v) for key, v in raw.items()}
+        return dict_of
     if kind is float:
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise _fail(source, where, "a number", raw)
-        return float(raw)
-    if kind is int:
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise _fail(source, where, "a whole number", raw)
+
+        def number(raw: Any) -> Any:
+            if type(raw) is float:
+                return raw
+            if type(raw) is not int:
+                raise _expected("a number", raw)
+            return float(raw)
+        return number
+    names = {str: "text", int: "a whole number", bool: "true or false", type(None): "null"}
+
+    def plain(raw: Any) -> Any:
+        if type(raw) is not kind:
+            raise _expected(names[kind], raw)
         return raw
-    if kind is bool and not isinstance(raw, bool):
-        raise _fail(source, where, "true or false", raw)
-    if kind is str and not isinstance(raw, str):
-        raise _fail(source, where, "text", raw)
-    if kind is type(None) and raw is not None:
-        raise _fail(source, where, "null", raw)
-    return raw
+    return plain
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "true/false",
-            type(None): "null"}.get(type(value), "a number")
+def _object_reader(cls: type) -> Reader:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    required = [f.name for f in fields if _default(f) is dataclasses.MISSING]
+    readers = [(f.name, _reader(hints[f.name])) for f in fields]
 
-
-def _fail(source: str, where: str, expected: str, value: Any) -> ConfigError:
-    return ConfigError(f"{source}: {where or 'the document'}: expected {expected}, "
-                       f"got {_kind(value)}")
+    def read(raw: Any) -> Any:
+        if type(raw) is not dict:
+            raise _expected("an object", raw)
+        missing = [name for name in required if name not in raw]
+        if missing:
+            raise _Wrong(f"missing {', '.join(missing)}")
+        return cls(**{name: _inside(name, read, raw[name])
+                      for name, read in readers if name in raw})
+    return read

@@ -26,8 +26,8 @@ ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "n
 @dataclass(frozen=True)
 class ItemRecord:
     """One prompt's outcome. Also written, worked out from the fields: `id` (the item's
-    label, as in `mini[violence-0000]`), `refused` (true/false, null without an answer) and, in samples runs,
-    `refusal_rate` (refusals / samples, 4 digits)."""
+    label, as in `mini[violence-0000]`), `refused` (true/false, null without an answer) and,
+    in samples runs, `refusal_rate` (refusals / samples, 4 digits)."""
 
     suite: str
     case_id: str
@@ -383,7 +383,7 @@ class Flip:
     rewording: str
     edits: str = spec("the edits that make the rewording, e.g. persona(0)")
     answer: str = spec("the model's answer to the rewording (an excerpt)")
-    judge_reason: str
+    judge_reason: str = spec()
     shrunk: bool = spec("false: the budget ran out before shrinking ended")
 
 

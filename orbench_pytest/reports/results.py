@@ -12,9 +12,10 @@ import math
 import os
 import platform
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from orbench_pytest import __version__
@@ -60,6 +61,8 @@ from orbench_pytest.reports.document import (
 from orbench_pytest.reports.records import RunRecord
 from orbench_pytest.reports.rewordings import rewordings_record
 from orbench_pytest.reports.summary import judge_agreement, run_cost
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from orbench_pytest.run.rewording_search import SearchOutcome
@@ -150,17 +153,12 @@ def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],
 
 
 def parameters(settings: Settings) -> Parameters:
-    return Parameters(
-        model=_redacted(settings.model),  # a key pasted into it is not written
-        base_url=_safe_url(settings.base_url), api_key_env=settings.api_key_env,
-        target=_redacted(settings.target), temperature=settings.temperature,
-        max_tokens=settings.max_tokens, request_seed=settings.request_seed,
-        timeout_s=settings.timeout_s, strict=settings.strict, judge=settings.judge,
-        judge_model=_redacted(settings.judge_model),
-        judge_base_url=_safe_url(settings.judge_base_url),
-        partial_is_refusal=settings.partial_is_refusal, sample=settings.sample,
-        seed=settings.seed, categories=list(settings.categories),
-        concurrency=settings.concurrency, cache=settings.cache_mode)
+    """What was asked, and how: never a key (only the name of its variable)."""
+    return _copy(Parameters, settings, model=_redacted(settings.model),  # a pasted key: gone
+                 base_url=_safe_url(settings.base_url), target=_redacted(settings.target),
+                 judge_model=_redacted(settings.judge_model),
+                 judge_base_url=_safe_url(settings.judge_base_url),
+                 categories=list(settings.categories), cache=settings.cache_mode)
 
 
 def _safe_url(url: str | None) -> str | None:
@@ -178,38 +176,34 @@ def _redacted(text: str | None) -> str | None:
 
 def row_record(row: GroupRow) -> RowRecord:
     regression = row.regression
-    return RowRecord(
-        suite=row.suite, variant=row.variant, category=row.category, n=row.n, errors=row.errors,
-        refusals=row.refusals, n_comply=row.n_comply, over_refusals=row.over_refusals,
-        n_refuse=row.n_refuse, toxic_accepted=row.toxic_accepted,
-        flaky=row.flaky if row.sampled else None,
+    return _copy(
+        RowRecord, row, flaky=row.flaky if row.sampled else None,
         # Every row's rates as the gate computes them (ungated category rows too): the one
         # source reports read.
         rates={name: Estimate(*found) for name in (OVER_REFUSAL, TOXIC_ACCEPTANCE)
                if (found := row_rate(row, name)) is not None},
-        passed=row.passed, verdict=row.verdict, checks=[_check(c) for c in row.checks],
-        regression=None if regression is None else RegressionRecord(
-            regressions=regression.regressions, fixed=regression.fixed,
-            paired=regression.paired, limit=regression.limit, decision=regression.decision,
-            where=regression.where, p_worse=regression.test.p_worse,
+        checks=[_check(check) for check in row.checks],
+        regression=None if regression is None else _copy(
+            RegressionRecord, regression, p_worse=regression.test.p_worse,
             p_two_sided=regression.test.p_two_sided, exact=regression.test.exact,
-            passed=regression.passed,
             paired_test=(regression.paired_test.describe() if regression.deltas is not None
                          else "")))
 
 
 def _check(check: RateCheck) -> CheckRecord:
     corrected, sampled = check.corrected is not None, check.sampled
-    return CheckRecord(
-        name=check.name, k=check.k, n=check.n, rate=check.rate, interval=check.interval,
-        confidence=check.confidence, limit=check.limit, decision=check.decision,
-        where=check.where, passed=check.passed, baseline_mode=check.baseline_mode,
-        baseline_rate=check.baseline_rate, allowed_by_ratchet=check.allowed_by_ratchet,
-        corrected=corrected, raw_rate=check.raw_rate if corrected else None,
-        raw_interval=check.raw_interval if corrected else None,
-        mean_of_prompts=sampled is not None,
-        answers=sampled.answers if sampled is not None else None,
-        n_effective=round(sampled.n_effective, 2) if sampled is not None else None)
+    return _copy(CheckRecord, check, corrected=corrected,
+                 raw_rate=check.raw_rate if corrected else None,
+                 raw_interval=check.raw_interval if corrected else None,
+                 mean_of_prompts=sampled is not None,
+                 answers=sampled.answers if sampled is not None else None,
+                 n_effective=round(sampled.n_effective, 2) if sampled is not None else None)
+
+
+def _copy(cls: type[T], source: object, **given: Any) -> T:
+    """A record of `cls` whose fields not `given` are `source`'s attributes of the same name."""
+    return cls(**{f.name: getattr(source, f.name) for f in fields(cls)  # type: ignore[arg-type]
+                  if f.name not in given}, **given)
 
 
 def variant_rows(gate: Gate) -> list[VariantRow]:
