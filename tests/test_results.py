@@ -37,6 +37,10 @@ from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 # Shared by the report, baseline and plot tests: a small suite and a run against the server.
 
 
+_ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
+         "verdict": "compliance", "outcome": "passed", "mismatch": False, "error": False}
+_ROW = {"suite": "s", "variant": "", "n": 1, "errors": 0, "n_comply": 1, "over_refusals": 0,
+        "n_refuse": 0, "toxic_accepted": 0}
 TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
@@ -136,6 +140,17 @@ def test_unwritable_results_path_is_a_usage_error(pytester, plugin_args) -> None
     ({"schema": 99, "items": []}, "results schema 99 is not supported"),
     ({"schema": 1, "items": {}}, "items: expected a list"),
     ({"schema": 1, "items": [{"suite": "s"}]}, "items[0]: missing case_id"),
+    ({"schema": 1, "items": [{**_ITEM, "latency_ms": "5"}]},
+     "items[0].latency_ms: expected a number, got text"),
+    ({"schema": 1, "items": [_ITEM], "gate": {"rows": [{**_ROW, "n": -1}]}},
+     "gate.rows[0].n: expected a whole number >= 0, got a number"),
+    ({"schema": 1, "items": [_ITEM], "gate": {"rows": [{**_ROW, "rates": {"x": {
+        "rate": 0.5, "interval": [0.1]}}}]}},
+     "gate.rows[0].rates.x.interval: expected a list of 2, got a list"),
+    ({"schema": 1, "items": [_ITEM], "run": {"cost": {"requests": True}}},
+     "run.cost: missing prompt_tokens"),
+    ({"schema": 1, "items": [_ITEM], "run": {"disputed": [{"id": 3}]}},
+     "run.disputed[0].id: expected text, got a number"),
 ])
 def test_bad_results_files_are_one_line_errors(data: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
