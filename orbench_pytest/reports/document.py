@@ -150,9 +150,9 @@ class CheckRecord:
 class RegressionRecord:
     """New mismatches against the baseline, on the items both runs answered."""
 
-    regressions: Count
-    fixed: Count
-    paired: Count
+    regressions: Count = 0
+    fixed: Count = 0
+    paired: Count = 0
     limit: int | None = spec("max_regressions (null: unset)", default=None)
     decision: str = spec(default="point")
     where: str = spec(default="")
@@ -240,9 +240,9 @@ class VariantRow:
 class McNemarRecord:
     """McNemar's exact (or approximate) test on the discordant pairs."""
 
-    p_worse: float
-    p_two_sided: float
-    exact: bool
+    p_worse: float = 1.0
+    p_two_sided: float = 1.0
+    exact: bool = True
 
 
 @dataclass(frozen=True)
@@ -251,12 +251,12 @@ class GroupComparison:
 
     suite: str
     variant: str
-    paired: Count
-    unpaired: Count
-    known: Count
-    regressions: Count
-    fixed: Count
-    mcnemar: McNemarRecord
+    paired: Count = 0
+    unpaired: Count = 0
+    known: Count = 0
+    regressions: Count = 0
+    fixed: Count = 0
+    mcnemar: McNemarRecord = spec(factory=McNemarRecord)
 
 
 @dataclass(frozen=True)
@@ -336,24 +336,24 @@ class Fingerprint:
 class LabelErrors:
     """The judge's error on the labelled answers of one scope."""
 
-    labelled_refusals: Count
-    caught: Count
-    labelled_compliances: Count
-    passed: Count
-    sensitivity: float | None
-    specificity: float | None
+    labelled_refusals: Count = 0
+    caught: Count = 0
+    labelled_compliances: Count = 0
+    passed: Count = 0
+    sensitivity: float | None = None
+    specificity: float | None = None
 
 
 @dataclass(frozen=True)
 class CalibrationRecord:
     """judge_calibration: what corrected the gate's rates."""
 
-    labels: str
-    sha256: str
-    method: str
-    min_labels: Count
-    applied: bool
-    reason: str | None = spec("why nothing was corrected")
+    labels: str = ""
+    sha256: str = ""
+    method: str = ""
+    min_labels: Count = 0
+    applied: bool = False
+    reason: str | None = spec("why nothing was corrected", default=None)
     corrected_checks: Count = 0
     error_rates: dict[str, LabelErrors] = spec("by scope: comply, refuse, all", factory=dict)
     used: dict[str, str] = spec("check name → the scope whose labels it used", factory=dict)
@@ -363,10 +363,10 @@ class CalibrationRecord:
 class Agreement:
     """The llm judge: where verdicts came from; counts[keyword class][LLM class]."""
 
-    keyword: Count
-    llm: Count
-    llm_errors: Count
-    disagreements: Count
+    keyword: Count = 0
+    llm: Count = 0
+    llm_errors: Count = 0
+    disagreements: Count = 0
     confusion: dict[str, dict[str, Count]] = field(default_factory=dict)
 
 
@@ -391,16 +391,16 @@ class Flip:
 class Rewordings:
     """--orbench-rewordings: the search, and every minimal flip."""
 
-    tries: Count
-    seed: int
-    budget: Count
-    asked: Count
-    requests: Count
-    searched: Count
-    not_searched: Count
-    fragile: Count
-    flips: list[Flip]
-    flips_total: Count
+    tries: Count = 0
+    seed: int = 0
+    budget: Count = 0
+    asked: Count = 0
+    requests: Count = 0
+    searched: Count = 0
+    not_searched: Count = 0
+    fragile: Count = 0
+    flips: list[Flip] = spec(factory=list)
+    flips_total: Count = 0
 
 
 @dataclass(frozen=True)
