@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
+import re
 import sys
 import types
 import typing
@@ -53,6 +55,12 @@ def _type(kind: Any, path: str, queue: dict[type, str]) -> str:
     return {str: "text", int: "whole number", float: "number", bool: "true/false"}[kind]
 
 
+def _comments(cls: type) -> dict[str, str]:
+    """Each field's documentation: the comment that ends its line."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^    (\w+): [^#\n]*#\s*(.*)$", inspect.getsource(cls), re.M)}
+
+
 def render() -> str:
     sys.path.insert(0, str(REPO))
     from orbench_pytest.reports.document import Document
@@ -64,8 +72,9 @@ def render() -> str:
         out += [f"## `{path}`", "", doc, "", "| key | type | meaning |", "|---|---|---|"]
         hints = typing.get_type_hints(cls, include_extras=True)
         prefix = "" if path == "the document" else f"{path}."
+        comments = _comments(cls)
         for f in dataclasses.fields(cls):
-            notes = [f.metadata.get("doc", "")]
+            notes = [comments.get(f.name, "")]
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 notes.append("*required*")
             if f.metadata.get("omit"):

@@ -5,7 +5,7 @@ type (str, int, float, bool, None, unions, list, tuple, dict[str, X], nested dat
 `Count`, a whole number >= 0). A wrong value is a one-line ConfigError naming the file and the
 key (`r.json: gate.rows[0].n: expected a whole number >= 0, got text`); unknown keys are ignored,
 absent ones take the field's default. `dump(obj)` is the reverse: fields in order, a field made
-with `spec(omit=True)` left out while it holds its default, plus what `json_extra()` adds.
+made with `metadata=OMIT` left out while it holds its default, plus what `json_extra()` adds.
 Each type's reader is built once (an 80K-item results file is read per item, field by field).
 """
 
@@ -24,13 +24,7 @@ T = TypeVar("T")
 Count = Annotated[int, "a whole number >= 0"]
 Reader = Callable[[Any], Any]
 _PLAIN = (str, int, float, bool, type(None))
-
-
-def spec(doc: str = "", *, default: Any = dataclasses.MISSING,
-         factory: Any = dataclasses.MISSING, omit: bool = False) -> Any:
-    """A field with its documentation; `omit`: the key is written only when not the default."""
-    return dataclasses.field(default=default, default_factory=factory,
-                             metadata={"doc": doc, "omit": omit})
+OMIT = {"omit": True}  # a field's metadata: its key is written only when not the default
 
 
 def dump(obj: Any) -> Any:

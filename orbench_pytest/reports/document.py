@@ -13,7 +13,7 @@ from typing import Any
 
 from orbench_pytest import __version__
 from orbench_pytest.core.ids import ItemKey, key_label
-from orbench_pytest.core.typed_json import Count, spec
+from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
 from orbench_pytest.fetch.costs import RunCost
 from orbench_pytest.gate.decision import ItemResult
@@ -31,31 +31,26 @@ class ItemRecord:
 
     suite: str
     case_id: str
-    variant: str = spec("the system-prompt variant (\"\" without variants)")
-    category: str = spec()
-    expect: str = spec("comply (a safe prompt) or refuse (a toxic one)")
-    verdict: str = spec("the judge's class: refusal, compliance, partial, error, no_answer")
-    outcome: str = spec("passed, failed, tolerated, error, error_tolerated")
-    mismatch: bool = spec("answered, and not as expected")
-    error: bool = spec("no usable answer")
-    nodeid: str = spec("the pytest node id", default="")
-    judge: str = spec(default="")
-    judge_reason: str = spec(default="")
-    reason: str = spec("why the item passed, was tolerated or failed", default="")
-    baseline: str = spec("its standing against --orbench-baseline (known, regression, "
-                         "fixed, unpaired, none)", default="")
-    response: str = spec("the answer's excerpt (redacted)", default="")
-    latency_ms: float | None = spec(default=None)
-    cached: bool | None = spec("the answer came from the cache", default=None)
-    cache_age_s: float | None = spec("the cached answer's age (null: asked in this run)",
-                                     default=None)
-    attempts: Count = spec("requests sent for the answer", default=0)
-    samples: Count | None = spec("--orbench-samples: the answered samples", default=None,
-                                 omit=True)
-    refusals: Count | None = spec("--orbench-samples: refusals among them", default=None,
-                                  omit=True)
-    prompt: str = spec("the prompt (redacted), only for items that did not pass", default="",
-                       omit=True)
+    variant: str  # the system-prompt variant ("" without variants)
+    category: str
+    expect: str  # comply (a safe prompt) or refuse (a toxic one)
+    verdict: str  # the judge's class: refusal, compliance, partial, error, no_answer
+    outcome: str  # passed, failed, tolerated, error, error_tolerated
+    mismatch: bool  # answered, and not as expected
+    error: bool  # no usable answer
+    nodeid: str = ""  # the pytest node id
+    judge: str = ""
+    judge_reason: str = ""
+    reason: str = ""  # why the item passed, was tolerated or failed
+    baseline: str = ""  # against --orbench-baseline: known, regression, fixed, unpaired, none
+    response: str = ""  # the answer's excerpt (redacted)
+    latency_ms: float | None = None
+    cached: bool | None = None  # the answer came from the cache
+    cache_age_s: float | None = None  # the cached answer's age (null: asked in this run)
+    attempts: Count = 0  # requests sent for the answer
+    samples: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: answered
+    refusals: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: of them
+    prompt: str = field(default="", metadata=OMIT)  # redacted; for items that did not pass
 
     def json_extra(self) -> dict[str, Any]:
         rate = self.refusal_rate
@@ -122,28 +117,25 @@ class Estimate:
 class CheckRecord:
     """One limit of a row: k of n, the rate and interval that decide, the limit."""
 
-    name: str = spec("over-refusal, toxic acceptance, error rate, fragile rate")
+    name: str  # over-refusal, toxic acceptance, error rate, fragile rate
     k: Count
     n: Count
-    rate: float | None = spec(default=None)
+    rate: float | None = None
     interval: tuple[float, float]
-    confidence: float = spec(default=0.95)
-    limit: float | None = spec(default=None)
-    decision: str = spec("point or significant", default="point")
-    where: str = spec("the thresholds key the limit came from", default="")
+    confidence: float = 0.95
+    limit: float | None = None
+    decision: str = "point"  # point or significant
+    where: str = ""  # the thresholds key the limit came from
     passed: bool
-    baseline_mode: str = spec("absolute or ratchet", default="absolute")
-    baseline_rate: float | None = spec(default=None)
-    allowed_by_ratchet: bool = spec(default=False)
-    corrected: bool = spec("judge calibration corrected the rate", default=False, omit=True)
-    raw_rate: float | None = spec("the rate as judged, before correction", default=None,
-                                  omit=True)
-    raw_interval: tuple[float, float] | None = spec(default=None, omit=True)
-    mean_of_prompts: bool = spec("--orbench-samples: the rate is the mean per-prompt fraction",
-                                 default=False, omit=True)
-    answers: Count | None = spec("--orbench-samples: answers counted", default=None, omit=True)
-    n_effective: float | None = spec("--orbench-samples: the effective sample size",
-                                     default=None, omit=True)
+    baseline_mode: str = "absolute"  # absolute or ratchet
+    baseline_rate: float | None = None
+    allowed_by_ratchet: bool = False
+    corrected: bool = field(default=False, metadata=OMIT)  # judge calibration corrected the rate
+    raw_rate: float | None = field(default=None, metadata=OMIT)  # as judged, before correction
+    raw_interval: tuple[float, float] | None = field(default=None, metadata=OMIT)
+    mean_of_prompts: bool = field(default=False, metadata=OMIT)  # samples: rate = mean fraction
+    answers: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: answers counted
+    n_effective: float | None = field(default=None, metadata=OMIT)  # samples: effective size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,15 +145,14 @@ class RegressionRecord:
     regressions: Count = 0
     fixed: Count = 0
     paired: Count = 0
-    limit: int | None = spec("max_regressions (null: unset)", default=None)
-    decision: str = spec(default="point")
-    where: str = spec(default="")
-    p_worse: float = spec("McNemar's one-sided p", default=1.0)
-    p_two_sided: float = spec(default=1.0)
-    exact: bool = spec(default=True)
-    passed: bool = spec(default=True)
-    paired_test: str = spec("--orbench-samples: the signed-rank test, described", default="",
-                            omit=True)
+    limit: int | None = None  # max_regressions (null: unset)
+    decision: str = "point"
+    where: str = ""
+    p_worse: float = 1.0  # McNemar's one-sided p
+    p_two_sided: float = 1.0
+    exact: bool = True
+    passed: bool = True
+    paired_test: str = field(default="", metadata=OMIT)  # samples: the signed-rank test
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,22 +161,20 @@ class RowRecord:
 
     suite: str
     variant: str
-    category: str | None = spec("null on the suite's own row", default=None)
+    category: str | None = None  # null on the suite's own row
     n: Count
     errors: Count
-    refusals: Count = spec(default=0)
-    n_comply: Count = spec("answered safe prompts")
+    refusals: Count = 0
+    n_comply: Count  # answered safe prompts
     over_refusals: Count
-    n_refuse: Count = spec("answered toxic prompts")
+    n_refuse: Count  # answered toxic prompts
     toxic_accepted: Count
-    flaky: Count | None = spec("--orbench-samples: prompts whose samples disagreed",
-                               default=None, omit=True)
-    rates: dict[str, Estimate] = spec("every rate as the gate computes it, gated or not",
-                                      factory=dict)
-    passed: bool = spec(default=True)
-    verdict: str = spec("pass, FAIL or ratchet", default="—")
-    checks: list[CheckRecord] = spec(factory=list)
-    regression: RegressionRecord | None = spec("suite rows against a baseline", default=None)
+    flaky: Count | None = field(default=None, metadata=OMIT)  # samples: prompts split
+    rates: dict[str, Estimate] = field(default_factory=dict)  # every rate, gated or not
+    passed: bool = True
+    verdict: str = "—"  # pass, FAIL or ratchet
+    checks: list[CheckRecord] = field(default_factory=list)
+    regression: RegressionRecord | None = None  # suite rows against a baseline
 
 
 @dataclass(frozen=True)
@@ -193,23 +182,22 @@ class Disputed:
     """A prompt the team disputes: left out of every rate."""
 
     id: str
-    reason: str = spec(default="")
-    decided_by: str = spec(default="")
+    reason: str = ""
+    decided_by: str = ""
 
 
 @dataclass(frozen=True)
 class GateRecord:
     """The gate as the run decided it."""
 
-    passed: bool | None = spec("null: not gated (a shard alone)", default=None)
-    stopped_reason: str | None = spec("why the run stopped early", default=None)
-    baseline: str | None = spec("the --orbench-baseline file", default=None)
-    failures: list[str] = spec("why it failed, one line each", factory=list)
-    ratchet: list[str] = spec("limits a ratchet allowed", factory=list)
-    partial: list[str] = spec("gates over part of a suite", factory=list)
-    disputed: list[Disputed] = spec(factory=list)
-    rows: list[RowRecord] | None = spec("absent: reports work the rates out from the items",
-                                        default=None)
+    passed: bool | None = None  # null: not gated (a shard alone)
+    stopped_reason: str | None = None  # why the run stopped early
+    baseline: str | None = None  # the --orbench-baseline file
+    failures: list[str] = field(default_factory=list)  # why it failed, one line each
+    ratchet: list[str] = field(default_factory=list)  # limits a ratchet allowed
+    partial: list[str] = field(default_factory=list)  # gates over part of a suite
+    disputed: list[Disputed] = field(default_factory=list)
+    rows: list[RowRecord] | None = None  # absent: reports work the rates out from the items
 
 
 @dataclass(frozen=True)
@@ -230,9 +218,9 @@ class VariantRow:
     variant: str
     n: Count
     errors: Count
-    over_refusal: RateCount | None = spec(default=None)
-    toxic_acceptance: RateCount | None = spec(default=None)
-    passed: bool = spec(default=True)
+    over_refusal: RateCount | None = None
+    toxic_acceptance: RateCount | None = None
+    passed: bool = True
 
 
 # --- the baseline comparison ----------------------------------------------------------------
@@ -256,20 +244,20 @@ class GroupComparison:
     known: Count = 0
     regressions: Count = 0
     fixed: Count = 0
-    mcnemar: McNemarRecord = spec(factory=McNemarRecord)
+    mcnemar: McNemarRecord = field(default_factory=McNemarRecord)
 
 
 @dataclass(frozen=True)
 class ComparisonRecord:
     """How the run compares with its baseline, over all its items."""
 
-    source: str = spec("the baseline file")
-    paired: Count = spec(default=0)
-    unpaired: Count = spec(default=0)
-    known: Count = spec("mismatches already in the baseline", default=0)
-    regressions: list[str] = spec("ids of the new mismatches", factory=list)
-    fixed: list[str] = spec("ids of the mismatches fixed", factory=list)
-    groups: list[GroupComparison] = spec(factory=list)
+    source: str  # the baseline file
+    paired: Count = 0
+    unpaired: Count = 0
+    known: Count = 0  # mismatches already in the baseline
+    regressions: list[str] = field(default_factory=list)  # ids of the new mismatches
+    fixed: list[str] = field(default_factory=list)  # ids of the mismatches fixed
+    groups: list[GroupComparison] = field(default_factory=list)
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -286,7 +274,7 @@ class Parameters:
     """What was asked, and how: never a key (only the name of its variable)."""
 
     model: str | None = None
-    base_url: str | None = spec("without user:password@ or query", default=None)
+    base_url: str | None = None  # without user:password@ or query
     api_key_env: str = ""
     target: str | None = None
     temperature: float = 0.0
@@ -298,7 +286,7 @@ class Parameters:
     judge_model: str | None = None
     judge_base_url: str | None = None
     partial_is_refusal: bool = False
-    sample: int | float | None = spec("--orbench-sample: a count or a fraction", default=None)
+    sample: int | float | None = None  # --orbench-sample: a count or a fraction
     seed: int | None = None
     categories: list[str] = field(default_factory=list)
     concurrency: int = 0
@@ -318,18 +306,17 @@ class VariantInfo:
     """A system-prompt variant."""
 
     name: str
-    system_prompt: str | None = spec("(redacted)", default=None)
+    system_prompt: str | None = None  # (redacted)
 
 
 @dataclass(frozen=True)
 class Fingerprint:
     """Which candidate answered: its code, its version, the provider's fingerprints."""
 
-    code: str | None = spec("sha256 of a module:function target's code", default=None,
-                            omit=True)
-    code_files: list[str] | None = spec("the files hashed", default=None, omit=True)
-    version: str | None = spec("--orbench-target-version", default=None, omit=True)
-    system_fingerprints: list[str] = spec("as the answers carry them", factory=list)
+    code: str | None = field(default=None, metadata=OMIT)  # sha256 of a module:function's code
+    code_files: list[str] | None = field(default=None, metadata=OMIT)  # the files hashed
+    version: str | None = field(default=None, metadata=OMIT)  # --orbench-target-version
+    system_fingerprints: list[str] = field(default_factory=list)  # as the answers carry them
 
 
 @dataclass(frozen=True)
@@ -353,10 +340,10 @@ class CalibrationRecord:
     method: str = ""
     min_labels: Count = 0
     applied: bool = False
-    reason: str | None = spec("why nothing was corrected", default=None)
+    reason: str | None = None  # why nothing was corrected
     corrected_checks: Count = 0
-    error_rates: dict[str, LabelErrors] = spec("by scope: comply, refuse, all", factory=dict)
-    used: dict[str, str] = spec("check name → the scope whose labels it used", factory=dict)
+    error_rates: dict[str, LabelErrors] = field(default_factory=dict)  # comply, refuse, all
+    used: dict[str, str] = field(default_factory=dict)  # check name → the scope of its labels
 
 
 @dataclass(frozen=True)
@@ -381,10 +368,10 @@ class Flip:
     category: str
     original: str
     rewording: str
-    edits: str = spec("the edits that make the rewording, e.g. persona(0)")
-    answer: str = spec("the model's answer to the rewording (an excerpt)")
-    judge_reason: str = spec()
-    shrunk: bool = spec("false: the budget ran out before shrinking ended")
+    edits: str  # the edits that make the rewording, e.g. persona(0)
+    answer: str  # the model's answer to the rewording (an excerpt)
+    judge_reason: str
+    shrunk: bool  # false: the budget ran out before shrinking ended
 
 
 @dataclass(frozen=True)
@@ -399,7 +386,7 @@ class Rewordings:
     searched: Count = 0
     not_searched: Count = 0
     fragile: Count = 0
-    flips: list[Flip] = spec(factory=list)
+    flips: list[Flip] = field(default_factory=list)
     flips_total: Count = 0
 
 
@@ -407,30 +394,25 @@ class Rewordings:
 class RunInfo:
     """The run: when, against what, judged how, with which parameters."""
 
-    started: str = spec("ISO 8601, seconds", default="")
-    finished: str = spec(default="")
-    target: str | None = spec("the target's label", default=None)
-    judge: str | None = spec(default=None)
-    judge_model: str | None = spec(default=None)
-    thresholds: str | None = spec("the thresholds file", default=None)
-    parameters: Parameters | None = spec(default=None)
-    suites: list[SuiteCount] = spec(factory=list)
-    variants: list[VariantInfo] = spec(factory=list)
-    versions: dict[str, str] = spec("orbench_pytest, python, pytest", factory=dict)
-    judge_version: str | None = spec("a changed judge re-judges cached answers", default=None,
-                                     omit=True)
-    ungated: str | None = spec("a shard alone: why no gate decides it", default=None,
-                               omit=True)
-    target_fingerprint: Fingerprint | None = spec(default=None, omit=True)
-    judge_calibration: CalibrationRecord | None = spec(default=None, omit=True)
-    cost: RunCost | None = spec("tokens, requests, retries, fetch time, dollars",
-                                default=None, omit=True)
-    judge_agreement: Agreement | None = spec(default=None, omit=True)
-    partial: list[str] | None = spec("as gate.partial, for the PR comment", default=None,
-                                     omit=True)
-    disputed: list[Disputed] | None = spec("as gate.disputed, for the PR comment",
-                                           default=None, omit=True)
-    rewordings: Rewordings | None = spec(default=None, omit=True)
+    started: str = ""  # ISO 8601, seconds
+    finished: str = ""
+    target: str | None = None  # the target's label
+    judge: str | None = None
+    judge_model: str | None = None
+    thresholds: str | None = None  # the thresholds file
+    parameters: Parameters | None = None
+    suites: list[SuiteCount] = field(default_factory=list)
+    variants: list[VariantInfo] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)  # orbench_pytest, python, pytest
+    judge_version: str | None = field(default=None, metadata=OMIT)  # a new one re-judges the cache
+    ungated: str | None = field(default=None, metadata=OMIT)  # a shard alone: why not gated
+    target_fingerprint: Fingerprint | None = field(default=None, metadata=OMIT)
+    judge_calibration: CalibrationRecord | None = field(default=None, metadata=OMIT)
+    cost: RunCost | None = field(default=None, metadata=OMIT)  # tokens, requests, retries, time, $
+    judge_agreement: Agreement | None = field(default=None, metadata=OMIT)
+    partial: list[str] | None = field(default=None, metadata=OMIT)  # as gate.partial (PR comment)
+    disputed: list[Disputed] | None = field(default=None, metadata=OMIT)  # as gate.disputed
+    rewordings: Rewordings | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)
@@ -440,10 +422,9 @@ class Document:
     failure lines, the baseline comparison without its id lists."""
 
     schema: int = SCHEMA
-    tool: Tool = spec(factory=Tool)
-    run: RunInfo = spec(factory=RunInfo)
-    items: list[ItemRecord] = spec("every selected item", factory=list)
-    gate: GateRecord | None = spec("absent or null: reports work it out from the items",
-                                   default=None)
-    variants: list[VariantRow] = spec("written with several variants", factory=list)
-    baseline: ComparisonRecord | None = spec("with --orbench-baseline", default=None)
+    tool: Tool = field(default_factory=Tool)
+    run: RunInfo = field(default_factory=RunInfo)
+    items: list[ItemRecord] = field(default_factory=list)  # every selected item
+    gate: GateRecord | None = None  # absent or null: reports work it out from the items
+    variants: list[VariantRow] = field(default_factory=list)  # written with several variants
+    baseline: ComparisonRecord | None = None  # with --orbench-baseline
