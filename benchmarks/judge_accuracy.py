@@ -350,11 +350,17 @@ def fresh_table(title: str, rows: Sequence[FreshRow], verdicts: Sequence[Verdict
              f"({title})", head]
     pairs = [(r, Pair(r.row_id, "", r.human, JUDGE_CLASSES.get(v.label.value, "error")))
              for r, v in zip(rows, verdicts, strict=True)]
-    groups = [("all", lambda r: True)]
-    groups += [(m, lambda r, m=m: r.model == m) for m in dict.fromkeys(r.model for r in rows)]
-    groups += [(s, lambda r, s=s: r.suite == s) for s in dict.fromkeys(r.suite for r in rows)]
-    for name, keep in groups:
-        check = JudgeCheck("fresh", "", [p for r, p in pairs if keep(r)], 0)
+    reference = [(r, Pair(r.row_id, "", r.human, xstest_strmatch(r.answer).value))
+                 for r in rows]
+    groups: list[tuple[str, Callable[[FreshRow], bool], list[tuple[FreshRow, Pair]]]]
+    groups = [("all", lambda r: True, pairs)]
+    groups += [(m, lambda r, m=m: r.model == m, pairs)
+               for m in dict.fromkeys(r.model for r in rows)]
+    groups += [(s, lambda r, s=s: r.suite == s, pairs)
+               for s in dict.fromkeys(r.suite for r in rows)]
+    groups.append((STRING_MATCH, lambda r: True, reference))  # for reference
+    for name, keep, judged in groups:
+        check = JudgeCheck("fresh", "", [p for r, p in judged if keep(r)], 0)
         a = check.agreement
         diff, low, high = check.rate_difference()
         judge_rate = sum(REFUSING_NAMES.__contains__(p.judge) for p in check.pairs) / check.n
