@@ -157,7 +157,7 @@ def test_an_unreachable_batch_api_is_a_usage_error(pytester: pytest.Pytester,
         "--orbench-cache-path=c.sqlite3", "--orbench-batch=submit", "--orbench-max-retries=1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: Batch API at http://127.0.0.1:9/v1: cannot upload the "
-                                 "batch input (ConnectError: *) after 2 attempts"])
+                                 "batch input: ConnectError: * after 2 attempts"])
     assert "Traceback" not in result.stderr.str()
 
 

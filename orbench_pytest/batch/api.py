@@ -1,10 +1,9 @@
 """The OpenAI Batch API over httpx: upload, create, look, download, and wait.
 
-A handful of calls a run, so plain synchronous requests, retried as the live fetch retries
-(fetch/retry.py's policy with the run's --orbench-max-retries and --orbench-backoff). Every
-failure is one ConfigError line naming the call; what the endpoint said is shown so that it
-cannot forge output, secrets redacted. Answers are checked, not trusted: ids and statuses must
-look like ids and statuses, counts like counts.
+A handful of calls a run: plain synchronous requests, retried as the live fetch retries
+(fetch/retry.py's policy, the run's --orbench-max-retries and --orbench-backoff). Any failure is
+one ConfigError line naming the call, the endpoint's words shown harmless; answers are checked
+(ids, statuses, counts), not trusted.
 
 `wait` polls with an injected clock and sleep (tests pass fakes), reports progress through a
 callback, and gives up after `max_wait_s` (then the batch keeps running; a rerun resumes it).
@@ -135,7 +134,7 @@ class BatchClient:
             except httpx.TimeoutException:
                 fault = TransientFault(FaultKind.TIMEOUT, f"timed out after {self._timeout_s:g}s")
             except httpx.HTTPError as exc:  # refused, reset, DNS, a broken answer
-                fault = TransientFault(FaultKind.CONNECTION, f"({type(exc).__name__}: {exc})")
+                fault = TransientFault(FaultKind.CONNECTION, f"{type(exc).__name__}: {exc}")
             else:
                 if response.is_success:
                     self._policy.succeeded()
@@ -173,18 +172,16 @@ class BatchClient:
         return None if body.get(name) is None else self._id(what, body, name)
 
     def _error(self, what: str, reason: str) -> ConfigError:
-        separator = " " if reason.startswith("(") else ": "  # (ConnectError: …)
-        return ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what}"
-                                         f"{separator}{reason}", 300))
+        return ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what}: "
+                                         f"{reason}", 300))
 
 
 def _error_of(content: bytes) -> tuple[str | None, str | None]:
     """The code and message of an OpenAI error body, if it is one."""
     try:
-        body = json.loads(content)
-    except (ValueError, RecursionError):
+        error = json.loads(content).get("error")
+    except (ValueError, RecursionError, AttributeError):  # not JSON, not an object
         return None, None
-    error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return None, None
     code, message = error.get("code"), error.get("message")
