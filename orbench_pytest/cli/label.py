@@ -30,7 +30,7 @@ from typing import TextIO
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import clip, terminal_line
 from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
-from orbench_pytest.reports.records import ERROR_VERDICTS, ItemRecord
+from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
 DEFAULT_N = 60
