@@ -5,11 +5,13 @@ depend on the install location, and disputed prompts leave the rates."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.gate.baseline import Pairing
 from tests.helpers import (
@@ -221,9 +223,10 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
     from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, evaluate
     from orbench_pytest.gate.samples import refused_by_rule
     from orbench_pytest.gate.thresholds import parse_thresholds
+    from orbench_pytest.reports.document import Document, ItemRecord
     from orbench_pytest.reports.plot import points_of
-    from orbench_pytest.reports.records import ItemRecord, RunRecord
-    from orbench_pytest.reports.results import gate_dict
+    from orbench_pytest.reports.records import RunRecord
+    from orbench_pytest.reports.results import build_results
 
     thresholds = parse_thresholds({"defaults": {"refuse_at": refuse_at}}, "t.yaml")
     results, records = [], []
@@ -240,8 +243,10 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
                                   result.mismatch, False, refusals=result.refusals,
                                   samples=answered if sampled else None))
     gate = evaluate(results, thresholds, baseline_source="old.json")
-    with_rows = RunRecord("r.json", records, gate_dict(gate)["rows"])
-    without_rows = RunRecord("r.json", records)
+    with_rows = RunRecord("r.json", build_results(
+        items=records, gate=gate, settings=build_settings({}, env={}), target="m",
+        thresholds_source="t.yaml", started=datetime.now(timezone.utc)))
+    without_rows = RunRecord("r.json", Document(items=records))
     for run in (with_rows, without_rows):
         try:
             points = points_of(run)

@@ -44,7 +44,6 @@ REWORDINGS_BUDGET = 1000  # rewordings --orbench-rewordings asks in a whole run
 
 # --- the Batch API ------------------------------------------------------------------------------
 BATCH_POLL_S = 30.0  # between two looks at a submitted batch
-BATCH_API_RETRIES = 3  # of one Files / Batches API call (upload, create, look)
 BATCH_MAX_REQUESTS = 50_000  # per input file (OpenAI's limit)
 BATCH_MAX_BYTES = 200_000_000  # per input file: 200 MB in decimal units, below OpenAI's limit
 
