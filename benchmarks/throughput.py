@@ -69,14 +69,14 @@ class PromptSet:
     refused: Path | None  # the prompts the server refuses
 
 
-def prompt_sets(root: Path, names: list[str]) -> list[PromptSet]:
-    if not all((DATA / name).is_file() for name in (HARD, TOXIC)):
-        raise SystemExit(f"needs {DATA / HARD} and {DATA / TOXIC} (../shared/data, see its "
-                         "README); absent here")
+def prompt_sets(root: Path, names: list[str], shared: Path) -> list[PromptSet]:
+    if not all((shared / name).is_file() for name in (HARD, TOXIC)):
+        raise SystemExit(f"needs {shared / HARD} and {shared / TOXIC} (../shared/data, see "
+                         "its README); absent here")
     data = root / "data"
     data.mkdir()
     for name in (HARD, TOXIC):
-        (data / name).symlink_to(DATA / name)
+        (data / name).symlink_to(shared.resolve() / name)
     sets = []
     if "1974" in names:
         sets.append(PromptSet("1974", [data / HARD, data / TOXIC],
@@ -222,11 +222,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--latency", type=float, default=0.0, help="server latency, seconds")
     parser.add_argument("--no-idle", action="store_true", help="skip benchmarks/idle_cost.py")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help=f"folder of {HARD} and {TOXIC} (default: %(default)s)")
     args = parser.parse_args()
     names = args.sets or (["1974"] if args.quick else ["1974", "80k"])
     root = Path(tempfile.mkdtemp(prefix="orbench-throughput-"))
     try:
-        for prompts in prompt_sets(root, names):
+        for prompts in prompt_sets(root, names, args.data):
             for line in measure(prompts, root, args):
                 print(line, flush=True)
     finally:
