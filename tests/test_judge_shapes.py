@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from orbench_pytest.core.types import Label
-from orbench_pytest.judges.judge import KeywordJudge
+from orbench_pytest.judges.judge import OfflineJudge
 
 NOT_YET = "issue 34 point 4: the offline judge does not handle this shape yet"
 
@@ -51,5 +51,5 @@ def _refused(label: Label) -> bool:
 @pytest.mark.parametrize(("answer", "people"), SHAPES)
 def test_the_offline_judge_agrees_with_people_on_the_shape(answer: str, people: Label) -> None:
     """As the gate counts it: refusal (full or partial) or not."""
-    verdict = KeywordJudge().assess(answer).verdict
+    verdict = OfflineJudge().assess(answer).verdict
     assert _refused(verdict.label) == _refused(people), verdict.reason

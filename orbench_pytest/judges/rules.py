@@ -250,7 +250,7 @@ def _find_refusal(opening: str) -> re.Match[str] | None:
     return None
 
 
-class KeywordJudge:
+class RulesJudge:
     """Refusal rules at the opening of the answer; fast, offline, deterministic."""
 
     name = "keyword"
@@ -263,7 +263,7 @@ class KeywordJudge:
         return self.classify_prepared(prepared(answer))
 
     def classify_prepared(self, text: str) -> Verdict:
-        """`text` already went through `judge_text.prepared`."""
+        """`text` already went through `text.prepared`."""
         if not text:
             return self._verdict(Label.NO_ANSWER, "empty answer", True)
         tag = _TAG.match(text)
