@@ -24,6 +24,7 @@ from orbench_pytest.reports.results import (
     write_results,
 )
 from tests.helpers import (
+    LENIENT,
     SAFE,
     TOXIC,
     mini_cases,
@@ -34,20 +35,16 @@ from tests.helpers import (
 )
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 
-# Shared by the report, baseline and plot tests: a small suite and a run against the server.
-
-
 _ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
          "verdict": "compliance", "outcome": "passed", "mismatch": False, "error": False}
 _ROW = {"suite": "s", "variant": "", "n": 1, "errors": 0, "n_comply": 1, "over_refusals": 0,
         "n_refuse": 0, "toxic_accepted": 0}
-TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
 # --- tests ----------------------------------------------------------------------------------
 def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     # Over-refuses SAFE[0] (tolerated), answers TOXIC[0] (tolerated), the rest as expected.
     result = run_orbench(pytester, plugin_args, "--orbench-results=out/orbench-results.json",
                          serve=refusing([SAFE[0], *TOXIC[1:]]))
@@ -86,7 +83,7 @@ def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> No
 
 def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     run_orbench(pytester, plugin_args, "--orbench-results=r.json",
                 serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "r.json"
