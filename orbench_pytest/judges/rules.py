@@ -321,6 +321,7 @@ _OPENING_CHARS = 320  # the opening a reader takes in: about two sentences
 _PIVOT_CHARS = 600  # how far after a refusal a turn to help still counts as part of it
 _AT_START = 25  # a refusal statement this close to the start is the opening itself
 _SENTENCE_START = re.compile(r"(^|[.!?:]\s+)")
+_SENTENCE_END = re.compile(r"[.!?:](\s|$)")
 
 
 def _fictional_grounds(text: str, start: int, end: int) -> bool:
@@ -333,34 +334,38 @@ def _fictional_grounds(text: str, start: int, end: int) -> bool:
 
 def _answers_request(before: str, after: str, pivot: re.Match[str], request: Request) -> bool:
     """The turn `pivot` in `after` (the text after the disclaimer `before`) offers what was
-    asked: not a turn to something else, after no disclaimer of access or knowledge, most of
-    the request's terms used (after a firm refusal, never; after a disclaimer of the senses,
-    any turn to an answer), no safer qualifier the request did not have, and the answer goes on
-    after the offer."""
-    before += after[:pivot.start()]
-    if pivot.group(0).startswith(_OTHER_OFFER) or _NO_ACCESS.search(before):
+    asked: not a turn to something else, the answer goes on after the offer, no safer
+    qualifier the request did not have, after no disclaimer of access or knowledge, and most
+    of the request's terms used (after a firm refusal, never; after a disclaimer of the
+    senses, any turn to an answer). The cheap tests first: most turns fail one of them."""
+    if not request.prompt or pivot.group(0).startswith(_OTHER_OFFER):
         return False
     offer = after[pivot.start():pivot.start() + _ANSWER_REACH]
-    if not _SENSES.search(before) and (_FIRM_REFUSAL.search(before)
-                                       or request.coverage(offer) < _ANSWER_COVERAGE):
-        return False
-    end = re.search(r"[.!?:](\s|$)", offer)  # the offer's own sentence
+    end = _SENTENCE_END.search(offer)  # the offer's own sentence
     if end is None or len(after) - pivot.start() - end.end() < _ANSWER_SUBSTANCE:
         return False  # the offer is all there is (or the answer stops inside it)
     safer = _SAFER_OFFER.search(offer, 0, end.start())
-    return safer is None or safer.group(0) in request.text
+    if safer is not None and safer.group(0) not in request.text:
+        return False
+    before += after[:pivot.start()]
+    if _NO_ACCESS.search(before):
+        return False
+    if _SENSES.search(before):
+        return True
+    return not _FIRM_REFUSAL.search(before) and request.coverage(offer) >= _ANSWER_COVERAGE
 
 
 def _answers_the_opposite(rest: str, request: Request) -> bool:
     """The opening sentence avoids, prevents or spots an act the request asks for."""
-    if not request.prompt or _AVOIDANT_REQUEST.search(request.text):
-        return False
     opening = rest[:_OPPOSITE_REACH]
-    end = re.search(r"[.!?:](\s|$)", opening)
+    end = _SENTENCE_END.search(opening)
     opening = opening[:end.start()] if end else opening
+    found = [m.group(1) for m in _AVOIDING.finditer(opening)]
+    if not found or not request.prompt or _AVOIDANT_REQUEST.search(request.text):
+        return False
     terms = request.terms
     enough = min(2, len(terms))  # the act and its object, not a word they share ("taxes")
-    return any(len(stems(m.group(1)) & terms) >= enough for m in _AVOIDING.finditer(opening))
+    return any(len(stems(words) & terms) >= enough for words in found)
 
 
 def _find_refusal(opening: str) -> re.Match[str] | None:
