@@ -116,7 +116,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     from orbench_pytest.fetch.requests import JudgeChannel
     from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
     from orbench_pytest.judges.judge import build_judge
-    from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+    from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
     from orbench_pytest.run.runner import NoTarget
 
     if not args.judge_model:
@@ -145,7 +145,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
                              judge_channel=channel)
         jobs = [Job(f"row-{i}", r.prompt, None) for i, r in enumerate(rows)]
         given = {job.key: Response(r.completion) for job, r in zip(jobs, rows, strict=True)}
-        report = run_phase(engine, jobs, given)
+        report = fetch_and_judge(engine, jobs, given)
         stats = getattr(judge, "stats", None)
         if stats is not None:
             print(f"judge calls: LLM {stats.llm} ({stats.llm_errors} errors), "

@@ -6,11 +6,11 @@ whether another checkout's judge gives the very same verdicts.
 Answers: judge_speed.py's synthetic ones (its ANSWERS_MODULE, for its first N prompts) and
 the labelled ones (tests/data/*_labelled.csv, ../shared/data/xstest/labelled).
 Per answer, process time, the best of --repeat passes: `judge_text.prepared_parts(answer,
-closing=False)` (what a run prepares) and `judge_rules.KeywordJudge.classify_prepared`.
+closing=False)` (what a run prepares) and `judge_rules.RulesJudge.classify_prepared`.
 
 --reference DIR loads DIR/orbench_pytest under another name (its classifier file is read from
 this checkout's package: the model file is the same for both) and checks, for every answer,
-that `judges.KeywordJudge().classify` gives an equal Verdict and `assess` an equal Assessment
+that `judges.OfflineJudge().classify` gives an equal Verdict and `assess` an equal Assessment
 (the classifier probability within 1e-12), and that the preparation and the rules' verdict
 are equal; its costs are measured in alternation with this checkout's.
 """
@@ -76,8 +76,13 @@ def per_answer_us(function: Callable[[str], object], items: Sequence[str]) -> fl
     return (time.process_time() - started) / len(items) * 1e6
 
 
+def _class(module: Any, name: str) -> Any:
+    """A judge class by its name, or by `KeywordJudge` in a checkout from before the rename."""
+    return getattr(module, name, None) or module.KeywordJudge
+
+
 def costs(judge_text: Any, judge_rules: Any, answers: list[str]) -> tuple[float, float]:
-    rules = judge_rules.KeywordJudge()
+    rules = _class(judge_rules, "RulesJudge")()
     texts = [judge_text.prepared_parts(a, False)[0] for a in answers]
     return (per_answer_us(lambda a: judge_text.prepared_parts(a, False), answers),
             per_answer_us(rules.classify_prepared, texts))
@@ -86,10 +91,12 @@ def costs(judge_text: Any, judge_rules: Any, answers: list[str]) -> tuple[float,
 def differences(this: dict[str, Any], other: dict[str, Any], answers: list[str]) -> list[str]:
     """What differs between the two checkouts' judges on these answers (empty: nothing)."""
     found = []
-    judge, reference = this["judges"].KeywordJudge(), other["judges"].KeywordJudge()
+    judge, reference = (_class(this["judges"], "OfflineJudge")(),
+                        _class(other["judges"], "OfflineJudge")())
     if judge.version != reference.version:
         found.append(f"judge version {judge.version} != {reference.version}")
-    rules, reference_rules = this["rules"].KeywordJudge(), other["rules"].KeywordJudge()
+    rules, reference_rules = (_class(this["rules"], "RulesJudge")(),
+                              _class(other["rules"], "RulesJudge")())
     for answer in answers:
         parts = this["text"].prepared_parts(answer)
         if parts != other["text"].prepared_parts(answer):

@@ -101,8 +101,8 @@ def import_cost() -> tuple[float, float, float]:
         return statistics.median(runs)
 
     bare = timed("pass")
-    judge = timed("import orbench_pytest.judges.judge as j; j.KeywordJudge()")
-    loaded = timed("import orbench_pytest.judges.judge as j; j.KeywordJudge().model")
+    judge = timed("import orbench_pytest.judges.judge as j; j.OfflineJudge()")
+    loaded = timed("import orbench_pytest.judges.judge as j; j.OfflineJudge().model")
     return bare, judge, loaded
 
 
@@ -112,9 +112,9 @@ MEMO_ANSWERS = 5_000  # fewer than the judge's memo keeps: a repeat of recent an
 def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, int]:
     """Each answer judged with its prompt, as a run judges it."""
     from orbench_pytest.core.types import Label
-    from orbench_pytest.judges.judge import KeywordJudge
+    from orbench_pytest.judges.judge import OfflineJudge
 
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     pairs = list(zip(answers, prompts, strict=True))
     started = time.process_time()
     refusals = sum(judge.classify(a, p).label in (Label.REFUSAL, Label.PARTIAL_REFUSAL)
@@ -130,11 +130,11 @@ def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, in
 def classifier_cost(prompts: list[str], answers: list[str]) -> tuple[float, int]:
     """CPU seconds of the classifier alone on the answers the rules do not settle, and their
     number: what the classifier costs per answer that reaches it."""
-    from orbench_pytest.judges.judge import KeywordJudge
+    from orbench_pytest.judges.judge import OfflineJudge
     from orbench_pytest.judges.request import Request
     from orbench_pytest.judges.text import prepared_parts
 
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     model = judge.model
     reaching = []
     for answer, prompt in zip(answers, prompts, strict=True):
@@ -158,10 +158,12 @@ if mode in ("in-run", "lookup"):
     if hasattr(fetcher, "worth_a_process"):  # a checkout with a judge process: not used
         fetcher.worth_a_process = lambda *args, **kwargs: False
 if mode == "lookup":
-    from orbench_pytest.judges.judge import KeywordJudge
+    import orbench_pytest.judges.judge as judges
+    # KeywordJudge: the offline judge's name in checkouts from before the rename
+    offline = getattr(judges, "OfflineJudge", None) or judges.KeywordJudge
     with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
         VERDICTS = pickle.load(f)
-    KeywordJudge.classify = lambda self, answer, prompt="": VERDICTS[answer]
+    offline.classify = lambda self, answer, prompt="": VERDICTS[answer]
 """
 
 
@@ -268,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         import pickle
 
-        from orbench_pytest.judges.judge import KeywordJudge
+        from orbench_pytest.judges.judge import OfflineJudge
 
-        judge = KeywordJudge()
+        judge = OfflineJudge()
         verdicts = root / "verdicts.pickle"
         verdicts.write_bytes(pickle.dumps({a: judge.classify(a, p)
                                            for a, p in zip(answers, prompts, strict=True)}))

@@ -54,8 +54,7 @@ from orbench_pytest.judges.classifier import (  # noqa: E402
     features,
 )
 from orbench_pytest.judges.request import Request  # noqa: E402
-from orbench_pytest.judges.rules import KeywordJudge as RulesJudge  # noqa: E402
-from orbench_pytest.judges.rules import answered_by_shape  # noqa: E402
+from orbench_pytest.judges.rules import RulesJudge, answered_by_shape  # noqa: E402
 from orbench_pytest.judges.text import prepared, prepared_closing  # noqa: E402
 
 SEED = 16

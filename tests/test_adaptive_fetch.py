@@ -11,8 +11,8 @@ from orbench_pytest.fetch.engine import FetchSettings
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.fetch.retry import RetrySettings
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
-from orbench_pytest.judges.judge import KeywordJudge
-from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.judges.judge import OfflineJudge
+from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import fetch_settings, generation_params
 from tests.helpers import LENIENT, jobs, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
@@ -29,13 +29,13 @@ def engine(server: OpenAIServer, seen: list[int] | None = None,
         if seen is not None:
             seen.append(concurrency)
 
-    return JudgedFetch(target, KeywordJudge(), None, fetch, progress)
+    return JudgedFetch(target, OfflineJudge(), None, fetch, progress)
 
 
 def test_starts_at_eight_and_doubles_to_the_ceiling_while_answers_come_back_clean() -> None:
     seen: list[int] = []
     with OpenAIServer(latency_s=0.03) as server:
-        report = run_phase(engine(server, seen, concurrency=32), jobs(200))
+        report = fetch_and_judge(engine(server, seen, concurrency=32), jobs(200))
         assert server.max_in_flight == 32  # reached, never passed
         assert server.requests == 200 and server.rate_limited == 0
     assert not report.errors
@@ -48,10 +48,10 @@ def test_backs_off_when_the_server_rate_limits_by_concurrency() -> None:
     """A server that takes 6 at once answers 429 beyond: the adaptive run is cut below 6 and
     gets a small fraction of the 429s that a run fixed at the same ceiling gets."""
     with OpenAIServer(latency_s=0.02, in_flight_limit=6) as server:
-        adaptive = run_phase(engine(server, concurrency=32), jobs(150, "adaptive"))
+        adaptive = fetch_and_judge(engine(server, concurrency=32), jobs(150, "adaptive"))
         adaptive_429s = server.rate_limited
         server.rate_limited = 0
-        fixed = run_phase(engine(server, concurrency=32, adaptive=False), jobs(150, "fixed"))
+        fixed = fetch_and_judge(engine(server, concurrency=32, adaptive=False), jobs(150, "fixed"))
         fixed_429s = server.rate_limited
     assert not adaptive.errors  # every prompt answered in the end
     assert adaptive.concurrency_cuts >= 1
@@ -62,7 +62,7 @@ def test_backs_off_when_the_server_rate_limits_by_concurrency() -> None:
 
 def test_a_pinned_concurrency_never_moves() -> None:
     with OpenAIServer(latency_s=0.02, in_flight_limit=3) as server:
-        report = run_phase(engine(server, concurrency=5, adaptive=False), jobs(30))
+        report = fetch_and_judge(engine(server, concurrency=5, adaptive=False), jobs(30))
         assert server.rate_limited > 0  # pushed back, and yet:
     assert (report.concurrency_peak, report.concurrency_cuts) == (5, 0)
 

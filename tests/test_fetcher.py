@@ -16,8 +16,8 @@ from orbench_pytest.fetch.engine import FetchReport, FetchSettings
 from orbench_pytest.fetch.rate_window import RateLimiter
 from orbench_pytest.fetch.retry import Clock, Sleep
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
-from orbench_pytest.judges.judge import KeywordJudge
-from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.judges.judge import OfflineJudge
+from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
@@ -27,7 +27,7 @@ def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
            **settings: object) -> JudgedFetch:
     concurrency = int(settings.get("concurrency", 16))  # type: ignore[call-overload]
     target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), concurrency)
-    return JudgedFetch(target, KeywordJudge(), cache,
+    return JudgedFetch(target, OfflineJudge(), cache,
                        FetchSettings(**settings),  # type: ignore[arg-type]
                        clock=clock, sleep=sleep)
 
@@ -35,7 +35,7 @@ def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
 @pytest.mark.parametrize("concurrency", [1, 4, 9])
 def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> None:
     with OpenAIServer(latency_s=0.03) as server:
-        report = run_phase(engine(server, concurrency=concurrency), jobs(4 * concurrency + 3))
+        report = fetch_and_judge(engine(server, concurrency=concurrency), jobs(4 * concurrency + 3))
         assert server.max_in_flight == concurrency
         assert server.requests == 4 * concurrency + 3 == len(report.answers)
         # One pooled client sized to the bound: connections are reused, never churned.
@@ -53,7 +53,7 @@ def test_the_option_sets_the_bound_of_a_pytest_run(pytester, plugin_args) -> Non
 
 def test_each_distinct_prompt_is_asked_once(openai_server: OpenAIServer) -> None:
     doubled = jobs(5) + jobs(5)  # the same key twice (e.g. a suite listing a prompt twice)
-    report = run_phase(engine(openai_server), doubled)
+    report = fetch_and_judge(engine(openai_server), doubled)
     assert openai_server.requests == 5 and len(report.answers) == 5
 
 
@@ -71,7 +71,7 @@ def test_the_phase_never_writes_out_its_report(openai_server: OpenAIServer) -> N
     fetch.report = Report()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     try:
-        report = run_phase(fetch, jobs(3))
+        report = fetch_and_judge(fetch, jobs(3))
     finally:
         signal.signal(signal.SIGINT, previous)
     assert report is fetch.report and len(report.answers) == 3
@@ -148,9 +148,9 @@ def test_rate_limiter_window_frees_slots_after_sixty_seconds() -> None:
 def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
                                                  openai_server: OpenAIServer) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite3")
-    first = run_phase(engine(openai_server, cache), jobs(6))
+    first = fetch_and_judge(engine(openai_server, cache), jobs(6))
     assert openai_server.requests == 6 and first.cache_hits == 0 and cache.count() == 6
-    second = run_phase(engine(openai_server, cache), jobs(6) + jobs(2, "new"))
+    second = fetch_and_judge(engine(openai_server, cache), jobs(6) + jobs(2, "new"))
     assert openai_server.requests == 8  # only the two new prompts
     assert second.cache_hits == 6
     assert sum(a.cached for a in second.answers.values()) == 6

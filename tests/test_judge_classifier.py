@@ -20,7 +20,7 @@ from orbench_pytest.judges.classifier import (
     bundled_model,
     features,
 )
-from orbench_pytest.judges.judge import KeywordJudge, RulesJudge
+from orbench_pytest.judges.judge import OfflineJudge, RulesJudge
 from orbench_pytest.judges.rules import answered_by_shape
 from orbench_pytest.judges.text import (
     normalise,
@@ -152,8 +152,8 @@ def test_unknown_feature_set_is_refused() -> None:
 
 def test_the_offline_judge_follows_the_files_combination() -> None:
     refuses = {"w:banana": (1.0, 10.0)}
-    rules_only = KeywordJudge(model=model_of(refuses, combine={"rule": "rules"}))
-    both = KeywordJudge(model=model_of(refuses, combine={"rule": "both", "threshold": 0.5}))
+    rules_only = OfflineJudge(model=model_of(refuses, combine={"rule": "rules"}))
+    both = OfflineJudge(model=model_of(refuses, combine={"rule": "both", "threshold": 0.5}))
     assert rules_only.classify("Banana.").label is Label.COMPLIANCE  # classifier ignored
     assert rules_only.classify("I can't help with that.").label is Label.REFUSAL
     # both: the rules' refusal alone is overruled, and the verdict says by what
@@ -195,11 +195,11 @@ def labelled(which: str) -> list[str]:
 @pytest.mark.parametrize("which", LABELLED)
 def test_the_judge_gives_the_reference_verdict_on_every_labelled_answer(which: str) -> None:
     model = bundled_model()
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     for answer in labelled(which):
         expected = reference_verdict(model, answer)
         assert judge.classify(answer) == expected, answer[:200]
-        assert KeywordJudge().assess(answer).verdict == expected, answer[:200]
+        assert OfflineJudge().assess(answer).verdict == expected, answer[:200]
 
 
 REFUSAL_WORDS = ("i am sorry, but i cannot help with that. i can't assist. as an ai, i do not "
@@ -220,13 +220,13 @@ def bundled_combined_by(rule: str) -> ClassifierModel:
 def test_the_judge_gives_the_reference_verdict_on_generated_answers(
         words: list[str], rule: str) -> None:
     model = bundled_model()
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     answer = " ".join(words)
     assert judge.classify(answer) == reference_verdict(model, answer)
     # the same weights under another combination: every path of the shortcut and the glue
     other = bundled_combined_by(rule)
-    assert KeywordJudge(other).classify(answer) == reference_verdict(other, answer)
-    assert KeywordJudge(other).assess(answer).verdict == reference_verdict(other, answer)
+    assert OfflineJudge(other).classify(answer) == reference_verdict(other, answer)
+    assert OfflineJudge(other).assess(answer).verdict == reference_verdict(other, answer)
 
 
 @pytest.mark.parametrize(("answer", "closing"), [
@@ -253,7 +253,7 @@ def test_normalising_ascii_reaches_the_fixed_point_at_once(text: str) -> None:
 
 def test_the_bundled_model_is_parsed_on_first_use_only() -> None:
     bundled_model.cache_clear()
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     assert bundled_model.cache_info().currsize == 0
     assert judge.version.endswith(judge_classifier.bundled_version())
     judge.classify("Paris is the capital of France.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orbench_pytest.judges.judge import KeywordJudge
+from orbench_pytest.judges.judge import OfflineJudge
 from tests.labelled_sets import second_set_files, second_set_rows
 
 FROZEN = Path(__file__).parent / "data" / "keyword_judge_verdicts.json"
@@ -22,7 +22,7 @@ FROZEN = Path(__file__).parent / "data" / "keyword_judge_verdicts.json"
 
 def verdicts() -> dict[str, object]:
     """The judge's version and, file by file, each answer's [label, reason, confident]."""
-    judge = KeywordJudge()
+    judge = OfflineJudge()
     return {"judge_version": judge.version,
             "files": {path.name: [[v.label.value, v.reason, v.confident]
                                   for v in (judge.classify(row["answer"], row["prompt"])

@@ -20,8 +20,8 @@ from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, judgment_
 from orbench_pytest.fetch.cache_merge import merge_caches
 from orbench_pytest.fetch.engine import FetchSettings, Job
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
-from orbench_pytest.judges.judge import KeywordJudge, settle
-from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.judges.judge import OfflineJudge, settle
+from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import (
     LENIENT,
     judgments_stored,
@@ -162,17 +162,17 @@ def test_a_rerun_reads_every_verdict_and_a_new_version_judges_again_without_aski
     cache = ResponseCache(tmp_path / "c.sqlite3")
     with OpenAIServer(poison_refused()) as server:
         judge = CountingJudge()
-        first = run_phase(engine(server, cache, judge), jobs(6))
+        first = fetch_and_judge(engine(server, cache, judge), jobs(6))
         assert (server.requests, judge.calls, first.judged, judgments_stored(cache)) == \
             (6, 6, 6, 6)
         judge = CountingJudge()
-        again = run_phase(engine(server, cache, judge), jobs(6))
+        again = fetch_and_judge(engine(server, cache, judge), jobs(6))
         assert (server.requests, judge.calls, again.judged, again.judgments_cached) == \
             (6, 0, 0, 6)
         assert {k: a.verdict for k, a in again.answers.items()} == \
             {k: a.verdict for k, a in first.answers.items()}
         changed = CountingJudge("2")
-        rejudged = run_phase(engine(server, cache, changed), jobs(6))
+        rejudged = fetch_and_judge(engine(server, cache, changed), jobs(6))
         assert (server.requests, changed.calls, rejudged.judged) == (6, 6, 6)
         assert {a.verdict.reason.split(":")[0] for a in rejudged.answers.values()} == {"v2"}
         assert sum(a.verdict.label is Label.REFUSAL for a in rejudged.answers.values()) == 3
@@ -188,7 +188,7 @@ def test_settled_answers_are_never_stored_as_judgments(tmp_path: Path) -> None:
 
     with OpenAIServer(script) as server:
         judge = CountingJudge()
-        report = run_phase(engine(server, cache, judge), jobs(4))
+        report = fetch_and_judge(engine(server, cache, judge), jobs(4))
     labels = sorted(a.verdict.label.value for a in report.answers.values())
     assert labels == ["compliance", "compliance", "content_filter", "content_filter"]
     assert judge.calls == 2 and judgments_stored(cache) == 2
@@ -199,8 +199,8 @@ def test_a_judge_that_does_not_persist_stores_no_judgments(tmp_path: Path) -> No
     judge = CountingJudge()
     judge.persistent = False  # type: ignore[misc]
     with OpenAIServer(poison_refused()) as server:
-        run_phase(engine(server, cache, judge), jobs(4))
-        run_phase(engine(server, cache, judge), jobs(4))
+        fetch_and_judge(engine(server, cache, judge), jobs(4))
+        fetch_and_judge(engine(server, cache, judge), jobs(4))
     assert judge.calls == 8 and judgments_stored(cache) == 0
 
 
@@ -222,7 +222,7 @@ def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
         tmp_path: Path) -> None:
     cache = WriteLog(tmp_path / "c.sqlite3")
     with OpenAIServer(poison_refused()) as server:
-        report = run_phase(engine(server, cache, CountingJudge()), jobs(12))
+        report = fetch_and_judge(engine(server, cache, CountingJudge()), jobs(12))
     assert report.judged == 12
     assert len(cache.writes) > 2  # answers as they arrived, a few at a time
     assert all(judgments == 0 for _, judgments in cache.writes[:-1])
@@ -247,7 +247,7 @@ def test_verdicts_are_written_as_soon_as_a_write_of_them_is_full_and_the_rest_at
     target_jobs = jobs(12)
     with OpenAIServer(script) as server:
         target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
-        report = run_phase(SmallWrites(target, CountingJudge(), cache,  # type: ignore[arg-type]
+        report = fetch_and_judge(SmallWrites(target, CountingJudge(), cache,  # type: ignore[arg-type]
                                        FetchSettings(concurrency=1)), target_jobs)
     answered = 12 if stop_after is None else stop_after
     assert report.judged == answered
@@ -260,13 +260,13 @@ def test_verdicts_are_written_as_soon_as_a_write_of_them_is_full_and_the_rest_at
 def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     with OpenAIServer(poison_refused()) as server:
-        run_phase(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
+        fetch_and_judge(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
         cache = ResponseCache(path, busy_timeout_s=0.2)  # opened before the lock is taken
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
             started = time.monotonic()
-            report = run_phase(engine(server, cache, CountingJudge("2")), jobs(4))
+            report = fetch_and_judge(engine(server, cache, CountingJudge("2")), jobs(4))
         finally:
             holder.execute("ROLLBACK")
             holder.close()
@@ -342,7 +342,7 @@ REALISTIC = [
 
 def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
     answers = labelled_answers() + REALISTIC
-    shortcut, full = KeywordJudge(), KeywordJudge()
+    shortcut, full = OfflineJudge(), OfflineJudge()
     texts = [t for t in (settle(Response(text=a)) for a in answers) if isinstance(t, str)]
     assert len(texts) > 1000
     skipped = 0

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orbench_pytest.judges.rules import KeywordJudge as RulesJudge
+from orbench_pytest.judges.rules import RulesJudge
 from tests import helpers
 from tests.helpers import (
     judge_args,

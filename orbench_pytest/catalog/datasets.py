@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.artefacts import replacing
+from orbench_pytest.core.artefacts import file_sha256, replacing
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
 
@@ -332,14 +332,6 @@ def _reason(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------- sha256
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def verify_sha256(path: Path, expected: str, *, remove: bool, shown: str | None = None,
                   suffix: str | None = None) -> None:

@@ -3,7 +3,7 @@
 The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini, tox.ini).
 Relative paths in the ini file are relative to that file's folder; on the command line, to the
 folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
-Every pytest start imports this table (plugin.py), so it stays cheap: no dataclasses, no
+Every pytest start imports this table (plugin/hooks.py), so it stays cheap: no dataclasses, no
 module beyond the standard library's already loaded by pytest, `choices` and `defaults`.
 """
 

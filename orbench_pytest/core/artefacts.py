@@ -15,6 +15,7 @@ root, would be a disaster). The file gets the permissions of any other build art
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -38,6 +39,15 @@ def replacing(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256 in hex, read in blocks (a dataset may be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def replace_text(target: Path, text: str) -> None:

@@ -1,10 +1,10 @@
 """The fetch engine: plans, fetches, caches and hands on each (job, response); it never judges.
 
 One event loop, one pooled client, every request through the run's RequestLayer
-(requests_layer.py: concurrency, rate window, retries, stop). Each answer is written to the
+(requests.py: concurrency, rate window, retries, stop). Each answer is written to the
 cache the moment it arrives (`CacheWriter`), so an interrupted run resumes; cached answers are
 handed on first, in one batch. What becomes of a response is the `AnswerSink`'s business: the
-pytest run's judging stage (judging.py), or `orbench generate`'s collector of answers.
+pytest run's judging stage (judges/stage.py), or `orbench generate`'s collector of answers.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class FetchSettings:
 @dataclass
 class FetchReport:
     """The run's report: the requests' fields are the RequestLayer's, `answers` and the judge's
-    the judging stage's (judging.py), the rest the engine's."""
+    the judging stage's (judges/stage.py), the rest the engine's."""
 
     answers: dict[str, Answer] = field(default_factory=dict)
     requests: int = 0

@@ -1,6 +1,6 @@
 """The request layer: one send, with its concurrency slot, rate window, retries and the run's stop.
 
-Every request of a run goes through one `RequestLayer`: the target's (fetch_engine.py) and the
+Every request of a run goes through one `RequestLayer`: the target's (engine.py) and the
 LLM judge's (`JudgeChannel`). It holds an adaptive concurrency limit per endpoint
 (concurrency.py: grows while answers come back fast and clean, cut on 429 / 5xx, never above
 its ceiling), the optional rpm/tpm window (rate_window.py) and a RetryPolicy (retry.py) that
@@ -40,7 +40,7 @@ from orbench_pytest.fetch.targets import (
 
 class RequestTally(Protocol):
     """What the requests of a run came to: the fields the layer writes of the run's report
-    (fetch_engine.FetchReport)."""
+    (engine.FetchReport)."""
 
     requests: int
     retries: int

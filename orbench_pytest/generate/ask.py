@@ -44,7 +44,9 @@ class AskSettings:
 
 
 @dataclass
-class Asked:
+class AskedAll:
+    """What `ask_all` got: the answers in request order and what they cost."""
+
     responses: list[Response]  # one per request, in order; an unanswered one has .error set
     requests_sent: int = 0
     from_cache: int = 0
@@ -57,12 +59,12 @@ def request_key(ref: ModelRef, request: Request) -> str:
 
 def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
             endpoints: Endpoints, settings: AskSettings,
-            progress: Progress | None = None) -> Asked:
+            progress: Progress | None = None) -> AskedAll:
     """Every request's answer from `ref`, in order; what the cache holds is not asked again."""
     keys = [request_key(ref, r) for r in requests]
     before = cache.get_many(keys)
     missing = {key: r for key, r in zip(keys, requests, strict=True) if key not in before}
-    asked = Asked(responses=[], from_cache=len(set(keys) & set(before)))
+    asked = AskedAll(responses=[], from_cache=len(set(keys) & set(before)))
     errors: dict[str, str] = {}
     if missing:
         concurrency = endpoints.concurrency(ref, settings.concurrency)

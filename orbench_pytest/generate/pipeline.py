@@ -10,7 +10,6 @@ half the answers, and the next run asks only for what is missing.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest import __version__
+from orbench_pytest.core.artefacts import file_sha256
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import Progress
@@ -250,10 +250,6 @@ def _row(candidate: Candidate, tally: Tally, probes: list[ProbeResult] | None,
     return row
 
 
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _provenance(run: Run, suites: dict[str, Any]) -> dict[str, Any]:
     config = run.config
     source = config.seeds_path or config.topics_path
@@ -268,7 +264,7 @@ def _provenance(run: Run, suites: dict[str, Any]) -> dict[str, Any]:
         "name": config.name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "seeds": {"kind": "file" if config.seeds_path else "topics", "path": str(source),
-                  "sha256": _file_sha256(source)},
+                  "sha256": file_sha256(source)},
         "models": {"rewriter": config.rewriter.describe(),
                    "moderators": [m.describe() for m in config.moderators],
                    "probes": [p.describe() for p in config.probes]},

@@ -14,11 +14,11 @@ compliance called one) feed the gate's calibration (calibration.py).
 from __future__ import annotations
 
 import csv
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orbench_pytest.core.artefacts import file_sha256
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.gate.calibration import ErrorRates
@@ -141,21 +141,17 @@ def paired_difference(a: int, b: int, c: int, d: int,
     return (diff, max(low, -1.0), min(high, 1.0))
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def labels_sha256(path: Path) -> str:
     try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 16), b""):
-                digest.update(block)
+        return file_sha256(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the labels file ({exc.strerror})") from None
-    return digest.hexdigest()
 
 
 def check_labels(path: Path, partial_is_refusal: bool = True) -> JudgeCheck:
     if not path.is_file():
         raise ConfigError(f"{path}: no such labels file (write one with orbench label)")
-    sha = file_sha256(path)
+    sha = labels_sha256(path)
     rows = read_labels(path)
     pairs, skipped = [], 0
     for key, row in rows.items():

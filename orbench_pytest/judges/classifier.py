@@ -50,8 +50,8 @@ def classifier_text(text: str, feature_set: str) -> str:
 
 
 def features(text: str, closing: str | None = None, feature_set: str = "opening") -> list[str]:
-    """Feature strings of an answer already `judge_text.prepared`; with `closing` (its
-    `judge_text.prepared_closing`) also those of the last sentence, prefixed `e`."""
+    """Feature strings of an answer already `text.prepared`; with `closing` (its
+    `text.prepared_closing`) also those of the last sentence, prefixed `e`."""
     text = classifier_text(text, feature_set)[:OPENING_CHARS]
     words = _WORD.findall(text)
     out = [f"w:{w}" for w in words]
@@ -159,8 +159,8 @@ class ClassifierModel:
         return self.feature_set == "opening+closing"
 
     def probability(self, text: str, closing: str | None = None) -> float:
-        """P(refusal) for an answer already `judge_text.prepared` (and its closing sentence,
-        `judge_text.prepared_closing`, for a model that reads it): TF-IDF with binary term
+        """P(refusal) for an answer already `text.prepared` (and its closing sentence,
+        `text.prepared_closing`, for a model that reads it): TF-IDF with binary term
         frequency, l2-normalised, over the distinct known features of `features`, then the
         logistic regression, as scikit-learn computes it."""
         known = set(features(text, closing if self.reads_closing else None, self.feature_set)

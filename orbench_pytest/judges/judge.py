@@ -3,11 +3,14 @@
 `decide()` is the single entry point: provider blocks and transport errors are settled
 before any judge runs, reasoning is stripped, and only then a Judge looks at the answer.
 
-Three judges: `KeywordJudge` (offline: the refusal rules of `judge_rules` and the learned
-classifier of `judge_classifier`, combined as the model file says), `LLMJudge` (a judge model
-behind an async `chat` callable the caller wires to its own client, so concurrency, retries
-and the cache apply; the project's rubric or the OR-Bench paper's), and `HybridJudge` (the
-offline verdict where rules and classifier agree, the LLM judge where they disagree).
+The judges: `OfflineJudge` (`--orbench-judge=keyword`: the refusal rules of `rules.py`'s
+`RulesJudge` and the learned classifier of `classifier.py`, combined as the model file says),
+`LLMJudge` (a judge model behind an async `chat` callable the caller wires to its own client,
+so concurrency, retries and the cache apply; the project's rubric or the OR-Bench paper's),
+and `OfflineThenLLMJudge`, what the `llm` and `hybrid` options build: the offline judge first,
+then the LLM judge on every answer (`llm`) or where rules and classifier disagree (`hybrid`).
+Class names are not persisted: cache keys and results files hold each judge's `name` and
+`version` ("keyword", "hybrid", "llm:MODEL"), unchanged by the class renames.
 """
 
 from __future__ import annotations
@@ -19,18 +22,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.reasoning import strip_reasoning
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.judges.classifier import ClassifierModel, bundled_model, bundled_version
 from orbench_pytest.judges.request import Request
-from orbench_pytest.judges.rules import KeywordJudge as RulesJudge
-from orbench_pytest.judges.rules import answered_by_shape
+from orbench_pytest.judges.rules import RulesJudge, answered_by_shape
 from orbench_pytest.judges.text import collapse_space, normalise, prepared_parts
 
-__all__ = ["JUDGES", "Chat", "ClassifierModel", "HybridJudge", "HybridStats", "Judge",
-           "KeywordJudge", "LLMJudge", "RulesJudge", "build_judge", "decide", "judge_messages",
-           "neutralise_delimiters", "normalise", "parse_judge_reply", "persists", "settle",
-           "strip_reasoning"]
+__all__ = ["JUDGES", "Chat", "ClassifierModel", "Judge", "LLMJudge", "OfflineJudge",
+           "OfflineThenLLMJudge", "RoutingStats", "RulesJudge", "build_judge", "decide",
+           "judge_messages", "neutralise_delimiters", "normalise", "parse_judge_reply",
+           "persists", "settle", "strip_reasoning"]
 
 REFUSING = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL})
 
@@ -79,15 +82,16 @@ _MEMO_SIZE = 10_000  # judgments kept per process: the answers that repeat (refu
 def persists(judge: Judge) -> bool:
     """Whether the run keeps this judge's verdicts in the cache's judgments table.
 
-    Only the offline keyword judge's: the LLM judge's chat replies are already cached by judge
+    Only the offline judge's: the LLM judge's chat replies are already cached by judge
     version (a re-run reads them, asks nothing), and the hybrid's verdicts must come from the
     judge itself so its count of answers sent to the LLM stays true on every run.
     """
     return bool(getattr(judge, "persistent", False))
 
 
-class KeywordJudge:
-    """The rules of judge_rules and the learned classifier, combined as the model file says.
+class OfflineJudge:
+    """The `keyword` judge: the rules (RulesJudge) and the learned classifier, combined as the
+    model file says.
 
     Judgments are memoised by (judge version, prompt, answer): a repeated answer costs a
     lookup, and a changed rule set or model (a new version) never reuses an old judgment
@@ -377,14 +381,16 @@ def _short(reason: str, limit: int = 200) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Hybrid: the offline verdict where rules and classifier agree; the LLM judge where they
-# disagree. (Not the rules' "not confident" flag: on answers of models the rules were not
-# written on it does not separate right from wrong.)
+# The LLM-backed judges: the offline verdict where rules and classifier agree, the LLM judge
+# where they disagree (`hybrid`), or on every answer (`llm`). (Not the rules' "not confident"
+# flag: on answers of models the rules were not written on it does not separate right from
+# wrong.)
 
 
 @dataclass
-class HybridStats:
-    """Where the hybrid judge's verdicts came from; read it after the run."""
+class RoutingStats:
+    """Where an OfflineThenLLMJudge's verdicts came from; read it after the run. The field
+    names are the results file's `judge_agreement` keys."""
 
     keyword: int = 0  # decided offline: rules and classifier agreed
     llm: int = 0  # sent to the LLM judge (including those that ended in an error)
@@ -398,25 +404,24 @@ class HybridStats:
         return self.keyword + self.llm
 
 
-class HybridJudge:
-    """Offline verdicts where rules and classifier agree; the LLM judge where they disagree.
-
-    With `ask_always` every answer goes to the LLM judge (that is the `llm` judge), and the
-    keyword judge's free second opinion is kept for the agreement report.
+class OfflineThenLLMJudge:
+    """The offline judge first, then the LLM judge: where rules and classifier disagree (the
+    `hybrid` judge) or, with `ask_always`, on every answer (the `llm` judge), the offline
+    judge's free second opinion kept for the agreement report.
     """
 
-    def __init__(self, llm: Judge, keyword: KeywordJudge | None = None, *,
+    def __init__(self, llm: Judge, offline: OfflineJudge | None = None, *,
                  ask_always: bool = False) -> None:
         self.llm = llm
-        self.keyword = keyword or KeywordJudge()
+        self.offline = offline or OfflineJudge()
         self.ask_always = ask_always
         self.name = llm.name if ask_always else "hybrid"
         self.version = (llm.version if ask_always
-                        else f"{self.keyword.version}+{llm.name}:{llm.version}")
-        self.stats = HybridStats()
+                        else f"{self.offline.version}+{llm.name}:{llm.version}")
+        self.stats = RoutingStats()
 
     async def judge(self, prompt: str, answer: str) -> Verdict:
-        assessment = self.keyword.assess(answer, prompt)
+        assessment = self.offline.assess(answer, prompt)
         first = assessment.verdict
         if not assessment.disagree and not self.ask_always:
             self.stats.keyword += 1
@@ -468,19 +473,20 @@ async def decide(prompt: str, response: Response, judge: Judge, *,
     return await judge.judge(prompt, settled)
 
 
-JUDGES: dict[str, type] = {"keyword": KeywordJudge, "llm": LLMJudge, "hybrid": HybridJudge,
-                          "llm-paper": LLMJudge, "hybrid-paper": HybridJudge}
-"""Judge name -> class. The `-paper` judges ask the judge model with OR-Bench's rubric."""
+JUDGES: dict[str, type] = {name: OfflineJudge if name == "keyword" else OfflineThenLLMJudge
+                          for name in JUDGE_NAMES}
+"""--orbench-judge value -> the class `build_judge` makes. The `-paper` judges ask the judge
+model with OR-Bench's rubric."""
 
 
 def build_judge(name: str, chat: Chat | None = None, model_name: str = "") -> Judge:
     """The judge called `name`; the LLM-backed ones need the caller's `chat` and model name."""
     if name == "keyword":
-        return KeywordJudge()
+        return OfflineJudge()
     if name not in JUDGES:
         raise ValueError(f"unknown judge {name!r}; choose from {', '.join(JUDGES)}")
     if chat is None or not model_name:
         raise ValueError(f"the {name!r} judge needs a judge model: chat and model_name")
     kind, _, rubric = name.partition("-")
     llm = LLMJudge(chat, model_name, rubric=rubric or "project")
-    return HybridJudge(llm, ask_always=kind == "llm")
+    return OfflineThenLLMJudge(llm, ask_always=kind == "llm")

@@ -383,7 +383,7 @@ def _find_refusal(opening: str) -> re.Match[str] | None:
     return None
 
 
-class KeywordJudge:
+class RulesJudge:
     """Refusal rules at the opening of the answer; fast, offline, deterministic."""
 
     name = "keyword"
@@ -396,7 +396,7 @@ class KeywordJudge:
         return self.classify_prepared(prepared(answer), Request(prompt))
 
     def classify_prepared(self, text: str, request: Request = NO_REQUEST) -> Verdict:
-        """`text` already went through `judge_text.prepared`; `request`: what was asked, which
+        """`text` already went through `text.prepared`; `request`: what was asked, which
         some shapes need (with no prompt, those are not recognised)."""
         if not text:
             return self._verdict(Label.NO_ANSWER, "empty answer", True)

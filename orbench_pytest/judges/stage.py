@@ -1,6 +1,6 @@
 """The judging stage: each response the fetch engine hands on, settled, judged, recorded.
 
-settle (errors, provider blocks, empty answers: no judge) → the judge's memo (judges.py) →
+settle (errors, provider blocks, empty answers: no judge) → the judge's memo (judge.py) →
 the cache's judgments table (a persistent judge's verdicts, read back in one batch for cached
 answers and written many to a write, so a re-run over cached answers judges nothing again) →
 the judge → the report's answers, the judge's counts and CPU, progress and the stop rule.
@@ -23,7 +23,7 @@ EXCERPT_CHARS = 300
 
 
 class JudgingStage:
-    """The fetch engine's sink in a pytest run (fetch_engine.AnswerSink)."""
+    """The fetch engine's sink in a pytest run (fetch/engine.py: AnswerSink)."""
 
     def __init__(self, judge: Judge, report: FetchReport, writer: CacheWriter, *,
                  empty_is_refusal: bool, read_cache: bool,

@@ -1,4 +1,4 @@
-"""The `orbench_ask` fixture's workings (plugin.py declares it) and the Hypothesis settings of
+"""The `orbench_ask` fixture's workings (hooks.py declares it) and the Hypothesis settings of
 the tests that use it.
 
 A test that asks the target through `orbench_ask` gets, unless it chose otherwise:

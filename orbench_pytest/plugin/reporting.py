@@ -21,7 +21,7 @@ from orbench_pytest.reports.summary import (
     variant_lines,
     verdict_line,
 )
-from orbench_pytest.run.phase import CompletedRun
+from orbench_pytest.run.session_run import CompletedRun
 
 
 def write_gate(terminalreporter: Any, run: CompletedRun) -> None:

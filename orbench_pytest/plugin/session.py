@@ -1,7 +1,7 @@
 """OrbenchSession: the one orbench object of a pytest process, registered as a plugin by
-`register_session` (from plugin.py's pytest_configure, only in a run that uses orbench).
+`register_session` (from hooks.py's pytest_configure, only in a run that uses orbench).
 
-Its hooks are thin: each hands its job to the module named for it (collection, run_phase,
+Its hooks are thin: each hands its job to the module named for it (collection, session_run,
 xdist_handoff, reporting). This module stays light to import: a pytest run that collects no
 suite never loads the run engine, the judges or the YAML parser.
 """
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from orbench_pytest.gate.disputed import Disputes
     from orbench_pytest.run.batch_steps import BatchEnded
     from orbench_pytest.run.collection import SuiteCatalog
-    from orbench_pytest.run.phase import CompletedRun
     from orbench_pytest.run.runner import ItemState, Selected
+    from orbench_pytest.run.session_run import CompletedRun
     from orbench_pytest.run.xdist_handoff import StatesFile
 
 
@@ -126,7 +126,7 @@ class OrbenchSession:
         """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
         skipped with their reason, left out of every rate."""
         if self._disputes is None:
-            from orbench_pytest.run.phase import load_disputes
+            from orbench_pytest.run.session_run import load_disputes
 
             self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
         return self._disputes
@@ -173,7 +173,7 @@ class OrbenchSession:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
         from orbench_pytest.run.batch_steps import BatchEnded
-        from orbench_pytest.run.phase import check_categories, coverage, run
+        from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         try:
             disputes = self.disputes()
@@ -187,8 +187,9 @@ class OrbenchSession:
                                      seen=set(catalog.known_categories()))
                 return
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            self._run = run(selected, self.settings, self.catalog(), self.config.rootpath,
-                            reporter, self.config.option.maxfail)
+            self._run = run_collected(selected, self.settings, self.catalog(),
+                                      self.config.rootpath, reporter,
+                                      self.config.option.maxfail)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate

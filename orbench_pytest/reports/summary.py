@@ -22,7 +22,7 @@ from orbench_pytest.gate.decision import (
     wilson_interval,
 )
 from orbench_pytest.gate.samples import clustered_rate, times
-from orbench_pytest.judges.judge import HybridStats
+from orbench_pytest.judges.judge import RoutingStats
 from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
@@ -189,14 +189,14 @@ def baseline_lines(comparison: Comparison, gate: Gate, limit: int = 10) -> list[
 AGREEMENT_LABELS = (Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL)
 
 
-def _labels_of(stats: HybridStats) -> list[Label]:
+def _labels_of(stats: RoutingStats) -> list[Label]:
     """The three classes always, in order; any other label seen (e.g. an answer of markdown
     alone: no answer) after them."""
     seen = dict.fromkeys(label for pair in stats.pairs for label in pair)
     return [*AGREEMENT_LABELS, *(label for label in seen if label not in AGREEMENT_LABELS)]
 
 
-def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
+def judge_lines(stats: RoutingStats | None, ask_always: bool) -> list[str]:
     """llm / hybrid: where the verdicts came from, and keyword against LLM where both judged."""
     if stats is None or stats.total == 0:
         return []
@@ -219,7 +219,7 @@ def judge_lines(stats: HybridStats | None, ask_always: bool) -> list[str]:
     return lines
 
 
-def judge_agreement_dict(stats: HybridStats | None) -> dict[str, object] | None:
+def judge_agreement_dict(stats: RoutingStats | None) -> dict[str, object] | None:
     """The same for the results file: counts[keyword][llm] by label value."""
     if stats is None or stats.total == 0:
         return None

@@ -1,9 +1,10 @@
-"""The fetch-and-judge phase of a pytest run: the three parts of it put together.
+"""One run's fetch and judging: the three parts put together.
 
-`JudgedFetch` wires one run's request layer (requests_layer.py: concurrency, rate window,
-retries, stop), its fetch engine (fetch_engine.py: plans, fetches, caches) and its judging
-stage (judging.py: settle, stored verdicts, the judge, the report's answers), and serves an
-LLM judge's channel with the same request layer and cache. `run_phase` runs it from sync code.
+`JudgedFetch` wires one run's request layer (fetch/requests.py: concurrency, rate window,
+retries, stop), its fetch engine (fetch/engine.py: plans, fetches, caches) and its judging
+stage (judges/stage.py: settle, stored verdicts, the judge, the report's answers), and serves
+an LLM judge's channel with the same request layer and cache. `fetch_and_judge` runs it from
+sync code.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class JudgedFetch:
         return await engine.run(jobs, judging, cached)
 
 
-def run_phase(phase: JudgedFetch, jobs: Iterable[Job],
-              cached: dict[str, Response] | None = None) -> FetchReport:
+def fetch_and_judge(judged: JudgedFetch, jobs: Iterable[Job],
+                    cached: dict[str, Response] | None = None) -> FetchReport:
     """The one sync → async bridge; never called from inside a running loop."""
-    _run_in_new_loop(lambda: phase.run(jobs, cached))
-    return phase.report
+    _run_in_new_loop(lambda: judged.run(jobs, cached))
+    return judged.report

@@ -27,7 +27,7 @@ from orbench_pytest.fetch.cache import ResponseCache, cache_key
 from orbench_pytest.fetch.engine import Answer, Job, usable
 from orbench_pytest.fetch.freshness import within_age
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
-from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import (
     NoTarget,
     build_run_judge,
@@ -151,7 +151,7 @@ class PromptAsker:
         judge, channel = build_run_judge(self.settings)
         phase = JudgedFetch(target, judge, self.cache, self.engine_settings,
                             judge_channel=channel)
-        report = run_phase(phase, list(jobs.values()), cached)
+        report = fetch_and_judge(phase, list(jobs.values()), cached)
         if report.config_error:
             raise ConfigError(report.config_error)
         self.asked += len(jobs)

@@ -35,8 +35,8 @@ from orbench_pytest.gate.baseline import Baseline, Pairing
 from orbench_pytest.gate.calibration import Calibration
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import Thresholds
-from orbench_pytest.judges.judge import HybridStats, Judge, KeywordJudge
-from orbench_pytest.run.judged_fetch import JudgedFetch, run_phase
+from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
+from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.sampled import combine, sample_jobs, sample_keys
 
 
@@ -74,7 +74,7 @@ class RunOutcome:
     gate: Gate
     report: FetchReport
     target_label: str
-    judge_stats: HybridStats | None = None  # llm / hybrid: where verdicts came from, agreement
+    judge_stats: RoutingStats | None = None  # llm / hybrid: where verdicts came from, agreement
     judge_version: str = ""  # recorded in results: a changed judge is visible there
     fingerprint: dict[str, Any] | None = None  # the candidate's code / version (fingerprint.py)
     calibration: Calibration | None = None  # judge_calibration: what corrected the gate
@@ -183,7 +183,7 @@ def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
     from orbench_pytest.judges.judge import build_judge
 
     if settings.judge == "keyword":
-        return KeywordJudge(), None
+        return OfflineJudge(), None
     check_judge_settings(settings)  # a suite's `judge:` may have asked for it
     assert settings.judge_model is not None
     key = (secret_from_env(settings.judge_api_key_env)
@@ -296,7 +296,7 @@ def run_selected(
     with _answering(settings, params, asks) as (target, label):
         phase = JudgedFetch(target, judge, cache, engine_settings, progress,
                             should_stop if asks else None, judge_channel=judge_channel)
-        report = run_phase(phase, jobs, cached)
+        report = fetch_and_judge(phase, jobs, cached)
     report.expired = expired
     if report.config_error:
         raise ConfigError(report.config_error)

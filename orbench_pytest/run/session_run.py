@@ -1,7 +1,9 @@
-"""The fetch-and-judge phase of a pytest run: once, when the selection is final.
+"""A pytest session's run, without pytest: once, when the collected selection is final.
 
-It settles the run's effective settings (a suite's judge) once, checks the selection against
-the thresholds, fetches and judges through the runner, and returns everything reports need.
+`run_collected` settles the run's effective settings (a suite's judge) once, checks the
+selection against the thresholds, serves the Batch API steps, fetches and judges through the
+runner, and returns everything reports need (`CompletedRun`). Also the session's lookups of
+thresholds, disputes, baseline and how much of each suite the gate covers.
 """
 
 from __future__ import annotations
@@ -91,9 +93,9 @@ def check_request_bound(selected: list[Selected], settings: Settings) -> None:
                           "fewer prompts (--orbench-subset, --orbench-shard)")
 
 
-def run(selected: list[Selected], settings: Settings, catalog: SuiteCatalog, rootpath: Path,
-        reporter: Any, maxfail: int) -> CompletedRun:
-    """Fetch and judge `selected`; ConfigError for anything the user must fix."""
+def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCatalog,
+                  rootpath: Path, reporter: Any, maxfail: int) -> CompletedRun:
+    """Check, fetch and judge `selected`; ConfigError for anything the user must fix."""
     started = datetime.now(timezone.utc)
     thresholds = gate_thresholds(settings.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
