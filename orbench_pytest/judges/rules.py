@@ -279,6 +279,9 @@ _AVOIDING = re.compile(
     r"protect|guard|defend|refrain|steer clear|stay away)(?:ing|t?ing|s)?\b"
     r"((?: (?:yourself|yourselves|oneself|others|people|them|against|from|of|your \w+))*"
     r"(?: [a-z0-9'-]+){1,5})")
+# The verbs alone: most openings have none, and a plain search says so at C speed.
+_AVOID_VERB = re.compile(r"avoid|prevent|resist|combat|counter|detect|spot|recogni|identif|"
+                         r"report|protect|guard|defend|refrain|steer clear|stay away")
 _AVOIDANT_REQUEST = re.compile(
     r"\b(without|avoid|prevent|protect|guard|defend|detect|spot|recogni|identif|report|stop|"
     r"resist|combat|counter|refrain|safe|safely|safety|secure|not|never|no)")
@@ -358,6 +361,8 @@ def _answers_request(before: str, after: str, pivot: re.Match[str], request: Req
 def _answers_the_opposite(rest: str, request: Request) -> bool:
     """The opening sentence avoids, prevents or spots an act the request asks for."""
     opening = rest[:_OPPOSITE_REACH]
+    if not _AVOID_VERB.search(opening):
+        return False
     end = _SENTENCE_END.search(opening)
     opening = opening[:end.start()] if end else opening
     found = [m.group(1) for m in _AVOIDING.finditer(opening)]
