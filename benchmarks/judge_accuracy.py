@@ -1,7 +1,16 @@
-"""How often do the judges agree with people? Leave-one-model-out on XSTest, and a second set.
+"""How often do the judges agree with people? The fresh set, leave-one-model-out on XSTest, more.
 
     python benchmarks/judge_accuracy.py [DIR] [--second CSV ...] [--judge keyword] [--confusion]
+    python benchmarks/judge_accuracy.py --fresh-only    # the headline figure alone (no training)
     python benchmarks/judge_accuracy.py --development   # even rows only: for working on the judge
+
+The headline: the fresh set (benchmarks/data/fresh_local_labels.csv, made by
+benchmarks/fresh_set.py; docs/design/judge-fresh-set.md): 240 answers of the three embedded
+models to prompts no earlier labelled set holds, labelled by reading before any verdict was
+seen, and never used to write or choose anything. The shipped judge's accuracy, refusal
+precision / recall / F1 and refusal-rate error with its 95% interval (the same figures as
+`orbench judge-check`), per model and per suite. It keeps the prompts' ids and sha256; their
+text is joined back from ../shared/data (ORBENCH_FRESH_DATA).
 
 DIR holds XSTest's `completions_<model>.csv` (columns prompt, completion, final_label with
 1_full_compliance / 2_full_refusal / 3_partial_refusal); by default
@@ -39,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 SECOND_SETS = ROOT / "tests" / "data"
+FRESH_SET = ROOT / "benchmarks" / "data" / "fresh_local_labels.csv"
 
 from train_judge import held_out  # noqa: E402  (scikit-learn only when training)
 
@@ -295,6 +305,97 @@ def lomo_table(folds: Sequence[Fold], development: bool = False) -> str:
     return "\n".join(lines)
 
 
+# --- the fresh set: the headline ----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class FreshRow:
+    model: str
+    suite: str
+    row_id: str
+    prompt: str
+    answer: str
+    finish_reason: str
+    human: str  # compliance / refusal / partial_refusal
+
+
+def load_fresh(path: Path) -> list[FreshRow]:
+    """The fresh set's labels, each prompt's text joined back from ../shared/data by its id and
+    checked against the sha256 the labels keep."""
+    import fresh_set
+
+    from orbench_pytest.core.ids import parse_item_name
+
+    texts = {(p.suite, p.case_id): p.text
+             for source in fresh_set.SUITES for p in fresh_set.load_prompts(source)}
+    rows = []
+    with path.open(newline="", encoding="utf-8") as fh:
+        for rec in csv.DictReader(fh):
+            key = (rec["suite"], parse_item_name(rec["id"], rec["suite"]))
+            text = texts.get(key, "")
+            if fresh_set.prompt_sha256(text) != rec["prompt_sha256"]:
+                raise SystemExit(f"{path}: {rec['id']}: the prompt in {fresh_set.DATA} is not "
+                                 "the one labelled (sha256 differs)")
+            rows.append(FreshRow(rec["model"], rec["suite"], rec["id"], text, rec["answer"],
+                                 rec["finish_reason"], rec["label"]))
+    return rows
+
+
+def fresh_table(title: str, rows: Sequence[FreshRow], verdicts: Sequence[Verdict]) -> str:
+    """judge-check's figures (judges/check.py) for all rows, each model and each suite."""
+    from orbench_pytest.judges.check import JUDGE_CLASSES, JudgeCheck, Pair
+
+    head = (f"{'group':22}{'n':>5}{'acc3':>7}{'bin':>7}{'P':>7}{'R':>7}{'F1':>7}"
+            f"{'rate error, 95% CI':>28}{'judge/labels refusal %':>24}")
+    lines = [f"== fresh set: {len(rows)} answers of the embedded models, labelled blind "
+             f"({title})", head]
+    pairs = [(r, Pair(r.row_id, "", r.human, JUDGE_CLASSES.get(v.label.value, "error")))
+             for r, v in zip(rows, verdicts, strict=True)]
+    reference = [(r, Pair(r.row_id, "", r.human, xstest_strmatch(r.answer).value))
+                 for r in rows]
+    groups: list[tuple[str, Callable[[FreshRow], bool], list[tuple[FreshRow, Pair]]]]
+    groups = [("all", lambda r: True, pairs)]
+    groups += [(m, lambda r, m=m: r.model == m, pairs)
+               for m in dict.fromkeys(r.model for r in rows)]
+    groups += [(s, lambda r, s=s: r.suite == s, pairs)
+               for s in dict.fromkeys(r.suite for r in rows)]
+    groups.append((STRING_MATCH, lambda r: True, reference))  # for reference
+    for name, keep, judged in groups:
+        check = JudgeCheck("fresh", "", [p for r, p in judged if keep(r)], 0)
+        a = check.agreement
+        diff, low, high = check.rate_difference()
+        judge_rate = sum(REFUSING_NAMES.__contains__(p.judge) for p in check.pairs) / check.n
+        human_rate = sum(REFUSING_NAMES.__contains__(p.human) for p in check.pairs) / check.n
+        interval = f"{100 * diff:+.1f} pt [{100 * low:+.1f}, {100 * high:+.1f}]"
+        lines.append(f"{name:22}{a.n:>5}{_fmt(a.accuracy):>7}{_fmt(a.binary_accuracy):>7}"
+                     f"{_fmt(a.precision):>7}{_fmt(a.recall):>7}{_fmt(a.f1):>7}"
+                     f"{interval:>28}{f'{100 * judge_rate:.1f} / {100 * human_rate:.1f}':>24}")
+    return "\n".join(lines)
+
+
+REFUSING_NAMES = {"refusal", "partial_refusal"}
+
+
+def print_fresh_set(path: Path, confusion: bool = False) -> None:
+    if not path.exists():
+        print(f"(no fresh set: {path} is missing)")
+        return
+    rows = load_fresh(path)
+    judge: Judge = JUDGES["keyword"]()
+
+    async def judge_all() -> list[Verdict]:
+        return await asyncio.gather(*(decide(r.prompt, Response(
+            r.answer, finish_reason=r.finish_reason or None), judge) for r in rows))
+
+    verdicts = asyncio.run(judge_all())
+    print(f"shipped judge: {judge.name} v{judge.version}")
+    print(fresh_table(path.name, rows, verdicts))
+    if confusion:
+        truth = [Label(r.human) for r in rows]
+        print("\n== fresh set, confusion: labels (rows) x judge (columns)")
+        print(format_confusion(confusion_matrix(truth, [v.label for v in verdicts], THREE),
+                               "labels", judge.name))
+
+
 # --- the second labelled set ---------------------------------------------------------------------
 
 SECOND_LABELS = {"full_compliance": Label.COMPLIANCE, "full_refusal": Label.REFUSAL,
@@ -353,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second", type=Path, nargs="+",
                     default=sorted(SECOND_SETS.glob("*_labelled.csv")),
                     help="the second labelled set's files (CSV id, suite, prompt, answer, label)")
+    ap.add_argument("--fresh", type=Path, default=FRESH_SET,
+                    help="the fresh set's labels (the headline figure)")
+    ap.add_argument("--fresh-only", action="store_true",
+                    help="the fresh set's figures alone: no leave-one-model-out training")
     ap.add_argument("--judge", default="keyword", choices=list(JUDGES))
     ap.add_argument("--judge-model", help="llm / hybrid: the judge model's name, or local "
                                           "(the embedded model, started here)")
@@ -370,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="binary disagreements on the development (even) half")
     args = ap.parse_args(argv)
 
+    if args.judge == "keyword" and not args.development:
+        print_fresh_set(args.fresh, args.confusion)
+        print()
+        if args.fresh_only:
+            return 0
     rows = load(args.directory)
     if args.judge == "keyword":
         if args.development:  # nothing of the held-out half is printed

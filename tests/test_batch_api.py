@@ -9,9 +9,12 @@ import pytest
 
 from orbench_pytest.batch.api import BatchClient, BatchStatus, wait
 from orbench_pytest.batch.state import state_path
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.fetch.retry import RetrySettings
 from tests.batch_files import SAFE, TOXIC, answer, batch_cases, cached, prompt_of
 from tests.batch_server import BatchServer
 from tests.helpers import BATCHES_OF_FOUR, FakeClock, run_orbench, write_suite
+from tests.hostile_server import HostileServer, Script, deep_json, error, http, huge_number
 from tests.openai_server import REFUSAL_TEXT, Reply, error_body
 
 POLL_NOW = "--orbench-batch-poll=0"  # the test server moves a batch on at every look
@@ -151,10 +154,10 @@ def test_an_unreachable_batch_api_is_a_usage_error(pytester: pytest.Pytester,
     write_suite(pytester, batch_cases())
     result = pytester.runpytest_inprocess(
         *plugin_args, "suites", "--orbench-model=m", "--orbench-base-url=http://127.0.0.1:9/v1",
-        "--orbench-cache-path=c.sqlite3", "--orbench-batch=submit")
+        "--orbench-cache-path=c.sqlite3", "--orbench-batch=submit", "--orbench-max-retries=1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: Batch API at http://127.0.0.1:9/v1: cannot upload the "
-                                 "batch input (APIConnectionError*"])
+                                 "batch input: ConnectError: * after 2 attempts"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -210,3 +213,86 @@ def test_more_requests_than_a_batch_takes_are_several_batches(
                                  "orbench: batches batch_1, batch_2, batch_3: 10 lines, 10 for "
                                  "this run (10 answers, 0 failed)"])
     result.assert_outcomes(passed=10)
+
+
+def replies(*answers: bytes) -> Script:
+    """A script answering each request with the next of `answers`."""
+    left = list(answers)
+    return lambda prompt: left.pop(0)
+
+
+def a_file(file_id: str = "file-1") -> bytes:
+    return http(200, json.dumps({"id": file_id, "object": "file"}).encode())
+
+
+def test_a_call_is_retried_as_the_fetch_retries_a_request() -> None:
+    """503 and 429 (with its Retry-After) are tried again after the fetch's backoff, on the
+    injected clock; the batch is created once the API answers."""
+    script = replies(error(503, "busy"), http(429, b"{}", {"Retry-After": "7"}), a_file(),
+                     http(200, b'{"id": "batch_1", "status": "validating"}'))
+    time = FakeClock()
+    with HostileServer(script) as server:
+        client = BatchClient(server.url, None, retry=RetrySettings(max_retries=2,
+                                                                   backoff_base_s=1.0),
+                             clock=time, sleep=time.sleep)
+        assert client.submit(b"{}\n", "r.jsonl") == "batch_1"
+        assert server.requests == 4
+    assert 0.5 <= time.slept[0] <= 1.0 and 7.0 <= time.slept[1] <= 7.7
+
+
+def test_retries_end_in_one_line_and_quota_is_not_retried() -> None:
+    time = FakeClock()
+    settings = RetrySettings(max_retries=2)
+    with HostileServer(replies(*[error(503, "busy")] * 3)) as server:
+        client = BatchClient(server.url, None, retry=settings, clock=time, sleep=time.sleep)
+        with pytest.raises(ConfigError) as failed:
+            client.status("batch_1")
+        assert server.requests == 3
+    assert str(failed.value) == (f"Batch API at {server.url}: cannot look at batch batch_1: "
+                                 "HTTP 503 busy after 3 attempts")
+    quota = json.dumps({"error": {"message": "no credit", "code": "insufficient_quota"}})
+    with HostileServer(replies(http(429, quota.encode()))) as server:
+        client = BatchClient(server.url, None, retry=settings, clock=time, sleep=time.sleep)
+        with pytest.raises(ConfigError) as out_of_quota:
+            client.submit(b"{}\n", "r.jsonl")
+        assert server.requests == 1
+    assert str(out_of_quota.value).endswith(
+        "cannot upload the batch input: quota exhausted: HTTP 429 no credit")
+
+
+HOSTILE_BATCHES = {
+    "not JSON": (http(200, b"<html>oops</html>"), "the answer is not JSON"),
+    "a list": (http(200, b"[1, 2]"), "the answer is not a JSON object"),
+    "nested 100,000 deep": (deep_json(), "the answer is not JSON"),
+    "a 5,000-digit number": (huge_number(), "the answer is not JSON"),
+    "no status": (http(200, b'{"id": "batch_1"}'), "the answer has no status"),
+    "a forged status": (http(200, b'{"id": "batch_1", "status": "completed\\u001b[2J"}'),
+                        "the answer has no status"),
+    "an id with a newline": (http(200, b'{"id": "b\\n::error::x", "status": "completed"}'),
+                             "the answer has no usable id"),
+    "an output file outside the files": (
+        http(200, b'{"id": "b", "status": "completed", "output_file_id": "../../x"}'),
+        "the answer has no usable output_file_id"),
+}
+
+
+@pytest.mark.parametrize("reply, reason", HOSTILE_BATCHES.values(), ids=HOSTILE_BATCHES.keys())
+def test_a_malformed_or_hostile_batch_is_one_line_naming_the_call(reply: bytes,
+                                                                  reason: str) -> None:
+    with HostileServer(replies(reply)) as server:
+        with pytest.raises(ConfigError) as failed:
+            BatchClient(server.url, None).status("batch_1")
+    assert str(failed.value) == (f"Batch API at {server.url}: cannot look at batch batch_1: "
+                                 f"{reason}")
+
+
+def test_an_error_that_quotes_the_key_or_forges_lines_is_shown_harmless() -> None:
+    key = "sk-proj-" + "k" * 40
+    with HostileServer(replies(error(401, f"Incorrect API key {key}\n::error::forged\x1b[2J"))
+                       ) as server:
+        with pytest.raises(ConfigError) as failed:
+            BatchClient(server.url, key).submit(b"{}\n", "r.jsonl")
+    message = str(failed.value)
+    assert message.startswith(f"Batch API at {server.url}: cannot upload the batch input: "
+                              "HTTP 401 Incorrect API key [REDACTED]")
+    assert key not in message and "\n" not in message and "\x1b" not in message

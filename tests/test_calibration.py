@@ -19,6 +19,7 @@ from orbench_pytest.gate.decision import (
     evaluate,
 )
 from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.reports.results import calibration_record
 from orbench_pytest.reports.summary import table_lines
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,7 +98,7 @@ def test_the_gate_decides_on_the_corrected_rate_and_shows_both() -> None:
     assert "raw 15.0%" in "\n".join(table_lines(gate))
     assert "corrected for the judge's error (judged 15.0%, 30/200" in check.describe()
     assert "on all labels" in note.line() and "sha256 abababababab" in note.line()
-    assert note.as_dict()["applied"] is True
+    assert calibration_record(note).applied is True
 
 
 def test_the_gate_stays_judged_when_the_labels_are_too_few() -> None:
@@ -106,7 +107,7 @@ def test_the_gate_stays_judged_when_the_labels_are_too_few() -> None:
     note = calibrate(gate, "labels.csv", "0" * 64, {"all": few, "comply": few, "refuse": few})
     assert note.reason is not None and "5 labelled refusals" in note.line()
     assert not gate.passed and note.corrected == 0
-    assert note.as_dict()["applied"] is False
+    assert calibration_record(note).applied is False
 
 
 def test_each_rate_uses_its_own_prompts_labels_when_they_are_enough() -> None:

@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.cli.main import main as orbench
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.fetch.costs import Prices, RunCost, TokenCount, estimate_tokens
 from tests.helpers import SAFE as ALL_SAFE
 from tests.helpers import TOXIC as ALL_TOXIC
@@ -45,7 +47,7 @@ def test_cost_is_the_tokens_at_the_prices(counts: list[tuple[int, int]], price_i
     assert usd == pytest.approx(expected)
     assert Prices().cost(tokens) is None
     cost = RunCost.of(tokens, len(counts), 0, 1.0, Prices(price_in, price_out))
-    assert RunCost.from_dict(json.loads(json.dumps(cost.to_dict()))) == cost
+    assert load(RunCost, json.loads(json.dumps(dump(cost))), "r.json") == cost
 
 
 def test_the_cost_line_says_what_was_estimated_and_priced() -> None:
@@ -67,8 +69,9 @@ def test_the_cost_line_says_what_was_estimated_and_priced() -> None:
                                  {"prompt_tokens": 1, "completion_tokens": 1,
                                   "answers_counted": 1, "estimated_answers": 0, "requests": 1,
                                   "retries": True, "wall_s": 1}])
-def test_a_hand_edited_cost_is_no_cost(bad: object) -> None:
-    assert RunCost.from_dict(bad) is None
+def test_a_hand_edited_cost_is_a_one_line_error(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^r\.json: cost"):
+        load(RunCost, bad, "r.json", "cost")
 
 
 # --- a run, end to end against the local server ------------------------------------------------

@@ -102,8 +102,10 @@ def test_console_output_matching() -> None:
     assert output_matches(["a", "b"], ["a"]) == "expected 'b', printed '(end of output)'"
 
 
-def test_the_options_page_is_generated_from_the_options_table() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_options.py"), "--check"],
+@pytest.mark.parametrize("script", ["docs_options.py", "docs_results.py"])
+def test_the_generated_pages_are_current(script: str) -> None:
+    """docs/options.md from the options table, docs/results.md from the results model."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--check"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 

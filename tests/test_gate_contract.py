@@ -5,11 +5,13 @@ depend on the install location, and disputed prompts leave the rates."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.gate.baseline import Pairing
 from tests.helpers import (
@@ -226,9 +228,10 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
     from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, evaluate
     from orbench_pytest.gate.samples import refused_by_rule
     from orbench_pytest.gate.thresholds import parse_thresholds
+    from orbench_pytest.reports.document import Document, ItemRecord
     from orbench_pytest.reports.plot import points_of
-    from orbench_pytest.reports.records import ItemRecord, RunRecord
-    from orbench_pytest.reports.results import gate_dict
+    from orbench_pytest.reports.records import RunRecord
+    from orbench_pytest.reports.results import build_results
 
     thresholds = parse_thresholds({"defaults": {"refuse_at": refuse_at}}, "t.yaml")
     results, records = [], []
@@ -245,8 +248,10 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
                                   result.mismatch, False, refusals=result.refusals,
                                   samples=answered if sampled else None))
     gate = evaluate(results, thresholds, baseline_source="old.json")
-    with_rows = RunRecord("r.json", records, gate_dict(gate)["rows"])
-    without_rows = RunRecord("r.json", records)
+    with_rows = RunRecord("r.json", build_results(
+        items=records, gate=gate, settings=build_settings({}, env={}), target="m",
+        thresholds_source="t.yaml", started=datetime.now(timezone.utc)))
+    without_rows = RunRecord("r.json", Document(items=records))
     for run in (with_rows, without_rows):
         try:
             points = points_of(run)
@@ -360,6 +365,47 @@ def test_disputed_prompts_are_skipped_left_out_of_the_rates_counted_and_listed(
     assert bad.ret != 0
     assert "thresholds.yaml: disputed.mini.violence-0004.decided_by: required" in (
         bad.stdout.str() + bad.stderr.str())
+
+
+@pytest.mark.parametrize("where", ["thresholds.yaml", "disputed.yaml"])
+def test_a_disputed_id_no_prompt_of_a_suite_in_the_run_has_is_a_one_line_error(
+        pytester, plugin_args, where: str) -> None:
+    """Same scope as the thresholds' suite names: a suite in the run must have the prompt."""
+    import yaml
+
+    write_suite(pytester.path, mini_cases(), "mini")
+    entries = {"mini": {"violence-0000": {"reason": "r", "decided_by": "d"},
+                        "violense-0004": {"reason": "typo", "decided_by": "d"}}}
+    if where == "thresholds.yaml":
+        write_thresholds(pytester.path, {"disputed": entries})
+        key = "thresholds.yaml: disputed.mini.violense-0004"
+    else:
+        (pytester.path / "disputed.yaml").write_text(yaml.safe_dump(entries))
+        key = "disputed.yaml: top level.mini.violense-0004"
+    result = run_orbench(pytester, plugin_args, serve=refusing(TOXIC))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [
+        f"ERROR: {key}: no prompt of suite mini has the id 'violense-0004' (allowed: the id of "
+        "one of its 9 prompts; nearest: violence-0004, violence-0008, violence-0007; a suite "
+        "this run does not include is not checked)"], errors
+    assert "fetch and judge" not in result.stdout.str()
+
+
+def test_disputes_of_suites_the_run_does_not_include_and_prompts_it_left_out_are_fine(
+        pytester, plugin_args) -> None:
+    write_suite(pytester.path, mini_cases(), "mini")
+    write_thresholds(pytester.path, {
+        "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
+        "disputed": {
+            "or-bench-hard-1k": {"no-such-id": {"reason": "a ready suite", "decided_by": "d"}},
+            "our-other-suite": {"x": {"reason": "run another time", "decided_by": "d"}},
+            # A prompt of mini that --orbench-category leaves out of this run: a real id.
+            "mini": {"violence-0000": {"reason": "r", "decided_by": "d"}}}})
+    result = run_orbench(pytester, plugin_args, "--orbench-category=privacy",
+                         serve=refusing(TOXIC))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=3)
 
 
 def test_under_xdist_the_gate_line_names_the_part_and_the_disputed(pytester,

@@ -18,7 +18,12 @@ from orbench_pytest.generate.prompts import builtin, load_template
 from orbench_pytest.generate.review import shown
 from orbench_pytest.generate.rewrite import parse_prompt_list, rewrite_prompt
 from orbench_pytest.generate.seeds import Seed, read_seeds, read_topics
-from orbench_pytest.generate.write import review_order, suite_rows
+from orbench_pytest.generate.write import (
+    REVIEW_DECIDER,
+    disputed_entries,
+    review_order,
+    suite_rows,
+)
 
 
 def reply(text: str | None, **kw: object) -> Response:
@@ -225,18 +230,24 @@ def test_topics_must_map_categories_to_descriptions(tmp_path: Path) -> None:
 # --- suites and review -----------------------------------------------------------------------
 
 def row(row_id: str, decision: str, agree: str = "yes", hard: str = "",
-        disputed: str = "") -> dict[str, str]:
+        disputed: str = "", decided_by: str = "") -> dict[str, str]:
     return {"id": row_id, "decision": decision, "moderators_agree": agree, "hard": hard,
-            "disputed": disputed}
+            "disputed": disputed, "decided_by": decided_by}
 
 
-def test_suite_rows_follow_the_decision_and_skip_disputed_rows() -> None:
-    rows = [row("a", "safe", hard="yes"), row("b", "safe", disputed="x"), row("c", "toxic"),
-            row("d", "tie", agree="no"), row("e", "safe", hard="no"),
-            row("f", "toxic", disputed=" no, toxic ")]
-    assert [r["id"] for r in suite_rows(rows, "safe")] == ["a", "e"]
-    assert [r["id"] for r in suite_rows(rows, "toxic")] == ["c"]
+def test_suite_rows_follow_the_decision_and_disputed_rows_go_to_disputed_entries() -> None:
+    rows = [row("a", "safe", hard="yes", disputed="reads as fraud", decided_by="ana"),
+            row("b", "safe", disputed="x"), row("c", "toxic"), row("d", "tie", agree="no",
+                                                                   disputed="y"),
+            row("e", "safe", hard="no"), row("f", "toxic", disputed=" no, toxic ")]
+    # Disputed rows stay in their suites: a run skips them, with the reviewer's reason.
+    assert [r["id"] for r in suite_rows(rows, "safe")] == ["a", "b", "e"]
+    assert [r["id"] for r in suite_rows(rows, "toxic")] == ["c", "f"]
     assert [r["id"] for r in suite_rows(rows, "hard")] == ["a"]
+    assert disputed_entries("bank", rows) == {
+        "bank-safe": {"a": ("reads as fraud", "ana"), "b": ("x", REVIEW_DECIDER)},
+        "bank-toxic": {"f": ("no, toxic", REVIEW_DECIDER)},
+        "bank-hard": {"a": ("reads as fraud", "ana")}}  # d is in no suite: nothing to skip
 
 
 def test_review_puts_disagreements_first_and_keeps_order_otherwise() -> None:

@@ -118,9 +118,11 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 def check_pins(out: Path) -> dict[str, dict[str, Any]]:
-    """Every suite YAML names a CSV beside it whose sha256 it pins."""
+    """Every suite YAML names a CSV beside it whose sha256 it pins (disputed.yaml is none)."""
     suites = {}
     for path in sorted(out.glob("*.yaml")):
+        if path.name == "disputed.yaml":
+            continue
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         data = (out / document["source"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == document["sha256"], path
@@ -254,40 +256,71 @@ def test_the_generated_suite_runs_under_pytest(
                                  "*bank-toxic * 1 * 1 * 0 *pass"])
 
 
-def test_review_lists_disagreements_and_rebuild_drops_disputed_rows(
-        tmp_path: Path, server: OpenAIServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_review_lists_disagreements_and_rebuild_lists_disputed_rows_in_disputed_yaml(
+        tmp_path: Path, server: OpenAIServer, capsys: pytest.CaptureFixture[str],
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    """Issue 31 point 7: the review column serves through disputed.yaml, as any dispute."""
     assert main(generate_args(tmp_path, server.url, probes=False)) == 0
     out = tmp_path / "bank"
-    old_pin = yaml.safe_load((out / "safe.yaml").read_text())["sha256"]
+    assert not (out / "disputed.yaml").exists()
     rows = read_csv(out / "generated.csv")
     for row in rows:
         if row["id"] == "seed0002-r1":
             row["disputed"] = "asks how to evade regulators, read closely"
-    with (out / "generated.csv").open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+            row["decided_by"] = "ana"
+    write_csv(out / "generated.csv", rows)
     capsys.readouterr()
     assert main(["generate", "--rebuild", "--review", "--out", str(out)]) == 0
     printed = capsys.readouterr()
-    assert "1 disputed rows dropped" in printed.err
-    assert [r["id"] for r in read_csv(out / "safe.csv")] == ["seed0001-r1"]
+    assert f"1 disputed rows listed in {out / 'disputed.yaml'}" in printed.err
+    assert [r["id"] for r in read_csv(out / "safe.csv")] == ["seed0001-r1", "seed0002-r1"]
+    assert yaml.safe_load((out / "disputed.yaml").read_text()) == {"bank-safe": {
+        "seed0002-r1": {"reason": "asks how to evade regulators, read closely",
+                        "decided_by": "ana"}}}
     suites = check_pins(out)
-    assert suites["safe"]["sha256"] != old_pin
     assert "hard" not in suites  # no probes: no hard suite
     lines = printed.out.splitlines()
     assert lines[0] == ("4 candidates; the moderators disagreed on 4; "
                         "1 marked disputed by a reviewer")
     assert "[disputed]" in printed.out
     provenance = json.loads((out / "provenance.json").read_text())
-    assert provenance["review"]["dropped_as_disputed"] == 1
-    assert provenance["suites"]["safe"]["rows"] == 1
+    assert provenance["review"]["disputed"] == 1
+    assert provenance["suites"]["safe"]["rows"] == 2
+
+    # The plugin reads the folder's disputed.yaml: skipped with the reason, out of the rates.
+    suite = pytester.path / "suites"
+    suite.mkdir()
+    for name in ("safe.csv", "safe.yaml", "toxic.csv", "toxic.yaml", "disputed.yaml"):
+        (suite / name).write_bytes((out / name).read_bytes())
+    with OpenAIServer(lambda prompt, system, body: Reply(
+            text=REFUSAL_TEXT if "casino" in prompt else "Here is a careful answer.")) as app:
+        result = pytester.runpytest("suites", *plugin_args, "-p", "no:cacheprovider", "-rs",
+                                    "--orbench-model=app", f"--orbench-base-url={app.url}")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "bank-safe * 1 * 0 * 0 * 0.0%*", "orbench gate: PASSED — 1 disputed",
+        "SKIPPED*suites/safe.yaml: disputed: asks how to evade regulators, read closely "
+        "(decided by ana)"])
 
     # Generating again (from the cache) keeps the reviewer's mark on the same prompt.
     assert main(generate_args(tmp_path, server.url, probes=False)) == 0
-    marked = {r["id"]: r["disputed"] for r in read_csv(out / "generated.csv")}
-    assert marked["seed0002-r1"] == "asks how to evade regulators, read closely"
-    assert [r["id"] for r in read_csv(out / "safe.csv")] == ["seed0001-r1"]
+    marked = {r["id"]: (r["disputed"], r["decided_by"]) for r in read_csv(out / "generated.csv")}
+    assert marked["seed0002-r1"] == ("asks how to evade regulators, read closely", "ana")
+    assert "seed0002-r1" in (out / "disputed.yaml").read_text()
+    # The mark cleared: the rebuild removes the stale disputed.yaml.
+    rows = read_csv(out / "generated.csv")
+    for row in rows:
+        row["disputed"] = ""
+    write_csv(out / "generated.csv", rows)
+    assert main(["generate", "--rebuild", "--out", str(out)]) == 0
+    assert not (out / "disputed.yaml").exists()
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def test_seed_topics_have_the_rewriter_write_the_seeds(tmp_path: Path,

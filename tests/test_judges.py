@@ -698,14 +698,16 @@ def test_build_judge_and_registry() -> None:
 
 def test_agreement_report_takes_labels_beyond_the_three_classes() -> None:
     from orbench_pytest.judges.judge import RoutingStats
-    from orbench_pytest.reports.summary import judge_agreement_dict, judge_lines
+    from orbench_pytest.reports.summary import judge_agreement, judge_lines
 
     stats = RoutingStats(llm=2, pairs=[(Label.NO_ANSWER, Label.COMPLIANCE),
                                       (Label.REFUSAL, Label.REFUSAL)])
     lines = judge_lines(stats, ask_always=True)
     assert lines[1].startswith("keyword vs LLM judge on the 2 answers both judged: 1 agree")
     assert lines[-1].split() == ["no_answer", "1", "0", "0", "0"]
-    confusion = judge_agreement_dict(stats)["confusion"]  # type: ignore[index]
+    agreement = judge_agreement(stats)
+    assert agreement is not None
+    confusion = agreement.confusion
     assert confusion["refusal"]["refusal"] == 1 and confusion["no_answer"]["compliance"] == 1
     assert judge_lines(RoutingStats(), ask_always=False) == []
 

@@ -178,6 +178,28 @@ def test_label_shows_prompts_from_a_named_suite(tmp_path: Path) -> None:
     assert "not in the results file" in without.stdout
 
 
+@pytest.mark.filterwarnings("ignore:.*no sha256 pin")
+def test_label_finds_a_suites_data_in_any_folder_of_the_orbench_data_dir_list(
+        tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    (second / "prompts.csv").write_text("id,prompt\nc-0,from the second folder\n")
+    (tmp_path / "mine.yaml").write_text(
+        "name: safe\nsource: https://example.invalid/prompts.csv\nsha256: null\n"
+        "prompt: prompt\nid: id\nexpect: comply\n", encoding="utf-8")
+    data = json.loads(results_file(tmp_path / "run.json", n=1).read_text())
+    del data["items"][0]["prompt"]
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    done = subprocess.run(
+        [str(ORBENCH), "label", "run.json", "-o", "labels.csv", "--suite", "mine.yaml"],
+        input="c", capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+        env={**os.environ, "ORBENCH_DATA_DIR": f"{first}{os.pathsep}{second}",
+             "HF_HUB_OFFLINE": "1", "ORBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert "from the second folder" in done.stdout
+
+
 # --- judge-check ----------------------------------------------------------------------------
 
 def test_judge_check_figures_by_hand(tmp_path: Path) -> None:

@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.main import main
 from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.ids import item_name
+from orbench_pytest.core.typed_json import dump
 from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.reports.document import ItemRecord
 from orbench_pytest.reports.junit import junit_gate_property, read_junit
 from orbench_pytest.reports.markdown import build_report, render_markdown
-from orbench_pytest.reports.results import build_results, item_record, parse_results, read_results
+from orbench_pytest.reports.results import build_results, parse_results, read_results
 from orbench_pytest.reports.summary import table_rows, verdict_line
 from tests.helpers import (
     SAFE,
@@ -97,9 +99,12 @@ def results_document(run: dict[str, Any], gate: Gate) -> dict[str, Any]:
     for result, case_id in zip(run["results"], run["ids"], strict=True):
         outcome, reason = gate.outcome(result)
         nodeid = f"suites/{result.suite}.yaml::{item_name(result.suite, case_id, result.variant)}"
-        records.append(item_record(nodeid, case_id, "a prompt", result,
-                                   "error" if result.is_error else "compliance", "keyword", "",
-                                   outcome, reason, "an answer", 1.0, False, 1))
+        records.append(ItemRecord(
+            result.suite, case_id, result.variant, result.category, result.expect,
+            "error" if result.is_error else "compliance", outcome.value, result.mismatch,
+            result.is_error, nodeid=nodeid, judge="keyword", reason=reason,
+            baseline=result.baseline.value, response="an answer", latency_ms=1.0, cached=False,
+            attempts=1, prompt="a prompt" if outcome is not Outcome.PASSED else ""))
     comparison = None
     if run["baseline"] is not None:
         comparison = Comparison("old.json")
@@ -108,7 +113,7 @@ def results_document(run: dict[str, Any], gate: Gate) -> dict[str, Any]:
     data = build_results(items=records, gate=gate, settings=build_settings({}, env={}),
                          target="model", thresholds_source="thresholds.yaml",
                          started=datetime.now(timezone.utc), comparison=comparison)
-    return json.loads(json.dumps(data))  # as written to and read from the file
+    return json.loads(json.dumps(dump(data)))  # as written to and read from the file
 
 
 JUNIT_RESULT = {Outcome.FAILED: ("failure", {}), Outcome.ERROR: ("error", {}),

@@ -10,8 +10,8 @@ import yaml
 
 from orbench_pytest.catalog.ready import ready_suite_dir, ready_suites, resolve_suite
 from orbench_pytest.catalog.selection import (
-    collection_args,
     is_requested_suite,
+    named_suite_files,
     node_path,
     suite_request,
 )
@@ -109,14 +109,17 @@ def test_only_yaml_files_asked_for_are_suites(tmp_path: Path) -> None:
     assert is_requested_suite(tmp_path / "c.yaml", by_option)
 
 
-def test_named_suites_join_the_default_paths_and_typed_ones(tmp_path: Path) -> None:
-    """Issue 31 point 3: suites are added to the testpaths, never substituted for them."""
-    request = suite_request([], tmp_path, [tmp_path / "s.yaml"])
-    assert collection_args(["tests"], False, request) == ["tests", str(tmp_path / "s.yaml")]
-    assert collection_args(["tests"], True, request) == ["tests", str(tmp_path / "s.yaml")]
-    assert collection_args([str(tmp_path / "s.yaml")], True, request) == [
-        str(tmp_path / "s.yaml")]
-    assert collection_args(["tests"], False, suite_request([], tmp_path, [])) == ["tests"]
+def test_named_suite_files_are_the_named_files_and_folders_own_yaml_once(
+        tmp_path: Path) -> None:
+    """Issue 31 point 3: what --orbench-suite / orbench_suites add beside pytest's arguments."""
+    (tmp_path / "suites" / "deeper").mkdir(parents=True)
+    for name in ("suites/b.yml", "suites/a.yaml", "suites/deeper/c.yaml", "suites/notes.txt",
+                 "s.yaml"):
+        (tmp_path / name).write_text("name: x\n")
+    folder, single = tmp_path / "suites", tmp_path / "s.yaml"
+    request = suite_request([], tmp_path, [single, folder, folder / "a.yaml", single])
+    assert named_suite_files(request) == [single, folder / "a.yaml", folder / "b.yml"]
+    assert named_suite_files(suite_request(["suites"], tmp_path, [])) == []  # typed: pytest's
 
 
 def test_a_suite_outside_the_rootdir_is_named_by_its_relative_path() -> None:

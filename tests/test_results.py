@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.typed_json import dump
+from orbench_pytest.reports.document import Document
 from orbench_pytest.reports.results import (
     SCHEMA,
     load_run,
@@ -32,6 +37,10 @@ from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 # Shared by the report, baseline and plot tests: a small suite and a run against the server.
 
 
+_ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
+         "verdict": "compliance", "outcome": "passed", "mismatch": False, "error": False}
+_ROW = {"suite": "s", "variant": "", "n": 1, "errors": 0, "n_comply": 1, "over_refusals": 0,
+        "n_refuse": 0, "toxic_accepted": 0}
 TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
@@ -85,7 +94,8 @@ def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
     raw = json.loads(path.read_text())
     assert [item.id for item in run.items] == [item["id"] for item in raw["items"]]
     assert {item.id for item in run.items if item.mismatch} == {"mini[violence-0000]"}
-    assert run.gate_passed is True and run.gate_rows == raw["gate"]["rows"]
+    assert run.gate_passed is True and dump(run.gate_rows) == raw["gate"]["rows"]
+    assert dump(run.document) == raw  # the model writes back every key it read
     # Writing what was read and reading it again changes nothing.
     copy = pytester.path / "copy" / "r.json"
     write_results(copy, raw)
@@ -130,6 +140,17 @@ def test_unwritable_results_path_is_a_usage_error(pytester, plugin_args) -> None
     ({"schema": 99, "items": []}, "results schema 99 is not supported"),
     ({"schema": 1, "items": {}}, "items: expected a list"),
     ({"schema": 1, "items": [{"suite": "s"}]}, "items[0]: missing case_id"),
+    ({"schema": 1, "items": [{**_ITEM, "latency_ms": "5"}]},
+     "items[0].latency_ms: expected a number, got text"),
+    ({"schema": 1, "items": [_ITEM], "gate": {"rows": [{**_ROW, "n": -1}]}},
+     "gate.rows[0].n: expected a whole number >= 0, got a number"),
+    ({"schema": 1, "items": [_ITEM], "gate": {"rows": [{**_ROW, "rates": {"x": {
+        "rate": 0.5, "interval": [0.1]}}}]}},
+     "gate.rows[0].rates.x.interval: expected a list of 2, got a list"),
+    ({"schema": 1, "items": [_ITEM], "run": {"cost": {"requests": True}}},
+     "run.cost: missing prompt_tokens"),
+    ({"schema": 1, "items": [_ITEM], "run": {"disputed": [{"id": 3}]}},
+     "run.disputed[0].id: expected text, got a number"),
 ])
 def test_bad_results_files_are_one_line_errors(data: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -157,3 +178,55 @@ def test_writer_round_trips_any_document(tmp_path: Path, head: dict, items: list
     path = tmp_path / "r.json"
     write_results(path, {**head, "items": items})
     assert json.loads(path.read_text(encoding="utf-8")) == {**head, "items": items}
+
+
+# --- the model: every document it can hold is written and read back unchanged ---------------
+def _strategy(kind: Any) -> st.SearchStrategy[Any]:
+    """Values of a field's type as the results model declares it (core/typed_json.py)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind, include_extras=True)
+        return st.builds(kind, **{f.name: _strategy(hints[f.name])
+                                  for f in dataclasses.fields(kind)})
+    if origin is typing.Annotated:  # Count
+        return st.integers(0, 10**9)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([_strategy(arm) for arm in args])
+    if origin is list:
+        return st.lists(_strategy(args[0]), max_size=2)
+    if origin is tuple:
+        return st.tuples(*map(_strategy, args))
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=4), _strategy(args[1]), max_size=2)
+    return {str: st.text(max_size=6), int: st.integers(), bool: st.booleans(),
+            float: st.floats(allow_nan=False, allow_infinity=False),
+            type(None): st.none()}[kind]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(_strategy(Document).filter(lambda document: document.items)
+       .map(lambda document: dataclasses.replace(document, schema=SCHEMA)))
+def test_every_document_round_trips(tmp_path: Path, document: Document) -> None:
+    """read(write(x)) == x, and write → read → write writes the same bytes: samples runs,
+    variants, baselines, disputed, ratchet, partial gates, calibration, cost, rewordings."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    write_results(first, document)
+    run = read_results(first)
+    assert run.document == document
+    write_results(second, run.document)
+    assert second.read_bytes() == first.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["results-main-full.json", "results-main-samples.json"])
+def test_files_of_the_previous_writer_load_and_write_back_unchanged(tmp_path: Path,
+                                                                    name: str) -> None:
+    """Baselines users already have: every optional section read, and written back the same."""
+    path = Path(__file__).parent / "data" / name
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    run = read_results(path)
+    assert dump(run.document) == raw
+    copy = tmp_path / name
+    write_results(copy, run.document)
+    assert json.loads(copy.read_text(encoding="utf-8")) == raw
+    assert run.to_baseline().mismatches  # and it serves as a baseline

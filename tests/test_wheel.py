@@ -56,7 +56,7 @@ def fresh_venv(where: Path, wheel: Path) -> Path:
     purelib = Path(subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True, capture_output=True, text=True).stdout.strip())
-    # The dependencies (pytest, httpx, openai, pyyaml...) without installing them again.
+    # The dependencies (pytest, aiohttp, httpx, pyyaml...) without installing them again.
     (purelib / "_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
                     "--no-deps", str(wheel)], check=True, capture_output=True, timeout=300)
@@ -77,6 +77,19 @@ def test_the_wheel_carries_the_ready_suites_the_starter_gate_and_the_licence(ins
         assert f"orbench_pytest/suites/{suite}.yaml" in names
     assert "orbench_pytest/suites/thresholds.yaml" in names
     assert any(name.endswith("licenses/LICENSE") for name in names)
+
+
+def test_the_core_install_carries_one_http_stack_for_the_fetch(installed) -> None:
+    """aiohttp for the fetch, httpx for the few synchronous calls (the Batch API among them);
+    no openai SDK and what it brings (docs/design/dependencies.md); heavy parts in extras."""
+    wheel, _ = installed
+    archive = zipfile.ZipFile(wheel)
+    metadata = archive.read(next(n for n in archive.namelist() if n.endswith("/METADATA")))
+    requires = [line.split(":", 1)[1].strip() for line in metadata.decode().splitlines()
+                if line.startswith("Requires-Dist:")]
+    core = {re.split(r"[ ;<>=!~\[]", line, maxsplit=1)[0].lower() for line in requires
+            if "extra ==" not in line}
+    assert core == {"pytest", "pyyaml", "aiohttp", "httpx", "junitparser"}
 
 
 def accept_some_toxic(prompt: str, system: str | None, body: dict) -> Reply:

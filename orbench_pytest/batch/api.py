@@ -1,4 +1,9 @@
-"""The OpenAI Batch API through the `openai` SDK: upload, create, look, download, and wait.
+"""The OpenAI Batch API over httpx: upload, create, look, download, and wait.
+
+A handful of calls a run: plain synchronous requests, retried as the live fetch retries
+(fetch/retry.py's policy, the run's --orbench-max-retries and --orbench-backoff). Any failure is
+one ConfigError line naming the call, the endpoint's words shown harmless; answers are checked
+(ids, statuses, counts), not trusted.
 
 `wait` polls with an injected clock and sleep (tests pass fakes), reports progress through a
 callback, and gives up after `max_wait_s` (then the batch keeps running; a rerun resumes it).
@@ -6,16 +11,33 @@ callback, and gives up after `max_wait_s` (then the batch keeps running; a rerun
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbench_pytest.batch.format import CHAT_URL
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.retry import GiveUp, RetryPolicy, RetrySettings, StopRun
+from orbench_pytest.fetch.targets import (
+    QUOTA_CODES,
+    RETRY_STATUSES,
+    FaultKind,
+    TransientFault,
+    retry_after_seconds,
+)
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
 
 TERMINAL = frozenset({"completed", "expired", "failed", "cancelled"})
+# batch_…, file-…: safe in a URL path (no "/", no leading dot) and in a line of output
+_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}")
+_STATUS = re.compile(r"[a-z_]{1,40}")
 
 
 @dataclass(frozen=True)
@@ -40,66 +62,136 @@ class BatchStatus:
 
 
 class BatchClient:
-    """One endpoint's Files and Batches APIs (the chat-completions endpoint of
-    batch_format.CHAT_URL); every SDK failure becomes a ConfigError."""
+    """One endpoint's Files and Batches APIs, for batches of chat completions (CHAT_URL);
+    every failure becomes a one-line ConfigError."""
 
     def __init__(self, base_url: str, api_key: str | None,
-                 timeout_s: float = defaults.TIMEOUT_S) -> None:
-        import openai
+                 timeout_s: float = defaults.TIMEOUT_S, *,
+                 retry: RetrySettings | None = None, clock: Clock = time.monotonic,
+                 sleep: Sleep = time.sleep) -> None:
+        import httpx
 
-        self.base_url = base_url
-        # A local server needs no key, but the SDK insists on one.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused",
-                                     timeout=timeout_s, max_retries=3)
+        self.base_url = base_url.rstrip("/")
+        self._timeout_s = timeout_s
+        # Calls are seconds apart: no idle connection is kept, so the client needs no closing.
+        # One client all the same: each new one would build its TLS context again (~0.1 s).
+        self._http = httpx.Client(
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout=timeout_s, limits=httpx.Limits(max_keepalive_connections=0))
+        self._policy = RetryPolicy(retry or RetrySettings(), clock)
+        self._sleep = sleep
 
     def submit(self, content: bytes, filename: str) -> str:
-        uploaded = self._call("upload the batch input", lambda: self._client.files.create(
-            file=(filename, content, "application/jsonl"), purpose="batch"))
-        batch = self._call("create the batch", lambda: self._client.batches.create(
-            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"))
-        return str(batch.id)
+        what = "upload the batch input"
+        uploaded = self._json(what, "POST", "files", data={"purpose": "batch"},
+                              files={"file": (filename, content, "application/jsonl")})
+        file_id = self._id(what, uploaded, "id")
+        what = "create the batch"
+        batch = self._json(what, "POST", "batches", json={
+            "input_file_id": file_id, "endpoint": CHAT_URL, "completion_window": "24h"})
+        return self._id(what, batch, "id")
 
     def status(self, batch_id: str) -> BatchStatus:
-        batch = self._call(f"look at batch {batch_id}",
-                           lambda: self._client.batches.retrieve(batch_id))
-        counts = batch.request_counts
-        errors = getattr(batch.errors, "data", None) or []
+        what = f"look at batch {batch_id}"
+        batch = self._json(what, "GET", f"batches/{batch_id}")
+        status = batch.get("status")
+        if not isinstance(status, str) or not _STATUS.fullmatch(status):
+            raise self._error(what, "the answer has no status")
+        counts = batch.get("request_counts")
+        counts = counts if isinstance(counts, dict) else {}
+        errors = batch.get("errors")
+        data = errors.get("data") if isinstance(errors, dict) else None
+        shown = [e for e in data if isinstance(e, dict)][:3] if isinstance(data, list) else []
         return BatchStatus(
-            batch_id=str(batch.id), status=str(batch.status),
-            total=int(getattr(counts, "total", 0) or 0),
-            completed=int(getattr(counts, "completed", 0) or 0),
-            failed=int(getattr(counts, "failed", 0) or 0),
-            output_file_id=batch.output_file_id, error_file_id=batch.error_file_id,
-            errors=tuple(terminal_text(f"{e.code or ''}: {e.message or ''}", 200)
-                         for e in errors[:3]))
+            batch_id=self._id(what, batch, "id"), status=status, total=_count(counts, "total"),
+            completed=_count(counts, "completed"), failed=_count(counts, "failed"),
+            output_file_id=self._file_id(what, batch, "output_file_id"),
+            error_file_id=self._file_id(what, batch, "error_file_id"),
+            errors=tuple(terminal_text(f"{e.get('code') or ''}: {e.get('message') or ''}", 200)
+                         for e in shown))
 
     def download(self, file_id: str) -> bytes:
-        content = self._call(f"download file {file_id}",
-                             lambda: self._client.files.content(file_id))
-        return bytes(content.content)
+        return bytes(self._send(f"download file {file_id}", "GET",
+                                f"files/{file_id}/content").content)
 
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
-        import openai
-
+    def _json(self, what: str, method: str, path: str, **request: Any) -> dict[str, Any]:
         try:
-            return call()
-        except openai.APIStatusError as exc:
-            message = _message(exc.body) or exc.message
-            raise ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what}: "
-                                            f"HTTP {exc.status_code} {message}", 300)) from None
-        except openai.APIError as exc:  # connection, timeout, malformed answer
-            raise ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what} "
-                                            f"({type(exc).__name__}: {exc})", 300)) from None
+            body = json.loads(self._send(what, method, path, **request).content)
+        except (ValueError, RecursionError):  # not JSON, a 5,000-digit number, deep nesting
+            raise self._error(what, "the answer is not JSON") from None
+        if not isinstance(body, dict):
+            raise self._error(what, "the answer is not a JSON object")
+        return body
+
+    def _send(self, what: str, method: str, path: str, **request: Any) -> Any:
+        """One call with its retries: the response of the first attempt answered 2xx."""
+        import httpx
+
+        attempt = timeouts = 0
+        while True:
+            try:
+                response = self._http.request(method, f"{self.base_url}/{path}", **request)
+            except httpx.TimeoutException:
+                fault = TransientFault(FaultKind.TIMEOUT, f"timed out after {self._timeout_s:g}s")
+            except httpx.HTTPError as exc:  # refused, reset, DNS, a broken answer
+                fault = TransientFault(FaultKind.CONNECTION, f"{type(exc).__name__}: {exc}")
+            else:
+                if response.is_success:
+                    self._policy.succeeded()
+                    return response
+                fault = self._http_fault(what, response)
+            timeouts += fault.kind is FaultKind.TIMEOUT
+            decision = self._policy.after_fault(fault, attempt, timeouts)
+            if isinstance(decision, StopRun):  # out of quota, told to wait for hours, …
+                raise self._error(what, decision.reason)
+            if isinstance(decision, GiveUp):
+                raise self._error(what, fault.reason + (f" after {attempt + 1} attempts"
+                                                        if attempt else ""))
+            self._sleep(decision.wait_s)
+            attempt += 1
+
+    def _http_fault(self, what: str, response: Any) -> TransientFault:
+        """A failed answer worth another try (429, 5xx, …); any other is a ConfigError now."""
+        status = response.status_code
+        code, message = _error_of(response.content)
+        said = f"HTTP {status} {message or ''}".strip()
+        if status == 429 and code in QUOTA_CODES:
+            return TransientFault(FaultKind.QUOTA, said, None, status)
+        if status in RETRY_STATUSES or status >= 500:
+            kind = FaultKind.RATE_LIMIT if status == 429 else FaultKind.SERVER_ERROR
+            return TransientFault(kind, said, retry_after_seconds(response.headers), status)
+        raise self._error(what, said)
+
+    def _id(self, what: str, body: dict[str, Any], name: str) -> str:
+        value = body.get(name)
+        if isinstance(value, str) and _ID.fullmatch(value):
+            return value
+        raise self._error(what, f"the answer has no usable {name}")
+
+    def _file_id(self, what: str, body: dict[str, Any], name: str) -> str | None:
+        return None if body.get(name) is None else self._id(what, body, name)
+
+    def _error(self, what: str, reason: str) -> ConfigError:
+        return ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what}: "
+                                         f"{reason}", 300))
 
 
-def _message(body: Any) -> str | None:
-    error = body.get("error") if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message) if message else None
+def _error_of(content: bytes) -> tuple[str | None, str | None]:
+    """The code and message of an OpenAI error body, if it is one."""
+    try:
+        error = json.loads(content).get("error")
+    except (ValueError, RecursionError, AttributeError):  # not JSON, not an object
+        return None, None
+    if not isinstance(error, dict):
+        return None, None
+    code, message = error.get("code"), error.get("message")
+    return (str(code) if code is not None else None,
+            str(message)[:200] if message is not None else None)
 
 
-Clock = Callable[[], float]
-Sleep = Callable[[float], None]
+def _count(counts: dict[str, Any], name: str) -> int:
+    value = counts.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def wait(client: BatchClient, batch_id: str, *, poll_s: float, max_wait_s: float | None,

@@ -3,6 +3,9 @@
 A suite is asked for by a path on the command line (the file itself, a node id in it, or the
 folder holding it), by `--orbench-suite`, or by the ini key `orbench_suites`. A plain `pytest`
 in a project with a suites/ folder therefore collects no suite and starts no evaluation.
+Suites named by option are added to the run, never substituted for it: pytest's arguments
+(typed, testpaths or the invocation folder) stay as they are, and the plugin collects each
+named suite file the directory walk did not reach (`named_suite_files`).
 Free of pytest: the plugin passes in its arguments.
 """
 
@@ -20,7 +23,7 @@ from orbench_pytest.catalog.paths import SUITE_SUFFIXES
 class SuiteRequest:
     files: frozenset[Path]  # suite files asked for by path (resolved)
     folders: frozenset[Path]  # folders whose own YAML files are suites (resolved)
-    suite_args: tuple[str, ...]  # what --orbench-suite / orbench_suites add to the collection
+    named: tuple[Path, ...]  # --orbench-suite / orbench_suites: files or folders (resolved)
 
     @property
     def any(self) -> bool:
@@ -39,7 +42,7 @@ def suite_request(command_line_args: Sequence[str], invocation_dir: Path,
     for path in suite_paths:
         _add(path.resolve(), files, folders)
     return SuiteRequest(frozenset(files), frozenset(folders),
-                        tuple(str(path) for path in suite_paths))
+                        tuple(path.resolve() for path in suite_paths))
 
 
 def _add(path: Path, files: set[Path], folders: set[Path]) -> None:
@@ -58,16 +61,22 @@ def is_requested_suite(path: Path, request: SuiteRequest) -> bool:
     return resolved in request.files or resolved.parent in request.folders
 
 
-def collection_args(args: Sequence[str], typed_by_user: bool,
-                    request: SuiteRequest) -> list[str]:
-    """pytest's arguments with the suites asked for by option added, never substituted: the
-    paths typed, or else the testpaths (or the invocation folder), still run beside them, so a
-    plain `pytest` in a project naming suites in its ini runs its unit tests and the gate."""
-    del typed_by_user  # typed or testpaths: the suites are added to them alike
-    if not request.suite_args:
-        return list(args)
-    given = {os.path.normpath(arg) for arg in args}
-    return [*args, *(arg for arg in request.suite_args if os.path.normpath(arg) not in given)]
+def named_suite_files(request: SuiteRequest) -> list[Path]:
+    """The suite files named by option, in order, once each: a named file, or a named
+    folder's own YAML files. The plugin collects those the walk over pytest's arguments did
+    not reach (outside them, in a dot folder, under --ignore). They are never added to
+    pytest's arguments: pytest 8.4 collects only a file argument that lies inside a folder
+    argument (its walk sees the folder as a duplicate), and pytest 9 drops such a file argument
+    when the walk skips its folder."""
+    found: dict[Path, None] = {}
+    for path in request.named:
+        if path.is_dir():
+            found.update(dict.fromkeys(sorted(
+                entry for entry in path.iterdir()
+                if entry.suffix in SUITE_SUFFIXES and entry.is_file())))
+        else:
+            found[path] = None
+    return list(found)
 
 
 READY_PREFIX = "orbench:"  # ready suites' node ids: orbench:smoke.yaml::smoke[case]

@@ -57,6 +57,9 @@ class Suite:
     # Prompts the suite has as defined (its sample), before --orbench-category: what a gate
     # over part of it is measured against ("gated on 62 of 1,319 prompts").
     full_size: int = 0
+    # Every prompt id the suite defines (before sampling and --orbench-category): what a
+    # disputed prompt may name.
+    ids: frozenset[str] = frozenset()
 
 
 def is_suite_document(data: Any) -> bool:
@@ -109,6 +112,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     suite = Suite(name=name, path=path, judge=judge)
     suite.categories = sorted({case.category for case in cases})
     all_cases = cases
+    suite.ids = frozenset(case.case_id for case in all_cases)
     cases = _filter_categories(path, cases, options.categories)
     suite.full_size = len(all_cases)
     if size is None:

@@ -30,7 +30,7 @@ from typing import TextIO
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import clip, terminal_line
 from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
-from orbench_pytest.reports.records import ERROR_VERDICTS, ItemRecord
+from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
 DEFAULT_N = 60
@@ -226,9 +226,10 @@ def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]
     results file keeps the prompts of failed items only)."""
     from orbench_pytest.catalog.ready import resolve_suite
     from orbench_pytest.catalog.suites import SuiteOptions, load_suite
+    from orbench_pytest.core.paths import data_dirs_from_env
 
-    data_dir = os.environ.get("ORBENCH_DATA_DIR")
-    options = SuiteOptions(sample=1.0, data_dirs=(Path(data_dir),) if data_dir else ())
+    # a path list, as for the plugin (OR-Bench's and XSTest's files may sit in two folders)
+    options = SuiteOptions(sample=1.0, data_dirs=data_dirs_from_env(os.environ))
     found: dict[tuple[str, str], str] = {}
     for ref in refs:
         path = resolve_suite(ref, base, "--suite")

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orbench_pytest.core.typed_json import Count
+
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and BPE tokenizers
 
 
@@ -46,12 +48,6 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    return None
-
-
 @dataclass(frozen=True)
 class Prices:
     """Dollars per million tokens (--orbench-price-input / --orbench-price-output)."""
@@ -74,12 +70,12 @@ class Prices:
 class RunCost:
     """One run's cost as the reports show it (the results file's "cost" object)."""
 
-    prompt_tokens: int
-    completion_tokens: int
-    answers_counted: int
-    estimated_answers: int
-    requests: int
-    retries: int
+    prompt_tokens: Count
+    completion_tokens: Count
+    answers_counted: Count
+    estimated_answers: Count
+    requests: Count
+    retries: Count
     wall_s: float
     price_input_per_m: float | None = None
     price_output_per_m: float | None = None
@@ -94,30 +90,6 @@ class RunCost:
                    requests=requests, retries=retries, wall_s=round(wall_s, 3),
                    price_input_per_m=prices.input_per_m, price_output_per_m=prices.output_per_m,
                    usd=None if usd is None else round(usd, 6))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "answers_counted": self.answers_counted,
-                "estimated_answers": self.estimated_answers, "requests": self.requests,
-                "retries": self.retries, "wall_s": self.wall_s,
-                "price_input_per_m": self.price_input_per_m,
-                "price_output_per_m": self.price_output_per_m, "usd": self.usd}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> RunCost | None:
-        """A results file's "cost" read back; None when absent or not as written."""
-        if not isinstance(data, Mapping):
-            return None
-        counts = [_count(data.get(name)) for name in (
-            "prompt_tokens", "completion_tokens", "answers_counted", "estimated_answers",
-            "requests", "retries")]
-        wall_s = _number(data.get("wall_s"))
-        if wall_s is None or any(count is None for count in counts):
-            return None
-        prompt, completion, answers, estimated, requests, retries = (int(c or 0) for c in counts)
-        return cls(prompt, completion, answers, estimated, requests, retries, wall_s,
-                   _number(data.get("price_input_per_m")),
-                   _number(data.get("price_output_per_m")), _number(data.get("usd")))
 
     def tokens_text(self) -> str:
         if self.answers_counted == 0:

@@ -152,23 +152,6 @@ class Calibration:
         return (f"{head}: rates corrected for the judge's error ({METHOD}); "
                 f"{'; '.join(parts)}; raw rates shown as 'raw'{extra}")
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "labels": self.labels, "sha256": self.sha256, "method": METHOD,
-            "min_labels": MIN_LABELS, "applied": self.reason is None, "reason": self.reason,
-            "corrected_checks": self.corrected,
-            "error_rates": {scope: {"labelled_refusals": r.refusals, "caught": r.caught,
-                                    "labelled_compliances": r.compliances, "passed": r.passed,
-                                    "sensitivity": _finite(r.sensitivity),
-                                    "specificity": _finite(r.specificity)}
-                            for scope, r in self.rates.items()},
-            "used": dict(self.used),
-        }
-
-
-def _finite(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 6)
-
 
 _SCOPE = {OVER_REFUSAL: "comply", TOXIC_ACCEPTANCE: "refuse"}
 

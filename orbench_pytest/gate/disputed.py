@@ -8,19 +8,29 @@ reason and who decided:
         deception-0001: {reason: "asks for a phishing template", decided_by: "safety review"}
 
 A disputed prompt is collected as skipped with that reason and left out of every rate; the
-gate line counts them and the PR comment lists them. Pure Python (no pytest).
+gate line counts them and the PR comment lists them. `orbench generate --rebuild` writes the
+rows a reviewer marked `disputed` in generated.csv as a disputed.yaml beside the suites it
+writes (`review_entries`), read as any other. Pure Python (no pytest).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orbench_pytest.core.errors import ConfigError
 
-Disputes = dict[str, dict[str, tuple[str, str]]]  # suite -> case id -> (reason, decided by)
 DISPUTED_FILE = "disputed.yaml"
 ENTRY_KEYS = ("reason", "decided_by")
+
+
+class Dispute(NamedTuple):
+    reason: str
+    decided_by: str
+    key: str  # where it is written, as errors name it: "disputed.yaml: top level.mini.p1"
+
+
+Disputes = dict[str, dict[str, Dispute]]  # suite -> case id -> its dispute
 
 
 def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
@@ -49,8 +59,8 @@ def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
                 if not isinstance(value, str) or not value.strip():
                     raise ConfigError(f"{source}: {entry_at}.{key}: required (a non-empty "
                                       "text): every disputed prompt says why and who decided")
-            out.setdefault(str(suite), {})[str(case_id)] = (entry["reason"].strip(),
-                                                            entry["decided_by"].strip())
+            out.setdefault(str(suite), {})[str(case_id)] = Dispute(
+                entry["reason"].strip(), entry["decided_by"].strip(), f"{source}: {entry_at}")
     return out
 
 
@@ -77,5 +87,14 @@ def skip_reason(suite: str, case_id: str, disputes: Disputes) -> str | None:
     entry = disputes.get(suite, {}).get(case_id)
     if entry is None:
         return None
-    reason, decided_by = entry
-    return f"disputed: {reason} (decided by {decided_by})"
+    return f"disputed: {entry.reason} (decided by {entry.decided_by})"
+
+
+def disputed_yaml(entries: dict[str, dict[str, tuple[str, str]]]) -> str:
+    """A disputed.yaml holding `entries` (suite -> case id -> (reason, decided by))."""
+    import yaml
+
+    document = {suite: {case_id: {"reason": reason, "decided_by": decided_by}
+                        for case_id, (reason, decided_by) in sorted(cases.items())}
+                for suite, cases in sorted(entries.items())}
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)

@@ -11,6 +11,7 @@ from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.samples import parse_refuse_at
 
 DECISIONS = ("point", "significant")
@@ -84,9 +85,10 @@ KEY_SPECS = (
     KeySpec("judge_calibration", "top level",
             "a labels CSV (orbench label), relative to the thresholds file: rates are "
             "corrected for the judge's measured error"),
-    KeySpec("disputed", "top level (or disputed.yaml beside thresholds.yaml)",
+    KeySpec("disputed", "top level (or disputed.yaml beside thresholds.yaml or a suite)",
             "prompts the team disputes: `suite: {case_id: {reason, decided_by}}`; collected as "
-            "skipped with the reason, left out of every rate"),
+            "skipped with the reason, left out of every rate; an id no prompt of a suite in "
+            "the run has is an error"),
 )
 
 
@@ -138,8 +140,8 @@ class Thresholds:
     # suites.X.categories.C.key): a limit not among them was inherited, and messages name where
     # it was inherited from (a built-in default, never the file).
     explicit: frozenset[str] = frozenset()
-    # The `disputed:` section: suite -> case id -> (reason, decided by)
-    disputed: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # The `disputed:` section: suite -> case id -> its dispute (disputed.py)
+    disputed: Disputes = field(default_factory=dict)
     # judge_calibration: a labels CSV (orbench label), relative to the thresholds file
     judge_calibration: Path | None = None
 

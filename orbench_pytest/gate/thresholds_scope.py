@@ -4,14 +4,22 @@ A suite named in the file must be a suite of this run (collected, even if desele
 ready suite's name (a team runs a subset with its one file); anything else is a typo that
 would gate nothing, so it is an error naming the key. A category gated for a suite that runs
 must exist in that suite's prompts: a gate on a category no prompt has would never fire.
+Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml) follow the same scope: a suite
+this run does not include is not checked (a ready suite, or one of yours run another time),
+but a prompt id that no prompt of a suite in the run has is a typo that would dispute nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import difflib
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.thresholds import Thresholds
+
+SHOWN_IDS = 3  # the nearest ids an error suggests
 
 
 def check_gated_categories(thresholds: Thresholds,
@@ -37,3 +45,22 @@ def check_gated_suites(thresholds: Thresholds, run_suites: Iterable[str],
                 f"{thresholds.source}: suites.{suite}: no suite of this run and no ready suite "
                 f"is named {suite!r} (this run: {', '.join(sorted(known)) or 'none'}; ready: "
                 f"{', '.join(sorted(ready))})")
+
+
+def check_disputed_prompts(disputes: Disputes,
+                           prompt_ids: Mapping[str, Collection[str]]) -> None:
+    """`prompt_ids`: every prompt id of each suite in this run, as the suite defines them
+    (before sampling and --orbench-category: a prompt left out of this run may be disputed)."""
+    for suite, entries in disputes.items():
+        known = prompt_ids.get(suite)
+        if known is None:
+            continue
+        for case_id, dispute in entries.items():
+            if case_id in known:
+                continue
+            near = difflib.get_close_matches(case_id, sorted(known), n=SHOWN_IDS)
+            hint = f"; nearest: {', '.join(near)}" if near else ""
+            raise ConfigError(terminal_text(
+                f"{dispute.key}: no prompt of suite {suite} has the id {case_id!r} (allowed: "
+                f"the id of one of its {len(known):,} prompts{hint}; a suite this run does "
+                "not include is not checked)"))

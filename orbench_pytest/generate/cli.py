@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="Rows listed by --review (default: 20)")
     out.add_argument("--rebuild", action="store_true",
                      help="Rebuild the suites and their sha256 pins from the reviewed "
-                          "generated.csv (rows with a 'disputed' cell are dropped); asks no model")
+                          "generated.csv (a row with a 'disputed' cell goes to disputed.yaml: "
+                          "test runs skip it); asks no model")
 
     models = parser.add_argument_group("models (a name on an OpenAI-compatible endpoint, "
                                        "or local / local:NAME for the embedded model)")
@@ -224,8 +225,10 @@ def _review_only(args: argparse.Namespace) -> int:
         from orbench_pytest.generate.review import rebuild
 
         provenance = rebuild(args.out)
-        dropped = provenance["review"]["dropped_as_disputed"]
-        _say(f"rebuilt from {args.out / 'generated.csv'}: {dropped} disputed rows dropped")
+        disputed = provenance["review"]["disputed"]
+        _say(f"rebuilt from {args.out / 'generated.csv'}: {disputed} disputed rows"
+             + (f" listed in {args.out / 'disputed.yaml'} (skipped by test runs, out of "
+                "every rate)" if disputed else ""))
         _suite_lines(args.out, provenance["suites"])
     if args.review:
         _print_review(args)

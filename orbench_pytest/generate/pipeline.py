@@ -241,7 +241,7 @@ def _row(candidate: Candidate, tally: Tally, probes: list[ProbeResult] | None,
         "abstentions": str(tally.count("abstain")),
         "votes": json.dumps({b.moderator: b.shown() for b in tally.ballots}, ensure_ascii=False),
         "seed_id": candidate.seed_id, "probe_refusals": "", "probes": "", "hard": "",
-        "disputed": "",
+        "disputed": "", "decided_by": "",
     }
     if probes is not None:
         row["probe_refusals"] = str(refusals(probes))

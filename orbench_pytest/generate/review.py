@@ -12,6 +12,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.generate.write import (
     COLUMNS,
+    OPTIONAL_COLUMNS,
     REVIEW_FILE,
     is_disputed,
     read_provenance,
@@ -37,7 +38,7 @@ def read_review_rows(out: Path) -> list[dict[str, str]]:
         raise ConfigError(f"{path}: not found; run orbench generate with --out {out} first")
     rows = [{key: spreadsheet_value(cell) for key, cell in row.items()}
             for row in read_rows(path)]
-    missing = [c for c in COLUMNS if c not in rows[0]]
+    missing = [c for c in COLUMNS if c not in rows[0] and c not in OPTIONAL_COLUMNS]
     if missing:
         raise ConfigError(f"{path}: missing column {missing[0]!r} (a file written by orbench "
                           "generate has: " + ", ".join(COLUMNS) + ")")
@@ -45,18 +46,20 @@ def read_review_rows(out: Path) -> list[dict[str, str]]:
 
 
 def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
-    """Keep a reviewer's `disputed` marks when the folder is generated again: a row with the
-    same id and prompt keeps its mark. Returns how many were carried over."""
+    """Keep a reviewer's `disputed` marks (and who decided) when the folder is generated
+    again: a row with the same id and prompt keeps its mark. Returns how many were carried."""
     path = out / REVIEW_FILE
     if not path.is_file():
         return 0
     marks = {(spreadsheet_value(row.get("id") or ""), spreadsheet_value(row.get("prompt") or "")):
-             row.get("disputed", "") for row in read_rows(path) if is_disputed(row)}
+             (spreadsheet_value(row.get("disputed") or ""),
+              spreadsheet_value(row.get("decided_by") or ""))
+             for row in read_rows(path) if is_disputed(row)}
     carried = 0
     for row in rows:
         mark = marks.get((row["id"], row["prompt"]))
         if mark:
-            row["disputed"] = mark
+            row["disputed"], row["decided_by"] = mark
             carried += 1
     return carried
 
@@ -73,8 +76,10 @@ def review_lines(rows: Sequence[dict[str, str]], limit: int) -> list[str]:
         lines.append(f"      {shown(row['prompt'])}")
     if len(ordered) > limit:
         lines.append(f"  … {len(ordered) - limit} more rows in {REVIEW_FILE}")
-    lines.append(f"To drop a row from the suites, write anything in its 'disputed' cell in "
-                 f"{REVIEW_FILE}, then run: orbench generate --rebuild --out <folder>")
+    lines.append(f"To dispute a row, write why in its 'disputed' cell in {REVIEW_FILE} (and "
+                 "who decided in 'decided_by'), then run: orbench generate --rebuild --out "
+                 "<folder>; the rebuild lists it in disputed.yaml, and test runs skip it with "
+                 "that reason, out of every rate")
     return lines
 
 
@@ -91,7 +96,7 @@ def rebuild(out: Path) -> dict[str, Any]:
     provenance["review"] = {
         "rebuilt": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "rows": len(rows),
-        "dropped_as_disputed": sum(is_disputed(r) for r in rows),
+        "disputed": sum(is_disputed(r) for r in rows),
     }
     write_provenance(out, provenance)
     return provenance

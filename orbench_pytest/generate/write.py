@@ -6,7 +6,9 @@
   hard.csv/.yaml   safe prompts that at least K probe models refused (with --probe-model)
   provenance.json  models, endpoints (never keys), prompt hashes, date, counts per stage
 
-A row whose `disputed` cell a reviewer filled is left out of every suite by the next build.
+  disputed.yaml    the rows a reviewer marked `disputed` (the cell is the reason, `decided_by`
+                   who decided): the plugin skips them with that reason and leaves them out
+                   of every rate, as any disputed prompt (gate/disputed.py)
 Every file is written whole to a temporary name and then renamed: an interrupted write never
 leaves a suite pinned to half a file.
 """
@@ -31,7 +33,10 @@ REVIEW_FILE = "generated.csv"
 PROVENANCE_FILE = "provenance.json"
 COLUMNS = ("id", "prompt", "category", "expect", "decision", "moderators_agree", "safe_votes",
            "toxic_votes", "abstentions", "votes", "seed_id", "probe_refusals", "probes", "hard",
-           "disputed")
+           "disputed", "decided_by")
+# Columns a review CSV written before they existed may lack.
+OPTIONAL_COLUMNS = ("decided_by",)
+REVIEW_DECIDER = f"review of {REVIEW_FILE}"  # decided_by when a disputed row names no one
 SUITE_COLUMNS = ("id", "prompt", "category", "seed_id")
 # Suite kind → (which rows, what the model must do, description).
 SUITE_KINDS: dict[str, tuple[str, str]] = {
@@ -46,12 +51,26 @@ def is_disputed(row: dict[str, str]) -> bool:
 
 
 def suite_rows(rows: Sequence[dict[str, str]], kind: str) -> list[dict[str, str]]:
-    kept = [row for row in rows if not is_disputed(row)]
+    """A suite's rows, the disputed ones included (disputed.yaml skips them in a run)."""
     if kind == "safe":
-        return [row for row in kept if row["decision"] == "safe"]
+        return [row for row in rows if row["decision"] == "safe"]
     if kind == "toxic":
-        return [row for row in kept if row["decision"] == "toxic"]
-    return [row for row in kept if row["decision"] == "safe" and row.get("hard") == "yes"]
+        return [row for row in rows if row["decision"] == "toxic"]
+    return [row for row in rows if row["decision"] == "safe" and row.get("hard") == "yes"]
+
+
+def disputed_entries(name: str, rows: Sequence[dict[str, str]]
+                     ) -> dict[str, dict[str, tuple[str, str]]]:
+    """suite -> prompt id -> (reason, decided by) of the rows a reviewer marked disputed, under
+    every suite that holds them (a hard prompt is in <name>-safe and <name>-hard)."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for kind in SUITE_KINDS:
+        for row in suite_rows(rows, kind):
+            if is_disputed(row):
+                decided_by = (row.get("decided_by") or "").strip() or REVIEW_DECIDER
+                out.setdefault(f"{name}-{kind}", {})[row["id"]] = (row["disputed"].strip(),
+                                                                   decided_by)
+    return out
 
 
 def review_order(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
@@ -126,7 +145,26 @@ def write_suites(out: Path, name: str, rows: Sequence[dict[str, str]]) -> dict[s
         write_file(yaml_path, suite_yaml(name, kind, csv_path.name, digest, len(chosen)))
         written[kind] = {"rows": len(chosen), "file": csv_path.name, "sha256": digest,
                          "suite": yaml_path.name}
+    _write_disputed(out, disputed_entries(name, rows))
     return written
+
+
+def _write_disputed(out: Path, entries: dict[str, dict[str, tuple[str, str]]]) -> None:
+    from orbench_pytest.gate.disputed import DISPUTED_FILE, disputed_yaml
+
+    path = out / DISPUTED_FILE
+    if entries:
+        write_file(path, DISPUTED_HEADER + disputed_yaml(entries))
+        return
+    try:
+        path.unlink(missing_ok=True)  # no row disputed any more: a stale file goes
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot remove ({exc.strerror})") from None
+
+
+DISPUTED_HEADER = (f"# Written by `orbench generate` from the `disputed` column of {REVIEW_FILE}:"
+                   "\n# edit that column and rebuild (orbench generate --rebuild --out <this "
+                   "folder>).\n")
 
 
 def write_review_csv(out: Path, rows: Sequence[dict[str, str]]) -> str:

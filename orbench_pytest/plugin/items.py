@@ -120,7 +120,7 @@ class PromptItem(pytest.Item):
         if self.variant.name:
             properties.append(("variant", self.variant.name))
         if state.result.sampled:  # --orbench-samples: the prompt's refusal rate
-            from orbench_pytest.reports.results import sampled_fields
+            from orbench_pytest.reports.document import sampled_fields
 
             properties.extend((name, "" if value is None else str(value))
                               for name, value in sampled_fields(state.result).items())

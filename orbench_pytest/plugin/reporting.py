@@ -108,16 +108,7 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
         return
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
-                            ungated=run.ungated)
-    gate = run.outcome.gate
-    if gate.partial:  # for the PR comment, from the results file or the JUnit XML alike
-        data["run"]["partial"] = gate.partial
-    if gate.disputed:
-        data["run"]["disputed"] = data["gate"]["disputed"]
-    if run.rewordings is not None:
-        from orbench_pytest.reports.rewordings import rewordings_dict
-
-        data["run"]["rewordings"] = rewordings_dict(run.rewordings)
+                            ungated=run.ungated, rewordings=run.rewordings)
     if settings.results is not None:
         try:
             write_file(settings.results, data)

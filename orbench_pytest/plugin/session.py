@@ -17,8 +17,8 @@ import pytest
 from orbench_pytest.catalog.paths import names_suite_file
 from orbench_pytest.catalog.selection import (
     SuiteRequest,
-    collection_args,
     is_requested_suite,
+    named_suite_files,
     node_path,
     suite_request,
 )
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 
 
 def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
-    """Validate the options (`values`: options.read_options'), add the suites asked for by
-    option to pytest's arguments and register the session."""
+    """Validate the options (`values`: options.read_options') and register the session. The
+    suites named by option are not added to pytest's arguments: the session collects them
+    beside whatever those arguments collect (`OrbenchSession.pytest_collection_modifyitems`)."""
     from orbench_pytest.catalog.ready import resolve_suite
 
     config.addinivalue_line("markers", f"{ORBENCH_MARKER}: a prompt of an orbench suite")
@@ -58,7 +59,6 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
 
         config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
-    config.args[:] = collection_args(config.args, typed, request)
     if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
         from orbench_pytest.gate.samples import identical_answers_warning
 
@@ -88,25 +88,16 @@ class OrbenchSession:
         self._nodes: list[Any] = []  # xdist workers (controller only)
         self._ended: BatchEnded | None = None  # the run ended after a batch step
         self._disputes: Disputes | None = None
+        self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
+        self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
                             parent: pytest.Collector) -> pytest.Collector | None:
         if not self.is_suite_candidate(file_path):
             return None
-        from orbench_pytest.catalog.ready import ready_suite_dir
-        from orbench_pytest.plugin.items import SuiteFile
-
-        nodeid = node_path(file_path, parent.config.rootpath, ready_suite_dir())
-        refused = forging_name(file_path, parent.config.rootpath)
-        if refused is not None:  # a node id pytest would print as it is: an escaped one
-            shown, reason = refused
-            node = SuiteFile.from_parent(parent, path=file_path, nodeid=shown)
-            node.refused = reason
-            return node
-        if nodeid is None:
-            return SuiteFile.from_parent(parent, path=file_path)
-        return SuiteFile.from_parent(parent, path=file_path, nodeid=nodeid)
+        self._walked.add(file_path.resolve())
+        return suite_file(parent, file_path)
 
     def is_suite_candidate(self, path: Path) -> bool:
         return is_requested_suite(path, self._request)
@@ -123,12 +114,16 @@ class OrbenchSession:
         return [ORBENCH_MARKER, marker]
 
     def disputes(self) -> Disputes:
-        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml): collected as
-        skipped with their reason, left out of every rate."""
-        if self._disputes is None:
+        """Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml beside it or beside
+        a suite of the run): collected as skipped with their reason, left out of every rate.
+        Read again when a suite from another folder joins the run."""
+        folders = sorted({suite.path.resolve().parent for suite in self.catalog().suites})
+        if self._disputes is None or folders != self._dispute_folders:
             from orbench_pytest.run.session_run import load_disputes
 
-            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath)
+            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath,
+                                           folders)
+            self._dispute_folders = folders
         return self._disputes
 
     def catalog(self) -> SuiteCatalog:
@@ -154,9 +149,14 @@ class OrbenchSession:
         self._start(selected)
         return True if self._ended is not None else None
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        """--orbench-shard=K/N: the other shards' prompts are deselected, not run."""
+        """The suites named by option that the walk did not reach join the items (tryfirst:
+        before -k, -m, --deselect, --sw and randomising see the items; --lf and --ff wrap
+        every implementation, so they see them too). Then --orbench-shard=K/N: the other
+        shards' prompts are deselected, not run."""
+        self._collect_named_suites(session, items)
         if self.settings.shard is not None and self._catalog is not None:
             from orbench_pytest.plugin.items import PromptItem
 
@@ -169,14 +169,28 @@ class OrbenchSession:
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
+    def _collect_named_suites(self, session: pytest.Session, items: list[pytest.Item]) -> None:
+        """Each suite file named by --orbench-suite / orbench_suites, once: the walk over
+        pytest's arguments collected those inside them; the others (outside them, the ready
+        suites, a dot folder, an --ignore'd one) are collected here, directly under the
+        session, their collection errors reported as pytest reports any."""
+        for path in named_suite_files(self._request):
+            resolved = path.resolve()
+            if resolved in self._walked:
+                continue
+            self._walked.add(resolved)
+            items.extend(session.genitems(suite_file(session, path)))
+
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
+        from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
         from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         try:
             disputes = self.disputes()
+            check_disputed_prompts(disputes, self.catalog().prompt_ids())
             disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
                         for s in everything]
             selected = [s for s, reason in disputed if reason is None]
@@ -201,9 +215,10 @@ class OrbenchSession:
         gate.require_full = self.settings.require_full
         for s, _reason in disputed:
             if _reason is not None:
-                reason, decided_by = disputes[s.case.suite][s.case.case_id]
+                dispute = disputes[s.case.suite][s.case.case_id]
                 gate.disputed.append((key_label((s.case.suite, s.variant.name,
-                                                 s.case.case_id)), reason, decided_by))
+                                                 s.case.case_id)), dispute.reason,
+                                      dispute.decided_by))
         self._states = self._run.outcome.states
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
@@ -378,6 +393,25 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def suite_file(parent: pytest.Collector, path: Path) -> pytest.Collector:
+    """The collector of a suite file, under `parent` (a folder, or the session): a ready
+    suite's node id is orbench:<file>, a file outside the rootdir's its relative path."""
+    from orbench_pytest.catalog.ready import ready_suite_dir
+    from orbench_pytest.plugin.items import SuiteFile
+
+    rootpath = parent.config.rootpath
+    refused = forging_name(path, rootpath)
+    if refused is not None:  # a node id pytest would print as it is: an escaped one
+        shown, reason = refused
+        node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=shown)
+        node.refused = reason
+        return node
+    nodeid = node_path(path, rootpath, ready_suite_dir())
+    if nodeid is None:  # pytest's own: the path relative to the rootdir
+        return SuiteFile.from_parent(parent, path=path, name=path.name)
+    return SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
 
 
 def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:

@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
+from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.decision import Outcome
-from orbench_pytest.reports.records import ERROR_VERDICTS, SCHEMA, ItemRecord, RunRecord
+from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord
+from orbench_pytest.reports.records import RunRecord
 
 GATE_PROPERTY = "orbench_gate"
 FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment
 
 
-def junit_gate_property(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+def junit_gate_property(document: Document) -> list[tuple[str, str]]:
     """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
+    data = dump(document)
     gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
@@ -66,7 +70,7 @@ def read_junit(path: Path) -> RunRecord:
         raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
     suites: list[TestSuite] = [xml] if isinstance(xml, TestSuite) else list(xml)
     items: list[ItemRecord] = []
-    gate: dict[str, Any] | None = None
+    gate: Document | None = None
     for suite in suites:
         for prop in suite.properties():
             if prop.name == GATE_PROPERTY:
@@ -89,13 +93,10 @@ def read_junit(path: Path) -> RunRecord:
                 elif isinstance(result, Skipped):
                     outcome = "skipped"  # not an orbench outcome: a user's own skip
             items.append(_item(str(case.name), props, outcome, message))
-    meta = dict(gate.get("run", {})) if gate else {}
-    return RunRecord(str(path), items, gate["gate"]["rows"] if gate else None,
-                     gate["gate"]["passed"] if gate else None,
-                     {**meta, "baseline_summary": gate.get("baseline") if gate else None})
+    return RunRecord(str(path), replace(gate or Document(), items=items))
 
 
-def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
+def _parse_gate_property(value: str | None, path: Path) -> Document:
     try:
         data: dict[str, Any] = json.loads(value or "")
         if not isinstance(data["gate"]["rows"], list) or not isinstance(data, dict):
@@ -103,10 +104,7 @@ def _parse_gate_property(value: str | None, path: Path) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError, RecursionError):
         raise ConfigError(f"{path}: testsuite property {GATE_PROPERTY} is not a gate "
                           "written by orbench-pytest") from None
-    from orbench_pytest.reports.results_schema import check_document
-
-    check_document(data, f"{path}: {GATE_PROPERTY}")
-    return data
+    return load(Document, data, f"{path}: {GATE_PROPERTY}")
 
 
 def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> ItemRecord:

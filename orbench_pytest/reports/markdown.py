@@ -20,7 +20,6 @@ from typing import Any
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.untrusted import markdown_code, markdown_text
-from orbench_pytest.fetch.costs import RunCost
 from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing, compare
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
@@ -32,7 +31,8 @@ from orbench_pytest.gate.decision import (
     wilson_interval,
 )
 from orbench_pytest.gate.samples import times
-from orbench_pytest.reports.records import ItemRecord, RunRecord
+from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord
+from orbench_pytest.reports.records import RunRecord
 from orbench_pytest.reports.rewordings import markdown_lines
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
@@ -69,7 +69,7 @@ class Row:
     over: Rate | None
     toxic: Rate | None
     verdict: str  # pass | FAIL | ratchet | — (no limits known)
-    regression: dict[str, Any] | None = None
+    regression: RegressionRecord | None = None
     ratchet: list[str] = field(default_factory=list)  # what a ratchet allowed, per rate
 
     @property
@@ -97,29 +97,29 @@ def _plain_rate(k: int, n: int) -> Rate | None:
     return Rate(k, n, low, high)
 
 
-def _row_from_gate(raw: Mapping[str, Any]) -> Row:
+def _row_from_gate(raw: RowRecord) -> Row:
     """A gate row as the run wrote it; its verdict is the gate's, never worked out again."""
     rates: dict[str, Rate] = {}
-    for check in raw.get("checks", []):
-        if check["name"] in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
-            low, high = check["interval"]
-            mean = check.get("rate") if check.get("mean_of_prompts") else None
-            rates[check["name"]] = Rate(check["k"], check["n"], low, high, check["limit"],
-                                        check["passed"], mean)
-    for name, computed in (raw.get("rates") or {}).items():
+    for check in raw.checks:
+        if check.name in (OVER_REFUSAL, TOXIC_ACCEPTANCE):
+            low, high = check.interval
+            mean = check.rate if check.mean_of_prompts else None
+            rates[check.name] = Rate(check.k, check.n, low, high, check.limit, check.passed,
+                                     mean)
+    for name, computed in raw.rates.items():
         if name not in rates:  # an ungated row: the gate's rate all the same
-            k, n = ((raw["over_refusals"], raw["n_comply"]) if name == OVER_REFUSAL
-                    else (raw["toxic_accepted"], raw["n_refuse"]))
-            low, high = computed["interval"]
-            rates[name] = Rate(k, n, low, high, mean=computed["rate"])
-    over = rates.get(OVER_REFUSAL) or _plain_rate(raw["over_refusals"], raw["n_comply"])
-    toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw["toxic_accepted"], raw["n_refuse"])
-    ratchet = [f"{check['name']} over its limit ({_pct(check['rate'] or 0.0)} > "
-               f"{_pct(check['limit'])}), allowed by ratchet: the baseline was "
-               f"{_pct(check['baseline_rate'])}"
-               for check in raw.get("checks", []) if check.get("allowed_by_ratchet")]
-    return Row(raw["suite"], raw["variant"], raw["category"], raw["n"], raw["errors"], over,
-               toxic, str(raw.get("verdict", "—")), raw.get("regression"), ratchet)
+            k, n = ((raw.over_refusals, raw.n_comply) if name == OVER_REFUSAL
+                    else (raw.toxic_accepted, raw.n_refuse))
+            low, high = computed.interval
+            rates[name] = Rate(k, n, low, high, mean=computed.rate)
+    over = rates.get(OVER_REFUSAL) or _plain_rate(raw.over_refusals, raw.n_comply)
+    toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw.toxic_accepted, raw.n_refuse)
+    ratchet = [f"{check.name} over its limit ({_pct(check.rate or 0.0)} > "
+               f"{_pct(check.limit or 0.0)}), allowed by ratchet: the baseline was "
+               f"{_pct(check.baseline_rate or 0.0)}"
+               for check in raw.checks if check.allowed_by_ratchet]
+    return Row(raw.suite, raw.variant, raw.category, raw.n, raw.errors, over, toxic,
+               raw.verdict, raw.regression, ratchet)
 
 
 def _pct(value: float) -> str:
@@ -181,7 +181,8 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
             categories: bool) -> str:
     run = report.run
     out: list[str] = [MARKER]
-    ungated = run.meta.get("ungated")
+    info = run.run
+    ungated = info.ungated
     if ungated:  # a shard alone: its own rates decide nothing
         out.append("## ⏸️ orbench gate not computed")
         out.append("")
@@ -198,30 +199,30 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
             if row.category is not None:
                 label += f" / {_name(row.category)}"
             out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
-        partial = [str(note) for note in run.meta.get("partial") or [] if isinstance(note, str)]
+        partial = info.partial or []
         if partial:  # rates over part of a suite: the reader must not take them for the suite
             out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])
     out.append("")
     facts = []
-    if run.meta.get("target"):
-        facts.append(f"target `{_code(run.meta['target'])}`")
-    if run.meta.get("judge"):
-        facts.append(f"judge `{_code(run.meta['judge'])}`")
-    if run.meta.get("thresholds"):
-        facts.append(f"thresholds `{_code(run.meta['thresholds'])}`")
+    if info.target:
+        facts.append(f"target `{_code(info.target)}`")
+    if info.judge:
+        facts.append(f"judge `{_code(info.judge)}`")
+    if info.thresholds:
+        facts.append(f"thresholds `{_code(info.thresholds)}`")
     facts.append(f"{len(run.items)} prompts")
     if report.baseline is not None:
         facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
     out.append(" · ".join(facts))
     out.append("")
-    cost = RunCost.from_dict(run.meta.get("cost"))
+    cost = info.cost
     if cost is not None:
         # In a code span: its dollar signs must not start GitHub's inline math.
         out.append(f"`{_code(cost.line())}`")
         out.append("")
     out.extend(_gate_table(report, categories))
     out.extend(_variant_section(report))
-    out.extend(markdown_lines(run.gate_rows, run.meta, max_items))
+    out.extend(markdown_lines(run.gate_rows, info.rewordings, max_items))
     out.extend(_baseline_section(report, max_items))
     out.extend(_over_refusal_section(report, max_items, artifact_url))
     out.extend(_toxic_section(report, max_items, artifact_url))
@@ -242,14 +243,14 @@ VERDICT_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "ratchet": "⚠️ ratc
 
 def _disputed_section(report: Report, max_items: int) -> list[str]:
     """Prompts the team disputes: left out of every rate, each with why and who decided."""
-    entries = [e for e in report.run.meta.get("disputed") or [] if isinstance(e, dict)]
+    entries = report.run.run.disputed or []
     if not entries:
         return []
     lines = [f"### Disputed prompts ({len(entries)}): left out of the rates", "",
              "| prompt | reason | decided by |", "|---|---|---|"]
     for entry in entries[:max_items]:
-        lines.append(f"| `{_code(entry.get('id', ''))}` | {_name(entry.get('reason', ''))} "
-                     f"| {_name(entry.get('decided_by', ''))} |")
+        lines.append(f"| `{_code(entry.id)}` | {_name(entry.reason)} "
+                     f"| {_name(entry.decided_by)} |")
     if len(entries) > max_items:
         lines.append(f"| … and {len(entries) - max_items} more | | |")
     lines.append("")
@@ -336,7 +337,7 @@ def _baseline_section(report: Report, max_items: int) -> list[str]:
     for (suite, variant), group in comparison.groups().items():
         test = group.test
         check = checks.get((suite, variant))
-        verdict = "—" if check is None else ("✅ pass" if check["passed"] else "❌ FAIL")
+        verdict = "—" if check is None else ("✅ pass" if check.passed else "❌ FAIL")
         lines.append(f"| {_group_name(suite, variant)} | {group.paired} "
                      f"| {len(group.regressions)} | {len(group.fixed)} | {len(group.known)} "
                      f"| {test.p_worse:.3g}{'' if test.exact else ' (approx.)'} | {verdict} |")

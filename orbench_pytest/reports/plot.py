@@ -23,7 +23,8 @@ from typing import Any
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, row_rate, tally
 from orbench_pytest.gate.samples import mid_ranks
-from orbench_pytest.reports.records import ItemRecord, RunRecord
+from orbench_pytest.reports.document import ItemRecord
+from orbench_pytest.reports.records import RunRecord
 
 OVER_REFUSAL_SUITE = "or-bench-hard-1k"
 TOXIC_SUITE = "or-bench-toxic"
@@ -99,13 +100,11 @@ def _gate_rate(run: RunRecord, items: list[ItemRecord], source: str, variant: st
     """The gate's rate for these items: its row's check when the run wrote one for `source`
     (a suite), else the gate's own computation over them (pooled as one row)."""
     for raw in run.gate_rows or ():
-        if (raw.get("suite"), raw.get("variant"), raw.get("category")) != (source, variant,
-                                                                          None):
+        if (raw.suite, raw.variant, raw.category) != (source, variant, None):
             continue
-        for check in raw.get("checks", []):
-            if check.get("name") == name and check.get("rate") is not None:
-                low, high = check["interval"]
-                return float(check["rate"]), (float(low), float(high))
+        for check in raw.checks:
+            if check.name == name and check.rate is not None:
+                return check.rate, check.interval
     pooled = [dataclasses.replace(item.as_result(), suite=source, category="")
               for item in items]
     (row,) = [row for key, row in tally(pooled).items() if key[2] is None]

@@ -6,91 +6,37 @@ Built from orbench-results.json (results.py) or from pytest's JUnit XML (junit.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from orbench_pytest.core.ids import ItemKey, key_label
-from orbench_pytest.core.types import Expectation
 from orbench_pytest.gate.baseline import Baseline
-from orbench_pytest.gate.decision import ItemResult, group_rates
-
-SCHEMA = 1  # of orbench-results.json and of the JUnit gate property
-ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "no answer"
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    """One item as reports see it, whether read from a results file or from JUnit XML."""
-
-    suite: str
-    case_id: str
-    variant: str
-    category: str
-    expect: str
-    verdict: str  # the judge's class (types.Label value)
-    outcome: str  # gate.Outcome value
-    mismatch: bool  # answered, and not as expected
-    error: bool  # no usable answer
-    judge: str = ""
-    judge_reason: str = ""
-    reason: str = ""  # why the item passed / xfailed / failed
-    response: str = ""
-    prompt: str = ""
-    latency_ms: float | None = None
-    cached: bool | None = None
-    nodeid: str = ""
-    baseline: str = ""
-    # --orbench-samples: refusals among the answered samples (None: one answer per prompt)
-    refusals: int | None = None
-    samples: int | None = None
-
-    @property
-    def refusal_rate(self) -> float | None:
-        if self.error:
-            return None
-        if self.refusals is not None and self.samples:
-            return self.refusals / self.samples
-        return float(bool(self.refused))
-
-    @property
-    def flaky(self) -> bool:
-        return self.refusals is not None and 0 < self.refusals < (self.samples or 0)
-
-    @property
-    def key(self) -> ItemKey:
-        return (self.suite, self.variant, self.case_id)
-
-    @property
-    def id(self) -> str:
-        return key_label(self.key)
-
-    @property
-    def mismatch_state(self) -> bool | None:
-        """What a baseline keeps of the item: mismatch or not, None without an answer."""
-        return None if self.error else self.mismatch
-
-    @property
-    def refused(self) -> bool | None:
-        if self.error:
-            return None
-        return self.mismatch != (self.expect == "refuse")
-
-    def as_result(self) -> ItemResult:
-        expect: Expectation = "refuse" if self.expect == "refuse" else "comply"
-        return ItemResult(self.suite, self.category, expect, self.refused, self.variant,
-                          refusals=self.refusals, answered=self.samples or 1)
+from orbench_pytest.gate.decision import group_rates
+from orbench_pytest.reports.document import Document, ItemRecord, RowRecord, RunInfo
 
 
 @dataclass
 class RunRecord:
-    """A run read back: its items, and the gate rows as the run decided them (if known)."""
+    """A run read back: the document (from a JUnit XML: its gate property and the items)."""
 
     source: str
-    items: list[ItemRecord]
-    gate_rows: list[dict[str, Any]] | None = None
-    gate_passed: bool | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    document: Document
+
+    @property
+    def items(self) -> list[ItemRecord]:
+        return self.document.items
+
+    @property
+    def run(self) -> RunInfo:
+        return self.document.run
+
+    @property
+    def gate_rows(self) -> list[RowRecord] | None:
+        """The gate rows as the run decided them, if known."""
+        return None if self.document.gate is None else self.document.gate.rows
+
+    @property
+    def gate_passed(self) -> bool | None:
+        return None if self.document.gate is None else self.document.gate.passed
 
     def to_baseline(self) -> Baseline:
         rates = {item.key: rate for item in self.items
@@ -100,8 +46,7 @@ class RunRecord:
 
     def label(self) -> str:
         """A short name for plots and tables."""
-        target = self.meta.get("target")
-        return str(target) if target else Path(self.source).stem
+        return self.run.target or Path(self.source).stem
 
     def variants(self) -> list[str]:
         return list(dict.fromkeys(item.variant for item in self.items))

@@ -24,6 +24,7 @@ from orbench_pytest.gate.decision import (
 from orbench_pytest.gate.samples import clustered_rate, times
 from orbench_pytest.judges.judge import RoutingStats
 from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
+from orbench_pytest.reports.document import Agreement
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
@@ -219,13 +220,11 @@ def judge_lines(stats: RoutingStats | None, ask_always: bool) -> list[str]:
     return lines
 
 
-def judge_agreement_dict(stats: RoutingStats | None) -> dict[str, object] | None:
+def judge_agreement(stats: RoutingStats | None) -> Agreement | None:
     """The same for the results file: counts[keyword][llm] by label value."""
     if stats is None or stats.total == 0:
         return None
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
                               _labels_of(stats))
-    return {"keyword": stats.keyword, "llm": stats.llm, "llm_errors": stats.llm_errors,
-            "disagreements": stats.disagreements,
-            "confusion": {k.value: {v.value: n for v, n in row.items()}
-                          for k, row in counts.items()}}
+    return Agreement(stats.keyword, stats.llm, stats.llm_errors, stats.disagreements,
+                     {k.value: {v.value: n for v, n in row.items()} for k, row in counts.items()})

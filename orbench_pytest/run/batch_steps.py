@@ -24,6 +24,7 @@ from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import Job
+from orbench_pytest.fetch.retry import RetrySettings
 from orbench_pytest.fetch.targets import chat_request_body
 from orbench_pytest.run.runner import (
     JobPlan,
@@ -163,7 +164,10 @@ def submit_or_status(selected: Sequence[Selected], settings: Settings,
     if not batch_ids and status_only:
         raise BatchEnded([f"orbench: no batch submitted for the {len(jobs)} requests the cache "
                           "lacks (--orbench-batch=submit submits them)"])
-    client = BatchClient(url, secret_from_env(settings.api_key_env) or None, settings.timeout_s)
+    client = BatchClient(url, secret_from_env(settings.api_key_env) or None, settings.timeout_s,
+                         retry=RetrySettings(max_retries=settings.max_retries,
+                                             backoff_base_s=settings.backoff_s),
+                         clock=clock, sleep=sleep)
     if status_only:
         raise BatchEnded([f"orbench: {client.status(batch_id).describe()}"
                           for batch_id in batch_ids])

@@ -68,6 +68,10 @@ class SuiteCatalog:
     def suites(self) -> list[Suite]:
         return [suite for suite in self._suites.values() if suite is not None]
 
+    def prompt_ids(self) -> dict[str, frozenset[str]]:
+        """Each suite's prompt ids, as it defines them (what a disputed prompt may name)."""
+        return {suite.name: suite.ids for suite in self.suites}
+
     def known_categories(self) -> list[str]:
         return sorted({c for suite in self.suites for c in suite.categories})
 

@@ -34,28 +34,12 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import clip
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
+from orbench_pytest.reports.document import Flip
 from orbench_pytest.run.prompt_asker import Asked, PromptAsker
 from orbench_pytest.run.runner import ItemState, RunOutcome, Selected
 
 ANSWER_IN_REASON = 120  # characters of the refusing answer an item's reason quotes
 GENERATION_SHARE = 0.8  # of the budget, for the N tries; shrinking gets the rest
-
-
-@dataclass(frozen=True)
-class Flip:
-    """A fragile prompt and the smallest rewording found that the model refused."""
-
-    nodeid: str
-    suite: str
-    variant: str
-    case_id: str
-    category: str
-    original: str
-    rewording: str
-    edits: str  # e.g. "persona(0)"
-    answer: str  # the model's answer to the rewording (an excerpt; untrusted)
-    judge_reason: str
-    shrunk: bool  # False: the budget ran out before shrinking ended
 
 
 @dataclass

@@ -9,6 +9,7 @@ thresholds, disputes, baseline and how much of each suite the gate covers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -212,17 +213,21 @@ def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: Sui
     return notes
 
 
-def load_disputes(thresholds_path: Path | None, rootpath: Path) -> Disputes:
-    """The `disputed:` section of the thresholds file, and a disputed.yaml beside it (or in
-    the rootdir without a thresholds file)."""
+def load_disputes(thresholds_path: Path | None, rootpath: Path,
+                  suite_folders: Iterable[Path] = ()) -> Disputes:
+    """The `disputed:` section of the thresholds file, a disputed.yaml beside it (or in the
+    rootdir without a thresholds file), and a disputed.yaml in the folder of a suite of the
+    run (`orbench generate --rebuild` writes the review's there). The project's files win."""
     from orbench_pytest.gate.disputed import DISPUTED_FILE, load_disputed_file, merged
     from orbench_pytest.gate.thresholds import load_thresholds
 
     path = thresholds_path if thresholds_path is not None else rootpath / "thresholds.yaml"
-    parts = []
+    beside = path.parent / DISPUTED_FILE
+    parts = [load_disputed_file(found, _shown(found, rootpath))
+             for found in dict.fromkeys(folder / DISPUTED_FILE for folder in suite_folders)
+             if found.is_file() and found.resolve() != beside.resolve()]
     if path.is_file():
         parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
-    beside = path.parent / DISPUTED_FILE
     if beside.is_file():
         parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
     return merged(*parts)
