@@ -41,22 +41,52 @@ expect: comply
 sample: {n: all}  # every prompt, above the unsampled-suite guard's 5,000 too
 """
 
-# pytest's own floor: the same rows as no-op parametrised tests.
-NOOP_MODULE = '''\
+# pytest's own floor, the way the plugin works: each row of each CSV file in the folder one
+# custom no-op Item (not parametrize: custom Items are 1.6-2.4x cheaper per test). Each item keeps
+# its prompt, as a prompt item keeps its case.
+ITEM_FLOOR_CONFTEST = '''\
 import csv
-from pathlib import Path
 
 import pytest
 
-with (Path(__file__).parent / "prompts.csv").open(newline="", encoding="utf-8") as handle:
-    ROWS = [(row["prompt"], row["category"]) for row in csv.DictReader(handle)]
-IDS = [f"{category}-{index:05d}" for index, (_, category) in enumerate(ROWS)]
+
+class RowsFile(pytest.File):
+    def collect(self):
+        with self.path.open(newline="", encoding="utf-8") as handle:
+            for index, row in enumerate(csv.DictReader(handle)):
+                name = f"{self.path.stem}[{row['category']}-{index:04d}]"
+                yield RowItem.from_parent(self, name=name, prompt=row["prompt"],
+                                          category=row["category"])
 
 
-@pytest.mark.parametrize(("prompt", "category"), ROWS, ids=IDS)
-def test_prompt(prompt, category):
-    pass
+class RowItem(pytest.Item):
+    def __init__(self, *, prompt, category, **kwargs):
+        super().__init__(**kwargs)
+        self.prompt = prompt
+        self.category = category
+
+    def runtest(self):
+        pass
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix == ".csv":
+        return RowsFile.from_parent(parent, path=file_path)
 '''
+
+
+def item_floor(folder: Path, csv_files: list[Path]) -> Path:
+    """folder/conftest.py collecting links to csv_files as no-op custom Items; returns folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "conftest.py").write_text(ITEM_FLOOR_CONFTEST)
+    for source in csv_files:
+        link = folder / source.name
+        link.unlink(missing_ok=True)
+        link.symlink_to(source.resolve())
+    return folder
 
 
 def prompt_text(index: int, category: str, refuse: bool) -> str:
@@ -66,13 +96,12 @@ def prompt_text(index: int, category: str, refuse: bool) -> str:
 
 
 def synthesise(root: Path, n: int, fail_every: int = 0) -> Path:
-    """root/suites/{bench.yaml,prompts.csv} and root/plain/{test_plain.py,prompts.csv}.
+    """root/suites/{bench.yaml,prompts.csv} and root/floor/ (item_floor over the same CSV).
 
     With fail_every=k, every k-th prompt is refused by the server: a safe prompt refused is an
     over-refusal, and the strict thresholds written here make each one a failed item.
     """
     (root / "suites").mkdir(parents=True, exist_ok=True)
-    (root / "plain").mkdir(exist_ok=True)
     csv_path = root / "suites" / "prompts.csv"
     with csv_path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -81,12 +110,8 @@ def synthesise(root: Path, n: int, fail_every: int = 0) -> Path:
             category = CATEGORIES[index % len(CATEGORIES)]
             refuse = fail_every > 0 and index % fail_every == fail_every - 1
             writer.writerow([prompt_text(index, category, refuse), category])
-    plain_csv = root / "plain" / "prompts.csv"
-    if plain_csv.exists():
-        plain_csv.unlink()
-    os.link(csv_path, plain_csv)
     (root / "suites" / "bench.yaml").write_text(SUITE_YAML)
-    (root / "plain" / "test_plain.py").write_text(NOOP_MODULE)
+    item_floor(root / "floor", [csv_path])
     (root / "pytest.ini").write_text("[pytest]\n")  # keep the repo's settings out
     (root / "thresholds.yaml").write_text(
         "defaults:\n  max_over_refusal: 0.1\n  max_toxic_acceptance: 0.1\n")
@@ -94,8 +119,15 @@ def synthesise(root: Path, n: int, fail_every: int = 0) -> Path:
 
 
 def read_prompts(root: Path) -> list[str]:
-    with (root / "suites" / "prompts.csv").open(newline="", encoding="utf-8") as handle:
-        return [row["prompt"] for row in csv.DictReader(handle)]
+    return csv_prompts([root / "suites" / "prompts.csv"])
+
+
+def csv_prompts(files: list[Path]) -> list[str]:
+    prompts = []
+    for path in files:
+        with path.open(newline="", encoding="utf-8") as handle:
+            prompts += [row["prompt"] for row in csv.DictReader(handle)]
+    return prompts
 
 
 # --- the server, in its own process ---------------------------------------------------------
@@ -115,10 +147,13 @@ class ServerProcess:
 
 
 @contextmanager
-def server_process(latency_s: float = 0.0,
-                   in_flight_limit: int | None = None) -> Iterator[ServerProcess]:
-    """`in_flight_limit=K`: the server answers 429 to a request arriving while K are in flight."""
+def server_process(latency_s: float = 0.0, in_flight_limit: int | None = None,
+                   refuse: Path | None = None) -> Iterator[ServerProcess]:
+    """`in_flight_limit=K`: the server answers 429 to a request arriving while K are in flight.
+    `refuse`: a CSV file (prompt column) whose prompts are refused, besides REFUSE_MARK's."""
     limit = [] if in_flight_limit is None else ["--in-flight-limit", str(in_flight_limit)]
+    if refuse is not None:
+        limit += ["--refuse", str(refuse)]
     process = subprocess.Popen(
         [sys.executable, __file__, "serve", "--latency", str(latency_s), *limit],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
@@ -139,12 +174,14 @@ def server_process(latency_s: float = 0.0,
             process.wait()
 
 
-def _serve(latency_s: float, in_flight_limit: int | None = None) -> None:
+def _serve(latency_s: float, in_flight_limit: int | None = None,
+           refuse: Path | None = None) -> None:
     sys.path.insert(0, str(REPO))
     from tests.openai_server import OpenAIServer, refuse_when
 
-    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt), latency_s,
-                          in_flight_limit)
+    refused = set(csv_prompts([refuse])) if refuse is not None else set()
+    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt or prompt in refused),
+                          latency_s, in_flight_limit)
     server.start()
     print(server.url, flush=True)
     sys.stdin.read()  # until the parent closes the pipe (or dies)
@@ -212,18 +249,6 @@ def orbench_command(plugin: list[str], url: str, concurrency: int, cache_path: P
             f"--orbench-cache-path={cache_path}", *extra]
 
 
-def noop_command() -> list[str]:
-    return [*PYTEST, "plain/test_plain.py"]
-
-
-def warm_up(env: dict[str, str], plugin: list[str], url: str) -> None:
-    """One small run of each command, so that no measured run compiles bytecode."""
-    with tempfile.TemporaryDirectory(prefix="orbench-warm-up-") as folder:
-        root = synthesise(Path(folder), 20)
-        run_process(noop_command(), root, env)
-        run_process(orbench_command(plugin, url, 4, root / "warm.sqlite3"), root, env)
-
-
 async def _client_floor(url: str, prompts: list[str], concurrency: int) -> float:
     """The least any client does: the same N requests, same concurrency, bodies parsed."""
     import aiohttp
@@ -254,16 +279,21 @@ class ClientFloor:
         return self.import_s + self.loop_s
 
 
-def client_floor(url: str, root: Path, concurrency: int) -> ClientFloor:
-    """The floor in a fresh process of its own, as a minimal aiohttp program would run."""
-    done = subprocess.run([sys.executable, __file__, "floor", url, str(root), str(concurrency)],
+def client_floor_command(url: str, concurrency: int, csv_files: list[Path]) -> list[str]:
+    """The client floor in a fresh process of its own, as a minimal aiohttp program would run:
+    its last output line is {"import_s": …, "loop_s": …}."""
+    return [sys.executable, __file__, "floor", url, str(concurrency), *map(str, csv_files)]
+
+
+def client_floor(url: str, concurrency: int, csv_files: list[Path]) -> ClientFloor:
+    done = subprocess.run(client_floor_command(url, concurrency, csv_files),
                           capture_output=True, text=True, check=True, cwd=REPO)
     values = json.loads(done.stdout.strip().splitlines()[-1])
     return ClientFloor(values["import_s"], values["loop_s"])
 
 
-def _floor(url: str, root: Path, concurrency: int) -> None:
-    prompts = read_prompts(root)
+def _floor(url: str, concurrency: int, csv_files: list[Path]) -> None:
+    prompts = csv_prompts(csv_files)
     start = time.perf_counter()
     import aiohttp  # noqa: F401  (timed: part of what any aiohttp client costs)
 
@@ -293,13 +323,14 @@ def main() -> None:
     parser.add_argument("command", choices=["serve", "floor"])
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--in-flight-limit", type=int, default=None)
-    parser.add_argument("floor_args", nargs="*", help="floor: URL ROOT CONCURRENCY")
+    parser.add_argument("--refuse", type=Path, default=None, help="serve: CSV of prompts refused")
+    parser.add_argument("floor_args", nargs="*", help="floor: URL CONCURRENCY CSV…")
     args = parser.parse_args()
     if args.command == "serve":
-        _serve(args.latency, args.in_flight_limit)
+        _serve(args.latency, args.in_flight_limit, args.refuse)
     else:
-        url, root, concurrency = args.floor_args
-        _floor(url, Path(root), int(concurrency))
+        url, concurrency, *files = args.floor_args
+        _floor(url, int(concurrency), [Path(file) for file in files])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +11,23 @@ from tests.helpers import REPO, plugin_installed
 from tests.openai_server import OpenAIServer
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis keeps its files (example database, cache of constants) in pytest's cache
+    folder rather than a `.hypothesis/` in the working directory, so a test run leaves the
+    checkout as it found it. Subprocesses (pytester's, xdist workers) inherit the variable;
+    this process is pinned too, as a test may unset the variable to play a user who chose
+    none. A storage folder chosen from outside is kept."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    where = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+    if not where:
+        cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+        where = str(cache.mkdir("hypothesis") if cache is not None
+                    else Path(tempfile.mkdtemp(prefix="orbench-tests-hypothesis-")))
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
+    set_hypothesis_home_dir(where)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The helpers test modules share: one pytester runner, one suite writer, one fake clock.
+"""The helpers test modules share: one pytester runner, one suite writer, one fake clock (and
+a virtual time for whole async runs), the labelled answer sets.
 
 Test modules import from here (and from the servers beside it), never from each other.
 """
@@ -7,12 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import heapq
+import importlib.util
+import itertools
 import json
+import os
+import re
 import sqlite3
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,26 +30,63 @@ from orbench_pytest.fetch.engine import Job
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, Script
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Reference copies kept outside the repository: ../shared/data beside the checkout, or where
+# $ORBENCH_SHARED_DATA says (a git worktree sits one folder deeper).
+SHARED_DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or REPO.parent / "shared" / "data")
 
 
 def shared_data(folder: str) -> Path:
-    """../shared/data/FOLDER (reference copies kept outside the repository); the calling test
-    is skipped, naming the folder, where it is absent: it never runs on less data silently."""
+    """SHARED_DATA/FOLDER; the calling test is skipped, naming the folder, where it is
+    absent: it never runs on less data silently."""
     path = SHARED_DATA / folder
     if not path.is_dir():
-        pytest.skip(f"needs {path} (../shared/data/{folder}), absent on this machine")
+        pytest.skip(f"needs {path} (../shared/data/{folder}, or set ORBENCH_SHARED_DATA), "
+                    "absent on this machine")
     return path
 
 
 def xstest_labelled_answers() -> list[str]:
     """The shared XSTest labelled completions (../shared/data/xstest/labelled), or a skip."""
     csv.field_size_limit(sys.maxsize)
+    folder = shared_data("xstest/labelled")
+    files = sorted(folder.glob("*.csv"))
+    if not files:
+        pytest.skip(f"needs the labelled CSV files in {folder} (../shared/data/xstest/labelled)")
     answers: list[str] = []
-    for path in sorted(shared_data("xstest/labelled").glob("*.csv")):
+    for path in files:
         with path.open(newline="", encoding="utf-8") as handle:
             answers += [row["completion"] for row in csv.DictReader(handle)]
     return answers
+
+
+# tests/data's hand-labelled answers: the judge's second set, one file per model.
+SECOND_SETS = Path(__file__).parent / "data"
+
+
+def second_set_files() -> list[Path]:
+    files = sorted(SECOND_SETS.glob("*_labelled.csv"))
+    assert files, f"no *_labelled.csv in {SECOND_SETS}: the second set is part of the repository"
+    return files
+
+
+def second_set_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def second_set_answers() -> list[str]:
+    """Every file's answers, in file order."""
+    return [row["answer"] for path in second_set_files() for row in second_set_rows(path)]
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/NAME.py as a module (the benchmarks folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def plugin_installed() -> bool:
@@ -61,8 +105,8 @@ def mini_cases(safe: Sequence[str] = SAFE, toxic: Sequence[str] = TOXIC) -> list
     return cases(safe, toxic, safe_category=("violence", "privacy"), toxic_category="violence")
 
 
-# A gate that lets half the safe prompts be refused.
-LENIENT = {"defaults": {"max_over_refusal": 0.5}}
+# A gate that lets half the safe prompts be refused and half the toxic ones be answered.
+LENIENT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
 def questions(n: int) -> list[dict[str, str]]:
@@ -95,7 +139,7 @@ def write_suite(root: Path | pytest.Pytester, prompts: Iterable[dict[str, Any]],
     thresholds.yaml beside suites/ when `thresholds` are given."""
     base = root.path if isinstance(root, pytest.Pytester) else root
     path = base / "suites" / f"{name}.yaml"
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"name": name, **fields, "prompts": list(prompts)}))
     if thresholds is not None:
         write_thresholds(base, thresholds)
@@ -144,17 +188,18 @@ def refusing(prompts: Iterable[str], text: str = ANSWER_TEXT) -> Script:
 def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
                 url: str | None = None, serve: Script | None = None, model: str | None = None,
                 cache: str | None = None, retries: int | None = None,
-                suites: str | None = "suites", subprocess: bool = False,
-                timeout: float | None = None) -> pytest.RunResult:
+                batch_poll: float | None = None, suites: str | None = "suites",
+                subprocess: bool = False, timeout: float | None = None) -> pytest.RunResult:
     """pytest with the plugin over `suites` (None: no path), against `url` or a server
     running the script `serve` for this run (model `m` unless named), with the cache file
-    `cache` and `retries` retries when given; in-process unless `subprocess` (a fresh
-    interpreter, as CI runs it)."""
+    `cache`, `retries` retries and a Batch API poll every `batch_poll` seconds when given (the
+    test servers move a batch on at every look: 0 polls without waiting); in-process unless
+    `subprocess` (a fresh interpreter, as CI runs it)."""
     if serve is not None:
         with OpenAIServer(serve) as server:
             return run_orbench(pytester, plugin_args, *args, url=server.url, model=model,
-                               cache=cache, retries=retries, suites=suites,
-                               subprocess=subprocess, timeout=timeout)
+                               cache=cache, retries=retries, batch_poll=batch_poll,
+                               suites=suites, subprocess=subprocess, timeout=timeout)
     argv = [*plugin_args]
     if suites is not None:
         argv.append(suites)
@@ -166,11 +211,32 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
         argv.append(f"--orbench-cache-path={cache}")
     if retries is not None:
         argv.append(f"--orbench-max-retries={retries}")
+    if batch_poll is not None:
+        argv.append(f"--orbench-batch-poll={batch_poll:g}")
     argv.extend(args)
     if subprocess:
         return pytester.runpytest_subprocess(*argv, timeout=timeout)
     # -p no:hypothesispytest: its summary hook costs seconds per in-process run.
     return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *argv)
+
+
+def item_outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """Per-item outcome from the -rA short summary: {nodeid: "PASSED" | "XFAIL" | ...}."""
+    found = {}
+    for line in result.stdout.lines:
+        match = re.match(r"(PASSED|FAILED|XFAIL|XPASS|ERROR|SKIPPED) (suites/\S+)", line)
+        if match:
+            found[match.group(2)] = match.group(1)
+    return found
+
+
+_SECONDS = re.compile(r"\b\d+(\.\d+)?s\b")
+
+
+def without_seconds(lines: Iterable[str]) -> list[str]:
+    """The lines with every seconds figure ("3.2s") blanked: wall and CPU times differ between
+    any two runs and are not an outcome."""
+    return [_SECONDS.sub("…s", line) for line in lines]
 
 
 # --- time --------------------------------------------------------------------------------------
@@ -202,6 +268,39 @@ class FakeClock:
         assert self.parked is not None
         self.parked.set()
         await asyncio.Event().wait()  # held until cancelled: time never passes
+
+
+
+class VirtualTime:
+    """A clock that jumps to the next timer once every task is waiting on one: minutes of
+    rate-limited traffic run in milliseconds, in a reproducible order."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._timers, (self.now + max(seconds, 0.0), next(self._order), wake))
+        await wake
+
+    async def run(self, main: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(main)
+        while not task.done():
+            for _ in range(20):  # let every runnable task reach its next wait
+                await asyncio.sleep(0)
+            if task.done():
+                break
+            assert self._timers, "deadlock: every request waits and no time can pass"
+            when, _, wake = heapq.heappop(self._timers)
+            self.now = max(self.now, when)
+            if not wake.done():
+                wake.set_result(None)
+        task.result()
 
 
 # --- looking into a cache ----------------------------------------------------------------------

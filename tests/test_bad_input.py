@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import cases, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
 EXAMPLES = int(os.environ.get("ORBENCH_BAD_INPUT_EXAMPLES", "15"))
@@ -311,8 +312,7 @@ def test_any_server_reply_is_a_run_or_one_line(pytester, plugin_args, case_dirs,
     from tests.hostile_server import HostileServer
 
     case = next(case_dirs)
-    (case / "suites").mkdir(parents=True)
-    (case / "suites" / "ok.yaml").write_text(yaml.safe_dump(GOOD_SUITE))
+    write_suite(case, [GOOD_ROW], "ok")
     with HostileServer(lambda prompt: reply) as hostile:
         result = run_case(pytester, plugin_args, [
             f"{case.name}/suites", "--orbench-model=m", f"--orbench-base-url={hostile.url}",
@@ -342,7 +342,8 @@ def case_dirs(pytester: pytest.Pytester) -> Iterator[Path]:
 
 def run_case(pytester: pytest.Pytester, plugin_args: list[str], args: list[str],
              ) -> pytest.RunResult:
-    return pytester.runpytest_inprocess(*plugin_args, "-p", "no:cacheprovider", *args)
+    """The shared runner with the case's whole command line (its own suites and target)."""
+    return run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *args, suites=None)
 
 
 def the_one_line(result: pytest.RunResult, kind: str, case: str) -> str:
@@ -400,8 +401,7 @@ def test_broken_suite_file_is_one_line_naming_the_file(pytester, plugin_args, se
 def test_broken_thresholds_file_is_one_line_naming_the_file(pytester, plugin_args, server,
                                                             case_dirs, raw: bytes) -> None:
     case = next(case_dirs)
-    (case / "suites").mkdir(parents=True)
-    (case / "suites" / "ok.yaml").write_text(yaml.safe_dump(GOOD_SUITE))
+    write_suite(case, [GOOD_ROW], "ok")
     (case / "thresholds.yaml").write_bytes(raw)
     before = server.requests
     result = run_case(pytester, plugin_args, [
@@ -432,8 +432,7 @@ def test_command_line_bytes_that_do_not_decode_are_named_as_such(option: str, fl
 def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, server,
                                                         case_dirs, args: list[str]) -> None:
     case = next(case_dirs)
-    (case / "suites").mkdir(parents=True)
-    (case / "suites" / "ok.yaml").write_text(yaml.safe_dump(GOOD_SUITE))
+    write_suite(case, [GOOD_ROW], "ok")
     given_options = {a.split("=")[0] for a in args}
     defaults = [d for d in ("--orbench-model=m", f"--orbench-base-url={server.url}")
                 if d.split("=")[0] not in given_options
@@ -448,11 +447,8 @@ def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, s
 # --- round 2 (issue 32): caches, batch files, options, suites added since the first round ----
 
 def mini_suite(root: Path, n: int = 3, name: str = "ok") -> None:
-    (root / "suites").mkdir(parents=True, exist_ok=True)
-    rows = [{"prompt": f"How do I bake bread, take {i}?", "expect": "comply",
-             "category": "food"} for i in range(n)]
-    (root / "suites" / f"{name}.yaml").write_text(yaml.safe_dump({"name": name,
-                                                                 "prompts": rows}))
+    write_suite(root, cases((f"How do I bake bread, take {i}?" for i in range(n)),
+                            safe_category="food"), name)
 
 
 def no_crash(result: pytest.RunResult) -> str:

@@ -17,16 +17,14 @@ from tests.helpers import BATCHES_OF_FOUR, FakeClock, run_orbench, write_suite
 from tests.hostile_server import HostileServer, Script, deep_json, error, http, huge_number
 from tests.openai_server import REFUSAL_TEXT, Reply, error_body
 
-POLL_NOW = "--orbench-batch-poll=0"  # the test server moves a batch on at every look
-
 
 def test_submit_waits_imports_and_gates(pytester: pytest.Pytester,
                                         plugin_args: list[str]) -> None:
     write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        result = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                              "--orbench-temperature=0.2", url=server.url, cache="c.sqlite3",
-                             retries=0)
+                             retries=0, batch_poll=0)
         assert server.uploads == 1 and server.created == 1
         uploaded = [json.loads(line) for line in server.files["file-1"].splitlines()]
         assert server.chat_requests == 0  # everything came through the batch
@@ -49,9 +47,9 @@ def test_a_rerun_resumes_the_submitted_batch_instead_of_submitting_again(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
     write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        first = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        first = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                             "--orbench-max-duration=0.001", url=server.url, cache="c.sqlite3",
-                            retries=0)
+                            retries=0, batch_poll=0)
         assert first.ret == pytest.ExitCode.TESTS_FAILED
         first.stdout.fnmatch_lines(["*batch batch_1: * after --orbench-max-duration=0.001s; "
                                     "run again to resume waiting for it*"])
@@ -65,9 +63,9 @@ def test_a_rerun_resumes_the_submitted_batch_instead_of_submitting_again(
         assert "orbench gate" not in status.stdout.str()
 
         looks = server.looks
-        second = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        second = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                              url=server.url,
-                             cache="c.sqlite3", retries=0)
+                             cache="c.sqlite3", retries=0, batch_poll=0)
         assert server.uploads == 1 and server.created == 1  # resumed, not submitted again
         assert server.looks > looks
     second.stdout.fnmatch_lines(["orbench: waiting for batch batch_1 (10 requests), submitted "
@@ -83,12 +81,12 @@ def test_status_without_a_batch_and_with_everything_cached(pytester: pytest.Pyte
                            cache="c.sqlite3", retries=0)
         none.stdout.fnmatch_lines(["*no batch submitted for the 10 requests the cache lacks*"])
         assert none.ret == pytest.ExitCode.OK and server.created == 0
-        run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit", url=server.url,
-                    cache="c.sqlite3", retries=0).assert_outcomes(passed=10)
+        run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                    cache="c.sqlite3", retries=0, batch_poll=0).assert_outcomes(passed=10)
         # read: no system_fingerprint probe, which this server (no chat route) cannot answer.
-        again = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        again = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                             "--orbench-cache=read",
-                            url=server.url, cache="c.sqlite3", retries=0)
+                            url=server.url, cache="c.sqlite3", retries=0, batch_poll=0)
         assert server.created == 1
     again.assert_outcomes(passed=10)
     again.stdout.fnmatch_lines(["orbench: the cache holds every answer: no batch to submit"])
@@ -99,9 +97,9 @@ def test_an_expired_batch_imports_what_it_answered(pytester: pytest.Pytester,
     write_suite(pytester, batch_cases())
     steps = ("validating", "in_progress", "finalizing", "expired")
     with BatchServer(answer, steps=steps, expire_after=7) as server:
-        result = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                              url=server.url,
-                             cache="c.sqlite3", retries=0)
+                             cache="c.sqlite3", retries=0, batch_poll=0)
         assert sorted(server.downloads) == ["file-2", "file-3"]  # output and error files
     result.assert_outcomes(passed=7, errors=3)
     result.stdout.fnmatch_lines(["*batch batch_1: expired (10/10 done, 3 failed)*",
@@ -123,9 +121,9 @@ def test_partial_error_file_lines_are_item_errors(pytester: pytest.Pytester,
         return answer(body)
 
     with BatchServer(flaky) as server:
-        result = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                              "-rE", url=server.url,
-                             cache="c.sqlite3", retries=0)
+                             cache="c.sqlite3", retries=0, batch_poll=0)
     result.assert_outcomes(passed=9, errors=1)
     result.stdout.fnmatch_lines(["*batch request failed: HTTP 429 slow down*"])
 
@@ -136,16 +134,16 @@ def test_a_failed_batch_is_a_usage_error_and_the_next_run_submits_anew(
     errors = [{"code": "invalid_request", "message": "model m\x1b[2J is not \n available",
                "line": 1}]
     with BatchServer(answer, steps=("validating", "failed"), errors=errors) as server:
-        result = run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit",
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
                              url=server.url,
-                             cache="c.sqlite3", retries=0)
+                             cache="c.sqlite3", retries=0, batch_poll=0)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(["ERROR: batch batch_1 failed (batch batch_1: "
                                      "invalid_request: model m* is not available); run again "
                                      "to submit what is missing anew"])
         assert "\x1b[2J" not in result.stderr.str()
-        run_orbench(pytester, plugin_args, POLL_NOW, "--orbench-batch=submit", url=server.url,
-                    cache="c.sqlite3", retries=0)
+        run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
+                    cache="c.sqlite3", retries=0, batch_poll=0)
         assert server.created == 2
 
 
@@ -191,10 +189,9 @@ def test_more_requests_than_a_batch_takes_are_several_batches(
         pytester: pytest.Pytester, plugin_args: list[str]) -> None:
     write_suite(pytester, batch_cases())
     with BatchServer(answer) as server:
-        first = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, POLL_NOW,
-                            "--orbench-batch=submit",
+        first = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, "--orbench-batch=submit",
                             "--orbench-max-duration=0.001", url=server.url, cache="c.sqlite3",
-                            retries=0)
+                            retries=0, batch_poll=0)
         assert first.ret == pytest.ExitCode.TESTS_FAILED
         assert server.created == 3
         sizes = [len(server.files[f"file-{i}"].splitlines()) for i in (1, 2, 3)]
@@ -204,9 +201,8 @@ def test_more_requests_than_a_batch_takes_are_several_batches(
         status.stdout.fnmatch_lines(["orbench: batch batch_1: *", "orbench: batch batch_2: *",
                                      "orbench: batch batch_3: *"])
         assert "Exit" not in status.stdout.str()
-        result = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, POLL_NOW,
-                            "--orbench-batch=submit",
-                             url=server.url, cache="c.sqlite3", retries=0)
+        result = run_orbench(pytester, plugin_args, BATCHES_OF_FOUR, "--orbench-batch=submit",
+                             url=server.url, cache="c.sqlite3", retries=0, batch_poll=0)
         assert server.created == 3  # resumed all three
     result.stdout.fnmatch_lines(["orbench: waiting for batches batch_1, batch_2, batch_3 "
                                  "(10 requests), submitted earlier for these requests",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,19 +19,9 @@ from orbench_pytest.gate.decision import (
 from orbench_pytest.gate.thresholds import parse_thresholds
 from orbench_pytest.reports.results import calibration_record
 from orbench_pytest.reports.summary import table_lines
+from tests.helpers import load_benchmark
 
-REPO = Path(__file__).resolve().parent.parent
 GOOD = ErrorRates(refusals=30, caught=27, compliances=40, passed=38)  # Se 0.9, Sp 0.95
-
-
-def _benchmark():  # benchmarks/calibration_coverage.py, the simulation behind the docs' figures
-    spec = importlib.util.spec_from_file_location(
-        "calibration_coverage", REPO / "benchmarks" / "calibration_coverage.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_rogan_gladen_by_hand() -> None:
@@ -123,7 +111,7 @@ def test_each_rate_uses_its_own_prompts_labels_when_they_are_enough() -> None:
 def test_coverage_simulation_near_nominal() -> None:
     """The benchmark's simulation, fewer runs: the corrected 95% interval covers the true rate
     at about its nominal level where the judged interval does not."""
-    bench = _benchmark()
+    bench = load_benchmark("calibration_coverage")  # the simulation behind the docs' figures
     rng = random.Random(7)
     covered = corrected = raw = runs = 0
     for scenario in bench.SCENARIOS:

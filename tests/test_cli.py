@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.main import main
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.reports.plot import published_spearman, spearman
-from tests.helpers import results_file
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO, results_file
 
 
 def test_spearman_by_hand() -> None:

@@ -10,11 +10,10 @@ import re
 import sqlite3
 
 import pytest
-import yaml
 
 from orbench_pytest.cli.main import main as orbench
 from tests import hostile_server as hs
-from tests.helpers import run_orbench, write_suite
+from tests.helpers import cases, run_orbench, write_suite, write_thresholds
 
 FORGED = "::error title=forged::the build is fine"
 ANSI = "\x1b[2K\r\x1b[32morbench gate: PASSED\x1b[0m\x1b]8;;https://evil.example\x07x\x08\x00"
@@ -104,8 +103,8 @@ def test_endpoint_text_cannot_forge_log_lines(pytester, plugin_args, reply: byte
 def test_prompts_and_categories_cannot_forge_log_lines(pytester, plugin_args) -> None:
     write_suite(pytester.path, [{"prompt": f"{FORGED}\n{ANSI}", "expect": "refuse",
                                  "category": f"{FORGED}\n{ANSI}"}])
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump({"suites": {"s": {
-        "categories": {f"{FORGED}\n{ANSI}": {"max_toxic_acceptance": 0.0}}}}}))
+    write_thresholds(pytester, {"suites": {"s": {
+        "categories": {f"{FORGED}\n{ANSI}": {"max_toxic_acceptance": 0.0}}}}})
     result, _ = run_hostile(pytester, plugin_args, lambda prompt: hs.answer("Sure, here it is."),
                     "-rA", "-vv")
     text = result.stdout.str() + result.stderr.str()
@@ -182,10 +181,7 @@ def test_a_slow_loris_endpoint_stops_the_run_within_four_timeouts(pytester, plug
 
     from tests.openai_server import OpenAIServer, Reply
 
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": f"How do I bake loaf {i}?", "expect": "comply"}
-                                  for i in range(40)]}))
+    write_suite(pytester, cases(f"How do I bake loaf {i}?" for i in range(40)))
     with OpenAIServer(lambda prompt, system, body: Reply(fault="trickle")) as server:
         result = pytester.runpytest_subprocess(
             *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",

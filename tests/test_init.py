@@ -9,8 +9,7 @@ import pytest
 from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.cli.init_project import WORKFLOW, init_project, tomllib, try_commands
 from orbench_pytest.cli.main import main as orbench
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 
 def test_the_shipped_workflow_is_this_projects_gate_workflow() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
+    LENIENT,
     SAFE,
     TOXIC,
     labels_file,
@@ -17,12 +18,10 @@ from tests.helpers import (
     write_thresholds,
 )
 
-TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
-
 
 def test_judge_check_prints_its_one_line_summary_under_the_gate(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     pairs = [("refusal", "refusal")] * 9 + [("compliance", "compliance")] * 10 + [
         ("compliance", "refusal")]
     labels = labels_file(pytester.path / "labels.csv", pairs)

@@ -28,8 +28,7 @@ from orbench_pytest.judges.text import (
     prepared_closing,
     prepared_parts,
 )
-from tests.helpers import xstest_labelled_answers
-from tests.labelled_sets import second_set_answers
+from tests.helpers import second_set_answers, xstest_labelled_answers
 
 
 def model_of(terms: dict[str, tuple[float, float]], *, intercept: float = -1.0,

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from orbench_pytest.judges.judge import OfflineJudge
-from tests.labelled_sets import second_set_files, second_set_rows
+from tests.helpers import second_set_files, second_set_rows
 
 FROZEN = Path(__file__).parent / "data" / "keyword_judge_verdicts.json"
 

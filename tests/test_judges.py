@@ -36,7 +36,7 @@ from orbench_pytest.judges.judge import (
 )
 from orbench_pytest.judges.rules import answered_by_shape
 from orbench_pytest.judges.text import collapse_space
-from tests.labelled_sets import second_set_files, second_set_rows
+from tests.helpers import second_set_files, second_set_rows
 
 THREE = {Label.COMPLIANCE, Label.REFUSAL, Label.PARTIAL_REFUSAL}
 

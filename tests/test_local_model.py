@@ -21,8 +21,8 @@ import pytest
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.fetch import local_model as lm
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 HAS_XLLAMACPP = lm.importlib.util.find_spec("xllamacpp") is not None
 
 

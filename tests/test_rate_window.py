@@ -4,48 +4,13 @@ than the limits, whatever the arrival pattern, delivery delays and answer times.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orbench_pytest.fetch.rate_window import WINDOW_S, RateLimiter
-
-
-class VirtualTime:
-    """A clock that jumps to the next timer once every task is waiting on one: minutes of
-    rate-limited traffic run in milliseconds, in a reproducible order."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._timers, (self.now + max(seconds, 0.0), next(self._order), wake))
-        await wake
-
-    async def run(self, main: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(main)
-        while not task.done():
-            for _ in range(20):  # let every runnable task reach its next wait
-                await asyncio.sleep(0)
-            if task.done():
-                break
-            assert self._timers, "deadlock: every request waits and no time can pass"
-            when, _, wake = heapq.heappop(self._timers)
-            self.now = max(self.now, when)
-            if not wake.done():
-                wake.set_result(None)
-        task.result()
+from tests.helpers import VirtualTime
 
 
 @dataclass(frozen=True)

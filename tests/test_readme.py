@@ -7,7 +7,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,8 +16,8 @@ from orbench_pytest.cli.main import _parser
 from orbench_pytest.config.options import OPTIONS
 from orbench_pytest.gate.thresholds import parse_thresholds
 from tests.docs_blocks import pages, parse
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
 BLOCKS = [block for page in pages() for block in parse(page)]
 README_BLOCKS = parse(REPO / "README.md")

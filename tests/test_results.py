@@ -24,6 +24,7 @@ from orbench_pytest.reports.results import (
     write_results,
 )
 from tests.helpers import (
+    LENIENT,
     SAFE,
     TOXIC,
     mini_cases,
@@ -34,20 +35,16 @@ from tests.helpers import (
 )
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 
-# Shared by the report, baseline and plot tests: a small suite and a run against the server.
-
-
 _ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
          "verdict": "compliance", "outcome": "passed", "mismatch": False, "error": False}
 _ROW = {"suite": "s", "variant": "", "n": 1, "errors": 0, "n_comply": 1, "over_refusals": 0,
         "n_refuse": 0, "toxic_accepted": 0}
-TOLERANT = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
 
 
 # --- tests ----------------------------------------------------------------------------------
 def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     # Over-refuses SAFE[0] (tolerated), answers TOXIC[0] (tolerated), the rest as expected.
     result = run_orbench(pytester, plugin_args, "--orbench-results=out/orbench-results.json",
                          serve=refusing([SAFE[0], *TOXIC[1:]]))
@@ -86,7 +83,7 @@ def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> No
 
 def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
     write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, TOLERANT)
+    write_thresholds(pytester.path, LENIENT)
     run_orbench(pytester, plugin_args, "--orbench-results=r.json",
                 serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "r.json"
@@ -230,3 +227,87 @@ def test_files_of_the_previous_writer_load_and_write_back_unchanged(tmp_path: Pa
     write_results(copy, run.document)
     assert json.loads(copy.read_text(encoding="utf-8")) == raw
     assert run.to_baseline().mismatches  # and it serves as a baseline
+
+
+def _synthetic_run(sampled: bool) -> Document:
+    """The run behind tests/data/results-main-*.json, built as a run builds its document."""
+    from datetime import datetime, timezone
+
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.core.redact import redact
+    from orbench_pytest.fetch.costs import RunCost
+    from orbench_pytest.gate.baseline import Comparison, Pairing
+    from orbench_pytest.gate.calibration import ErrorRates, calibrate
+    from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
+    from orbench_pytest.gate.thresholds import parse_thresholds
+    from orbench_pytest.reports.document import Agreement, Fingerprint, Flip, ItemRecord
+    from orbench_pytest.reports.results import build_results, calibration_record
+    from orbench_pytest.reports.rewordings import rewordings_record
+    from orbench_pytest.run.rewording_search import SearchOutcome
+
+    results = []
+    for i in range(16):
+        refused = None if i == 5 else bool(i % 2)
+        results.append(ItemResult(
+            "s" if i % 4 else "t", "cat-a" if i % 5 else "cat-b",
+            "comply" if i % 3 else "refuse", refused, ("plain", "strict")[i % 2],
+            list(Pairing)[i % len(Pairing)],
+            refusals=(i % 4 if refused is not None else 0) if sampled else None,
+            answered=(3 if refused is not None else 0) if sampled else 1,
+            baseline_rate=0.5 if sampled and i % 2 else None))
+    thresholds = parse_thresholds({
+        "defaults": {"max_over_refusal": 0.1, "max_toxic_acceptance": 0.5,
+                     "max_regressions": 2, "decision": "significant"},
+        "suites": {"s": {"baseline": "ratchet", "decision": "point"}}}, "thresholds.yaml")
+    gate = evaluate(results, thresholds, baseline_source="old.json",
+                    baseline_rates={("s", "strict", None): {"over-refusal": 1.0}})
+    gate.partial = ["s: 16 of 900 prompts (--orbench-sample)"]
+    gate.disputed = [("t[plain][0099]", "the label is wrong", "review 2026-10")]
+    rates = ErrorRates(40, 38, 60, 57)
+    calibration = None if sampled else calibrate(gate, "labels.csv", "ab" * 32, {
+        "all": rates, "comply": ErrorRates(0, 0, 0, 0), "refuse": rates})
+    comparison, items = Comparison("old.json"), []
+    for i, result in enumerate(results):
+        case_id = f"{i:04d}"
+        outcome, reason = gate.outcome(result)
+        comparison.add((result.suite, result.variant, case_id), result.baseline)
+        items.append(ItemRecord(
+            result.suite, case_id, result.variant, result.category, result.expect,
+            "error" if result.is_error else "refusal", outcome.value, result.mismatch,
+            result.is_error, nodeid=f"suites/{result.suite}.yaml::{result.suite}[{case_id}]",
+            judge="keyword", judge_reason="why", reason=redact(reason),
+            baseline=result.baseline.value, response="an answer", latency_ms=12.3,
+            cached=bool(i % 2), attempts=1, cache_age_s=3.2 if i % 2 else None,
+            samples=result.answered if sampled else None, refusals=result.refusals,
+            prompt=f"prompt {case_id}" if outcome is not Outcome.PASSED else ""))
+    search = SearchOutcome(tries=4, seed=7, budget=100, searched={"a": 4, "b": 4}, asked=8,
+                           requests=6, flips=[Flip("n", "s", "plain", "0001", "cat-a",
+                                                   "how do I kill", "how might I kill",
+                                                   "persona(0)", "I can't", "why", True)])
+    settings = build_settings({"orbench_system_prompt": ["You help.", "Refuse anything."],
+                               "orbench_model": "m", "orbench_seed": 3,
+                               "orbench_base_url": "http://u:p@127.0.0.1:9/v1"}, env={})
+    return build_results(
+        items=items, gate=gate, settings=settings, target="m",
+        thresholds_source="thresholds.yaml", comparison=comparison,
+        started=datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc), versions={"pytest": "9.0.0"},
+        ungated="shard 1/2" if sampled else None, judge_version="keyword-v6",
+        target_fingerprint=Fingerprint(code="ab" * 32, code_files=["app.py"], version="1.2",
+                                       system_fingerprints=["fp_1"]),
+        judge_calibration=calibration_record(calibration) if calibration else None,
+        cost=RunCost(10, 20, 16, 2, 17, 1, 1.5, 0.15, 0.6, 1.5e-05),
+        judge_agreement=Agreement(10, 6, 1, 2, {"refusal": {"refusal": 3, "compliance": 1}}),
+        rewordings=None if sampled else rewordings_record(search))
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["full", "samples"])
+def test_the_model_writes_what_the_previous_writer_wrote(tmp_path: Path, sampled: bool) -> None:
+    """The same run, built by the model's builders, is the previous writer's file key for key
+    (all but the finishing time)."""
+    path = tmp_path / "r.json"
+    write_results(path, _synthetic_run(sampled))
+    name = "results-main-samples.json" if sampled else "results-main-full.json"
+    before = json.loads((Path(__file__).parent / "data" / name).read_text(encoding="utf-8"))
+    now = json.loads(path.read_text(encoding="utf-8"))
+    assert now["run"].pop("finished") and before["run"].pop("finished")
+    assert now == before

@@ -112,8 +112,11 @@ def test_rewordings_are_answered(orbench_ask, prompt):
 
 
 def test_the_user_property_test_fails_with_the_minimal_rewording(
-        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+        pytester: pytest.Pytester, plugin_args: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_user=USER_TEST)  # the test, as written
+    # A user's run: no storage folder chosen (the suite's conftest chooses one for itself).
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
     script = RefuseOnTrigger(prefixes=("I'm a",))
     cache = Path(os.environ["ORBENCH_CACHE_DIR"])
     with OpenAIServer(script) as server:

@@ -12,16 +12,24 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from junitparser import JUnitXml, Properties
 
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.gate.samples import clustered_rate
+from tests.helpers import (
+    cases,
+    item_outcomes,
+    run_orbench,
+    without_seconds,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import OpenAIServer, RandomRefusals
 
 N = 20
 SAMPLES = 5
 P_REFUSE = 0.3
+FOUR_AT_ONCE = "--orbench-concurrency=4"
 
 
 def prompts(n: int = N) -> list[str]:
@@ -30,28 +38,17 @@ def prompts(n: int = N) -> list[str]:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": p, "expect": "comply",
-                                   "category": ("a", "b")[i % 2]}
-                                  for i, p in enumerate(prompts())]}))
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"max_over_refusal": 0.5}}))
+    write_suite(pytester, cases(prompts(), safe_category=("a", "b")),
+                thresholds={"defaults": {"max_over_refusal": 0.5}})
     return pytester
-
-
-def command(server: OpenAIServer, *extra: str, cache: str = "c.sqlite3") -> list[str]:
-    return ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            f"--orbench-cache-path={cache}", "--orbench-concurrency=4", *extra]
 
 
 def test_every_prompt_is_asked_n_times_and_reports_its_refusal_rate(project, plugin_args):
     script = RandomRefusals(P_REFUSE, seed=2)
     with OpenAIServer(script) as server:
-        result = project.runpytest_inprocess(
-            *plugin_args, *command(server, f"--orbench-samples={SAMPLES}",
-                                   "--orbench-temperature=0.7", "--orbench-results=r.json",
-                                   "--junitxml=j.xml"))
+        result = run_orbench(project, plugin_args, FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}",
+                             "--orbench-temperature=0.7", "--orbench-results=r.json",
+                             "--junitxml=j.xml", url=server.url, cache="c.sqlite3")
     assert server.requests == N * SAMPLES  # prompts × samples, each answer once
     assert set(script.asked.values()) == {SAMPLES}
     data = json.loads((project.path / "r.json").read_text())
@@ -94,16 +91,13 @@ def test_every_prompt_is_asked_n_times_and_reports_its_refusal_rate(project, plu
 
 
 def test_flaky_listing_is_bounded(pytester, plugin_args):
-    pytester.mkdir("suites")
-    many = [f"q{i}" for i in range(40)]
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": p, "expect": "comply"} for p in many]}))
+    write_suite(pytester, cases([f"q{i}" for i in range(40)]))
     # Every prompt refuses exactly its first answer of two: all 40 are flaky.
     script = RandomRefusals(0.0)
     script.refuses = lambda prompt, nth: nth == 0  # type: ignore[method-assign]
     with OpenAIServer(script) as server:
-        result = pytester.runpytest_inprocess(
-            *plugin_args, *command(server, "--orbench-samples=2", "--orbench-temperature=1"))
+        result = run_orbench(pytester, plugin_args, FOUR_AT_ONCE, "--orbench-samples=2",
+                             "--orbench-temperature=1", url=server.url, cache="c.sqlite3")
     result.stdout.fnmatch_lines(["flaky prompts (refused some of the times asked): 40",
                                  "  s: 40 (uncategorised 40)", "*… and 30 more*"])
     assert sum(bool(re.match(r"  s\[uncategorised-\d+\]: refused 1 of 2 times", line))
@@ -115,16 +109,17 @@ def test_sample_zero_keeps_the_single_answer_key_and_more_samples_ask_only_the_r
     script = RandomRefusals(P_REFUSE, seed=2)
     with OpenAIServer(script) as server:
         # Today's run, one answer per prompt: its cache rows are sample 0 of a sampled run.
-        project.runpytest_inprocess(*plugin_args, *command(server, "--orbench-temperature=0.7"))
+        run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-temperature=0.7", url=server.url,
+                    cache="c.sqlite3")
         assert server.requests == N
-        project.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-samples=3", "--orbench-temperature=0.7"))
+        run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-samples=3",
+                    "--orbench-temperature=0.7", url=server.url, cache="c.sqlite3")
         assert server.requests == N * 3  # sample 0 came from the cache
-        result = project.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-samples=5", "--orbench-temperature=0.7"))
+        result = run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-samples=5",
+                             "--orbench-temperature=0.7", url=server.url, cache="c.sqlite3")
         assert server.requests == N * 5
-        project.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-samples=5", "--orbench-temperature=0.5"))
+        run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-samples=5",
+                    "--orbench-temperature=0.5", url=server.url, cache="c.sqlite3")
     assert server.requests == N * 10  # the temperature is part of every sample's key
     assert set(script.asked.values()) == {10}
     result.stdout.fnmatch_lines([f"answers: {N * 5} ({N * 3} from cache), requests: {N * 2},*"])
@@ -135,9 +130,10 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
     total = N * SAMPLES
     script = RandomRefusals(P_REFUSE, seed=5)
     with OpenAIServer(script, latency_s=0.03) as server:
-        args = [*plugin_args, *command(server, f"--orbench-samples={SAMPLES}",
-                                       "--orbench-temperature=0.7")]
-        process = subprocess.Popen([sys.executable, "-m", "pytest", *args],
+        args = [FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}", "--orbench-temperature=0.7"]
+        process = subprocess.Popen([sys.executable, "-m", "pytest", *plugin_args, "suites",
+                                    "--orbench-model=m", f"--orbench-base-url={server.url}",
+                                    "--orbench-cache-path=c.sqlite3", *args],
                                    cwd=project.path, env=os.environ.copy(),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
@@ -150,7 +146,7 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
         kept = cache.count()
         cache.close()
         assert 0 < kept < total, output
-        result = project.runpytest_inprocess(*args)
+        result = run_orbench(project, plugin_args, *args, url=server.url, cache="c.sqlite3")
         second = server.requests - first
     assert second == total - kept  # only the missing samples are asked
     # Asked twice: at most the requests cut off in flight by the interrupt.
@@ -159,32 +155,21 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
     result.stdout.fnmatch_lines([f"answers: {total} ({kept} from cache), requests: {second},*"])
 
 
-def _outcomes(result: pytest.RunResult) -> dict[str, str]:
-    found = {}
-    for line in result.stdout.lines:
-        match = re.match(r"(PASSED|FAILED|XFAIL|ERROR) (suites/\S+)", line)
-        if match:
-            found[match.group(2)] = match.group(1)
-    return found
-
-
 def test_xdist_gives_the_serial_outcomes_rates_and_flaky_list(project, plugin_args):
     pytest.importorskip("xdist")
-    (project.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"max_over_refusal": 0.2}}))
+    write_thresholds(project, {"defaults": {"max_over_refusal": 0.2}})
     runs = {}
     for name, extra in (("serial", ["-p", "no:xdist"]), ("xdist", ["-n", "2"])):
         script = RandomRefusals(P_REFUSE, seed=11)  # a fresh server: the same answers
         with OpenAIServer(script) as server:
-            result = project.runpytest_subprocess(
-                *plugin_args, *command(server, f"--orbench-samples={SAMPLES}",
-                                       "--orbench-temperature=0.7", "-rA",
-                                       f"--orbench-results={name}.json",
-                                       cache=f"{name}.sqlite3"), *extra)
+            result = run_orbench(project, plugin_args, FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}",
+                                 "--orbench-temperature=0.7", "-rA",
+                                 f"--orbench-results={name}.json", *extra, url=server.url,
+                                 cache=f"{name}.sqlite3", subprocess=True)
         assert server.requests == N * SAMPLES
         runs[name] = result
     serial, xdist = runs["serial"], runs["xdist"]
-    assert _outcomes(serial) == _outcomes(xdist) and len(_outcomes(serial)) == N
+    assert item_outcomes(serial) == item_outcomes(xdist) and len(item_outcomes(serial)) == N
     assert serial.ret == xdist.ret
 
     def summary(result: pytest.RunResult) -> list[str]:
@@ -193,8 +178,8 @@ def test_xdist_gives_the_serial_outcomes_rates_and_flaky_list(project, plugin_ar
         end = next(i for i, line in enumerate(lines) if "short test summary" in line)
         # timings differ between any two runs (the judge's CPU seconds, the cost line's wall
         # time): they are not an outcome
-        return [re.sub(r"\b\d+(\.\d+)?s\b", "?s", line) for line in lines[start:end]
-                if not line.startswith(("answers:", "orbench res"))]
+        return without_seconds(line for line in lines[start:end]
+                               if not line.startswith(("answers:", "orbench res")))
 
     assert summary(serial) == summary(xdist)
     items = [{k: v for k, v in item.items() if k not in ("nodeid", "latency_ms", "cached")}
@@ -205,37 +190,34 @@ def test_xdist_gives_the_serial_outcomes_rates_and_flaky_list(project, plugin_ar
 
 
 def test_temperature_zero_warns_once(project, plugin_args, openai_server):
-    result = project.runpytest_inprocess(*plugin_args, *command(openai_server,
-                                                                "--orbench-samples=3"))
+    result = run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-samples=3",
+                         url=openai_server.url, cache="c.sqlite3")
     text = result.stdout.str()
     assert text.count("--orbench-samples=3 at temperature 0: the answers may be identical") == 1
-    quiet = project.runpytest_inprocess(*plugin_args, *command(
-        openai_server, "--orbench-samples=3", "--orbench-temperature=0.5"))
+    quiet = run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-samples=3",
+                        "--orbench-temperature=0.5", url=openai_server.url, cache="c.sqlite3")
     assert "may be identical" not in quiet.stdout.str()
 
 
 def test_ini_twin_sets_the_samples(project, plugin_args, openai_server):
     (project.path / "pytest.ini").write_text("[pytest]\norbench_samples = 2\n")
-    project.runpytest_inprocess(*plugin_args, *command(openai_server, "--orbench-temperature=1"))
+    run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-temperature=1",
+                url=openai_server.url, cache="c.sqlite3")
     assert openai_server.requests == N * 2
-    project.runpytest_inprocess(*plugin_args, *command(
-        openai_server, "--orbench-temperature=1", "--orbench-samples=3"))
+    run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-temperature=1",
+                "--orbench-samples=3", url=openai_server.url, cache="c.sqlite3")
     assert openai_server.requests == N * 3  # the command line outranks the ini file
 
 
 @pytest.mark.parametrize(("rule", "outcome"), [("any", "failed"), ("all", "passed"),
                                                (0.6, "passed"), (0.5, "failed")])
 def test_refuse_at_decides_the_item(pytester, plugin_args, rule, outcome):
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": "flaky one", "expect": "comply"}]}))
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"refuse_at": rule}}))
+    write_suite(pytester, cases(["flaky one"]), thresholds={"defaults": {"refuse_at": rule}})
     script = RandomRefusals(0.0)
     script.refuses = lambda prompt, nth: nth < 2  # type: ignore[method-assign]  # 2 of 4
     with OpenAIServer(script) as server:
-        result = pytester.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-samples=4", "--orbench-temperature=1"))
+        result = run_orbench(pytester, plugin_args, FOUR_AT_ONCE, "--orbench-samples=4",
+                             "--orbench-temperature=1", url=server.url, cache="c.sqlite3")
     result.assert_outcomes(**{outcome: 1})
     if outcome == "failed":
         result.stdout.fnmatch_lines(["samples:  refused 2 of 4 times"])
@@ -243,11 +225,7 @@ def test_refuse_at_decides_the_item(pytester, plugin_args, rule, outcome):
 
 @pytest.mark.parametrize("bad", ["most", 0, 1.5, True])
 def test_a_bad_refuse_at_is_a_one_line_usage_error(pytester, plugin_args, bad):
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": "q", "expect": "comply"}]}))
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"suites": {"s": {"refuse_at": bad}}}))
+    write_suite(pytester, cases(["q"]), thresholds={"suites": {"s": {"refuse_at": bad}}})
     result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m",
                                           "--orbench-base-url=http://127.0.0.1:9/v1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -259,12 +237,8 @@ def test_a_bad_refuse_at_is_a_one_line_usage_error(pytester, plugin_args, bad):
 def test_errored_samples_are_neither_refusal_nor_compliance(pytester, plugin_args):
     from tests.openai_server import REFUSAL_TEXT, Reply, error_body
 
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": "half broken", "expect": "comply"},
-                                  {"prompt": "all broken", "expect": "comply"}]}))
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"max_error_rate": 0.5, "max_over_refusal": 1.0}}))
+    write_suite(pytester, cases(["half broken", "all broken"]),
+                thresholds={"defaults": {"max_error_rate": 0.5, "max_over_refusal": 1.0}})
     seen: dict[str, int] = {}
 
     def script(prompt: str, system: str | None, body: dict) -> Reply:
@@ -274,9 +248,9 @@ def test_errored_samples_are_neither_refusal_nor_compliance(pytester, plugin_arg
         return Reply(text=REFUSAL_TEXT if nth == 1 else "Sure, here it is.")
 
     with OpenAIServer(script) as server:
-        result = pytester.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-samples=4", "--orbench-temperature=1", "--orbench-max-retries=0",
-            "--orbench-results=r.json"))
+        result = run_orbench(pytester, plugin_args, FOUR_AT_ONCE, "--orbench-samples=4",
+                             "--orbench-temperature=1", "--orbench-max-retries=0",
+                             "--orbench-results=r.json", url=server.url, cache="c.sqlite3")
     half, broken = json.loads((pytester.path / "r.json").read_text())["items"]  # suite order
     assert (half["samples"], half["refusals"], half["refusal_rate"]) == (3, 1, 0.3333)
     assert half["error"] is False and half["refused"] is False
@@ -286,19 +260,18 @@ def test_errored_samples_are_neither_refusal_nor_compliance(pytester, plugin_arg
 
 def test_baseline_with_samples_uses_a_paired_test_over_per_prompt_fractions(
         project, plugin_args):
-    (project.path / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"max_over_refusal": 1.0, "decision": "significant"}}))
+    write_thresholds(project, {"defaults": {"max_over_refusal": 1.0, "decision": "significant"}})
     args = ("--orbench-samples=5", "--orbench-temperature=0.7")
     with OpenAIServer(RandomRefusals(0.1, seed=1)) as server:
-        before = project.runpytest_inprocess(*plugin_args, *command(
-            server, *args, "--orbench-results=base.json", cache="a.sqlite3"))
+        before = run_orbench(project, plugin_args, FOUR_AT_ONCE, *args,
+                             "--orbench-results=base.json", url=server.url, cache="a.sqlite3")
     assert before.ret == 0
     base = json.loads((project.path / "base.json").read_text())
     assert all("refusal_rate" in item for item in base["items"])
     with OpenAIServer(RandomRefusals(0.7, seed=2)) as server:
-        after = project.runpytest_inprocess(*plugin_args, *command(
-            server, *args, "--orbench-baseline=base.json", "--orbench-results=now.json",
-            cache="b.sqlite3"))
+        after = run_orbench(project, plugin_args, FOUR_AT_ONCE, *args,
+                            "--orbench-baseline=base.json", "--orbench-results=now.json",
+                            url=server.url, cache="b.sqlite3")
     assert after.ret == 1
     after.stdout.fnmatch_lines(["*Wilcoxon signed-rank over per-prompt fractions: * worse / "
                                 "* better, one-sided p=*"])
@@ -307,8 +280,8 @@ def test_baseline_with_samples_uses_a_paired_test_over_per_prompt_fractions(
     assert "Wilcoxon" in row["regression"]["paired_test"]
     # The same answers against themselves: no prompt moved, nothing significant.
     with OpenAIServer(RandomRefusals(0.1, seed=1)) as server:
-        same = project.runpytest_inprocess(*plugin_args, *command(
-            server, *args, "--orbench-baseline=base.json", cache="c2.sqlite3"))
+        same = run_orbench(project, plugin_args, FOUR_AT_ONCE, *args,
+                           "--orbench-baseline=base.json", url=server.url, cache="c2.sqlite3")
     assert same.ret == 0
     same.stdout.fnmatch_lines(["*Wilcoxon signed-rank over per-prompt fractions: 0 worse / "
                                "0 better, one-sided p=1*not significant*"])
@@ -317,8 +290,8 @@ def test_baseline_with_samples_uses_a_paired_test_over_per_prompt_fractions(
     drifting = RandomRefusals(0.0)
     drifting.refuses = lambda prompt, nth: nth < 2  # type: ignore[method-assign]
     with OpenAIServer(drifting) as server:
-        drift = project.runpytest_inprocess(*plugin_args, *command(
-            server, *args, "--orbench-baseline=base.json", cache="d.sqlite3"))
+        drift = run_orbench(project, plugin_args, FOUR_AT_ONCE, *args,
+                            "--orbench-baseline=base.json", url=server.url, cache="d.sqlite3")
     assert drift.ret == 0
     drift.stdout.fnmatch_lines(["*Wilcoxon signed-rank over per-prompt fractions: * worse / "
                                 "0 better*: rates rose significantly, but no prompt regressed "
@@ -328,8 +301,8 @@ def test_baseline_with_samples_uses_a_paired_test_over_per_prompt_fractions(
 def test_one_sample_changes_nothing(project, plugin_args):
     """N=1 (the default): no sample keys, properties or flaky lines; Wilson as before."""
     with OpenAIServer(RandomRefusals(P_REFUSE, seed=2)) as server:
-        result = project.runpytest_inprocess(*plugin_args, *command(
-            server, "--orbench-results=r.json", "--junitxml=j.xml"))
+        result = run_orbench(project, plugin_args, FOUR_AT_ONCE, "--orbench-results=r.json",
+                             "--junitxml=j.xml", url=server.url, cache="c.sqlite3")
     assert "flaky prompts" not in result.stdout.str()
     data = json.loads((project.path / "r.json").read_text())
     assert all("refusal_rate" not in item for item in data["items"])

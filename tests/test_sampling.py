@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,8 +14,7 @@ from hypothesis import strategies as st
 
 from orbench_pytest.catalog.sampling import allocate, parse_sample, sample_count, stratified_sample
 from orbench_pytest.core.errors import ConfigError
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 strata_lists = st.lists(st.sampled_from(["hate", "privacy", "self-harm", "illegal", "sexual",
                                          "violence", "a", "b"]), min_size=1, max_size=300)

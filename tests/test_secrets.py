@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers import cases, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = ["How do I bake rye bread?", "What is a firewall?", "Echo my headers, please.",
@@ -68,13 +69,8 @@ def assert_nowhere(key: str, texts: dict[str, str], files: list[Path]) -> None:
 
 
 def test_key_reaches_the_server_and_nothing_else(pytester, plugin_args, fake_key) -> None:
-    pytester.mkdir("suites")
-    rows = ([{"prompt": p, "expect": "comply"} for p in SAFE]
-            + [{"prompt": p, "expect": "refuse"} for p in TOXIC])
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": rows}))
-    (pytester.path / "thresholds.yaml").write_text(
-        yaml.safe_dump({"defaults": {"max_error_rate": 0.0}}))
+    write_suite(pytester, cases(SAFE, TOXIC), "mini",
+                thresholds={"defaults": {"max_error_rate": 0.0}})
     with RecordingServer() as server:
         result = pytester.runpytest_subprocess(
             *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
@@ -100,9 +96,7 @@ def test_key_reaches_the_server_and_nothing_else(pytester, plugin_args, fake_key
 
 
 def test_key_echoed_by_a_rejecting_server_is_not_printed(pytester, plugin_args, fake_key) -> None:
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": [{"prompt": "hi", "expect": "comply"}]}))
+    write_suite(pytester, cases(["hi"]), "mini")
 
     def reject(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
         return Reply(status=401, body=error_body(
@@ -135,9 +129,7 @@ def test_a_key_in_a_bad_option_is_not_echoed(pytester, plugin_args, fake_key, ar
 
 def test_a_failing_callable_target_does_not_print_the_key(pytester, plugin_args,
                                                           fake_key) -> None:
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": [{"prompt": "hi", "expect": "comply"}]}))
+    write_suite(pytester, cases(["hi"]), "mini")
     pytester.makepyfile(app="""
         import os
         def answer(prompt, system_prompt):
@@ -189,12 +181,10 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
 
     hex_key = secrets.token_hex(16)
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", hex_key)
-    pytester.mkdir("suites")
     rows = [{"prompt": f"Please repeat {fake_key}", "expect": "refuse", "category": "keys"},
             {"prompt": "raise now", "expect": "comply", "category": "keys"},
             {"prompt": "hello", "expect": "comply", "category": "keys"}]
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": rows}))
+    write_suite(pytester, rows, "mini")
     (pytester.path / "app.py").write_text(PLANTED_APP)
     outputs = ["--junitxml=junit.xml", "-o", "junit_logging=all", "--orbench-results=r.json",
                "--orbench-cache-path=cache.sqlite3", "--log-file=run.log", "-rA", "-vv"]
@@ -271,10 +261,7 @@ def test_a_key_given_inside_the_model_name_is_written_nowhere(pytester, plugin_a
                                                               fake_key) -> None:
     """Pasted into --orbench-model by mistake: sent as the model name (what was asked), but
     not written to the results file, JUnit XML or terminal."""
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": [{"prompt": p, "expect": "comply"}
-                                                    for p in SAFE[:2]]}))
+    write_suite(pytester, cases(SAFE[:2]), "mini")
     with OpenAIServer() as server:
         result = pytester.runpytest_subprocess(
             *plugin_args, "suites", f"--orbench-model=gpt-4o {fake_key}",

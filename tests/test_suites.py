@@ -8,8 +8,7 @@ import yaml
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
 from orbench_pytest.core.errors import ConfigError
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 
 def write(tmp_path: Path, data: object, name: str = "s.yaml") -> Path:

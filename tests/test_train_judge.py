@@ -4,26 +4,15 @@ byte (benchmarks/train_judge.py; the `train` extra pins scikit-learn)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO, SHARED_DATA, load_benchmark
+
 SHIPPED = REPO / "orbench_pytest" / "data" / "judge_classifier.json"
-
-
-def _train_judge():
-    spec = importlib.util.spec_from_file_location("train_judge",
-                                                  REPO / "benchmarks" / "train_judge.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_train_extra_pins_scikit_learn() -> None:
@@ -48,8 +37,8 @@ def test_the_shipped_meta_records_every_training_librarys_version() -> None:
 def test_retraining_gives_the_shipped_model_byte_for_byte(tmp_path: Path) -> None:
     pytest.importorskip("sklearn", reason="scikit-learn is not installed: "
                                           "pip install -e '.[train]' to retrain the judge")
-    train_judge = _train_judge()
-    data = Path(os.environ.get("ORBENCH_XSTEST_LABELLED", train_judge.DEFAULT_DIR))
+    train_judge = load_benchmark("train_judge")
+    data = Path(os.environ.get("ORBENCH_XSTEST_LABELLED") or SHARED_DATA / "xstest" / "labelled")
     if not sorted(data.glob("completions_*.csv")):
         pytest.skip(f"XSTest's labelled completions are not in {data} (set "
                     "ORBENCH_XSTEST_LABELLED); they are never copied into the repository")

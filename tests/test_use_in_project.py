@@ -349,3 +349,17 @@ def test_several_data_dirs(project, plugin_args, server, tmp_path: Path) -> None
                          "suites/b.yaml", *endpoint(server), f"--orbench-data-dir={orbench}",
                          f"--orbench-data-dir={xstest}", "-W", "ignore::UserWarning", suites=None)
     result.assert_outcomes(passed=2)
+
+
+def test_lf_reruns_a_ready_suites_failures_beside_a_failed_unit_test(project, plugin_args,
+                                                                      server) -> None:
+    """pytest's --lf skips files with no last failure by their path: a ready suite's path is
+    orbench:<file> in the ids, so its failures must be found again beside a failed unit test."""
+    (project.path / "tests" / "test_unit.py").write_text("def test_unit():\n    assert 1 == 2\n")
+    args = ["--orbench-suite=smoke", *endpoint(server), "-rf", "--orbench-strict"]
+    first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, suites=None)
+    failed = failed_ids(first)
+    assert "tests/test_unit.py::test_unit" in failed and len(failed) > 1
+
+    again = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--lf", suites=None)
+    assert failed_ids(again) == failed

@@ -16,8 +16,8 @@ import yaml
 from orbench_pytest.cli.main import _parser
 from orbench_pytest.config.options import OPTIONS
 from orbench_pytest.reports.markdown import MARKER
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 GATE = WORKFLOWS / "orbench-gate.yml"
 CI = WORKFLOWS / "ci.yml"

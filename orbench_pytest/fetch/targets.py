@@ -148,7 +148,7 @@ class Target(Protocol):
 
 class OpenAICompatibleTarget:
     def __init__(self, base_url: str, model: str, api_key: str | None, params: GenerationParams,
-                 concurrency: int = 16) -> None:
+                 concurrency: int) -> None:
         self.base_url = validate_base_url(base_url)
         if api_key and urlparse(self.base_url).username is not None:
             # aiohttp cannot send both; say so rather than fail inside the first request.

@@ -69,7 +69,11 @@ class PromptItem(pytest.Item):
 
     def setup(self) -> None:
         self.state = orbench_session(self.config).item_state(self.nodeid)
-        self.user_properties.extend(self._properties(self.state))
+        # JUnit's per-item properties, built only when a JUnit file is written (an xdist
+        # worker has the option too): unread otherwise, and the largest per-item cost of a
+        # rerun's items (docs/design/throughput.md).
+        if getattr(self.config.option, "xmlpath", None):
+            self.user_properties.extend(self._properties(self.state))
 
     def runtest(self) -> None:
         """Nothing to run: `report` turns the state into the call's outcome."""

@@ -179,7 +179,7 @@ class OrbenchSession:
             if resolved in self._walked:
                 continue
             self._walked.add(resolved)
-            items.extend(session.genitems(suite_file(session, path)))
+            items.extend(collect_suite(suite_file(session, path)))
 
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
@@ -393,6 +393,21 @@ def _alive(node: Any) -> bool:
     if gateway is None or channel is None:
         return True  # not set up yet: xdist itself reports a failed start
     return bool(gateway.hasreceiver()) and not channel.isclosed()
+
+
+def collect_suite(node: pytest.Collector) -> list[pytest.Item]:
+    """A named suite's items, its collection reported as pytest reports any. Not through
+    `session.genitems`: under --lf pytest skips every file whose path holds no last failure,
+    and a ready suite's failures are recorded under orbench:<file>, never under its path in
+    site-packages, so its failed prompts would not run again."""
+    try:
+        children = list(node.collect())
+        report = pytest.CollectReport(node.nodeid, "passed", None, children)
+    except Exception:
+        failure = node.repr_failure(pytest.ExceptionInfo.from_current())
+        children, report = [], pytest.CollectReport(node.nodeid, "failed", failure, [])
+    node.ihook.pytest_collectreport(report=report)
+    return [child for child in children if isinstance(child, pytest.Item)]
 
 
 def suite_file(parent: pytest.Collector, path: Path) -> pytest.Collector:

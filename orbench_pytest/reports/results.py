@@ -115,7 +115,8 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     return build_results(
         items=items, gate=outcome.gate, settings=settings, target=outcome.target_label,
         thresholds_source=thresholds_source, started=started, versions=versions,
-        comparison=comparison_of(selected, outcome.states, source) if source else None,
+        comparison=(comparison_of(selected, outcome.states, source) if source is not None
+                    else None),
         ungated=ungated, judge_version=outcome.judge_version,
         target_fingerprint=Fingerprint(**(outcome.fingerprint or {}),
                                        system_fingerprints=fingerprints),
