@@ -251,8 +251,8 @@ def lomo_folds(rows: Sequence[Row], development: bool = False) -> list[Fold]:
 
     from orbench_pytest.judges.classifier import ClassifierModel
 
-    examples = [train_judge.example(r.model, r.row_id, r.completion, r.human in REFUSING)
-                for r in rows]
+    examples = [train_judge.example(r.model, r.row_id, r.completion, r.human in REFUSING,
+                                    r.prompt) for r in rows]
     folds = []
     for model in dict.fromkeys(r.model for r in rows):
         train = [e for e, r in zip(examples, rows, strict=True) if r.model != model]

@@ -109,34 +109,38 @@ def import_cost() -> tuple[float, float, float]:
 MEMO_ANSWERS = 5_000  # fewer than the judge's memo keeps: a repeat of recent answers
 
 
-def judge_cost(answers: list[str]) -> tuple[float, float, int]:
+def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, int]:
+    """Each answer judged with its prompt, as a run judges it."""
     from orbench_pytest.core.types import Label
     from orbench_pytest.judges.judge import OfflineJudge
 
     judge = OfflineJudge()
+    pairs = list(zip(answers, prompts, strict=True))
     started = time.process_time()
-    refusals = sum(judge.classify(a).label in (Label.REFUSAL, Label.PARTIAL_REFUSAL)
-                   for a in answers)
+    refusals = sum(judge.classify(a, p).label in (Label.REFUSAL, Label.PARTIAL_REFUSAL)
+                   for a, p in pairs)
     cold = time.process_time() - started
     started = time.process_time()
-    for a in answers[-MEMO_ANSWERS:]:
-        judge.classify(a)
+    for a, p in pairs[-MEMO_ANSWERS:]:
+        judge.classify(a, p)
     warm = time.process_time() - started
     return cold, warm, refusals
 
 
-def classifier_cost(answers: list[str]) -> tuple[float, int]:
+def classifier_cost(prompts: list[str], answers: list[str]) -> tuple[float, int]:
     """CPU seconds of the classifier alone on the answers the rules do not settle, and their
     number: what the classifier costs per answer that reaches it."""
     from orbench_pytest.judges.judge import OfflineJudge
+    from orbench_pytest.judges.request import Request
     from orbench_pytest.judges.text import prepared_parts
 
     judge = OfflineJudge()
     model = judge.model
     reaching = []
-    for answer in answers:
+    for answer, prompt in zip(answers, prompts, strict=True):
         text, closing = prepared_parts(answer, model.reads_closing)
-        if judge._settled_by_rules(judge.rules.classify_prepared(text)) is None:
+        rules = judge.rules.classify_prepared(text, Request(prompt))
+        if judge._settled_by_rules(rules) is None:
             reaching.append((text, closing))
     started = time.process_time()
     for text, closing in reaching:
@@ -159,7 +163,7 @@ if mode == "lookup":
     offline = getattr(judges, "OfflineJudge", None) or judges.KeywordJudge
     with open(os.environ["ORBENCH_BENCH_VERDICTS"], "rb") as f:
         VERDICTS = pickle.load(f)
-    offline.classify = lambda self, answer: VERDICTS[answer]
+    offline.classify = lambda self, answer, prompt="": VERDICTS[answer]
 """
 
 
@@ -253,13 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         prompts = read_prompts(root)
         answers = [bench_answers.compose(p) for p in prompts]
         assert len(set(answers)) == len(answers), "answers must be distinct"
-        cold, warm, refusals = judge_cost(answers)
+        cold, warm, refusals = judge_cost(prompts, answers)
         repeats = min(len(answers), MEMO_ANSWERS)
         print(f"per answer: {cold / len(answers) * 1e6:.0f} µs distinct "
               f"({cold:.1f} s CPU for {len(answers)}, {refusals} refusals), "
               f"{warm / repeats * 1e6:.1f} µs repeated (memo: the last "
               f"{repeats} answers again); load {load()}")
-        clf, reaching = classifier_cost(answers)
+        clf, reaching = classifier_cost(prompts, answers)
         print(f"classifier alone: {clf / reaching * 1e6:.0f} µs per answer that reaches it "
               f"({reaching} of {len(answers)}); load {load()}", flush=True)
         if args.skip_e2e:
@@ -270,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
         judge = OfflineJudge()
         verdicts = root / "verdicts.pickle"
-        verdicts.write_bytes(pickle.dumps({a: judge.classify(a) for a in answers}))
+        verdicts.write_bytes(pickle.dumps({a: judge.classify(a, p)
+                                           for a, p in zip(answers, prompts, strict=True)}))
         (root / "conftest.py").write_text(MODES_CONFTEST)
         env, plugin = pytest_env(root)
         env["ORBENCH_BENCH_VERDICTS"] = str(verdicts)

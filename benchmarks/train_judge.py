@@ -53,6 +53,7 @@ from orbench_pytest.judges.classifier import (  # noqa: E402
     Combination,
     features,
 )
+from orbench_pytest.judges.request import Request  # noqa: E402
 from orbench_pytest.judges.rules import RulesJudge, answered_by_shape  # noqa: E402
 from orbench_pytest.judges.text import prepared, prepared_closing  # noqa: E402
 
@@ -130,9 +131,10 @@ class Example:
 _RULES = RulesJudge()
 
 
-def example(model: str, row_id: str, completion: str, refusal: bool) -> Example:
+def example(model: str, row_id: str, completion: str, refusal: bool,
+            prompt: str = "") -> Example:
     text, closing = prepared(completion), prepared_closing(completion)
-    rules = _RULES.classify_prepared(text)
+    rules = _RULES.classify_prepared(text, Request(prompt))
     ex = Example(model, held_out(row_id), refusal, text, closing,
                  rules.label in _REFUSING, rules.confident, answered_by_shape(rules))
     ex.feats = {"opening": features(text), "opening+closing": features(text, closing),
@@ -286,7 +288,7 @@ def train(examples: Sequence[Example]) -> tuple[dict[str, Any], Choice]:
 
 
 def examples_of(rows: Sequence[Labelled]) -> list[Example]:
-    return [example(r.model, r.row_id, r.completion, r.refusal) for r in rows]
+    return [example(r.model, r.row_id, r.completion, r.refusal, r.prompt) for r in rows]
 
 
 TRAINING_LIBRARIES = ("scikit-learn", "numpy", "scipy", "joblib", "threadpoolctl")

@@ -10,8 +10,7 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
-from tests.helpers import shared_data
-from tests.labelled_sets import second_set_files, second_set_rows
+from tests.helpers import second_set_files, second_set_rows, shared_data
 
 REPO = Path(__file__).resolve().parent.parent
 LABELS = REPO / "benchmarks" / "data" / "fresh_local_labels.csv"

@@ -1,5 +1,6 @@
 """The offline judge's verdicts on every shipped labelled answer (tests/data/*_labelled.csv),
-frozen in tests/data/keyword_judge_verdicts.json: a change of rules, text preparation or
+each judged with its prompt as a run judges it, frozen in tests/data/keyword_judge_verdicts.json:
+a change of rules, text preparation or
 classifier that changes a verdict fails here, and one meant to is recorded by writing the file
 again (`python -m tests.test_judge_verdicts`) with the judge's new version.
 
@@ -24,7 +25,7 @@ def verdicts() -> dict[str, object]:
     judge = OfflineJudge()
     return {"judge_version": judge.version,
             "files": {path.name: [[v.label.value, v.reason, v.confident]
-                                  for v in (judge.classify(row["answer"])
+                                  for v in (judge.classify(row["answer"], row["prompt"])
                                             for row in second_set_rows(path))]
                       for path in second_set_files()}}
 

@@ -26,6 +26,7 @@ from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.reasoning import strip_reasoning
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.judges.classifier import ClassifierModel, bundled_model, bundled_version
+from orbench_pytest.judges.request import Request
 from orbench_pytest.judges.rules import RulesJudge, answered_by_shape
 from orbench_pytest.judges.text import collapse_space, normalise, prepared_parts
 
@@ -92,8 +93,9 @@ class OfflineJudge:
     """The `keyword` judge: the rules (RulesJudge) and the learned classifier, combined as the
     model file says.
 
-    Judgments are memoised by (judge version, answer): a repeated answer costs a lookup, and
-    a changed rule set or model (a new version) never reuses an old judgment. `persistent`:
+    Judgments are memoised by (judge version, prompt, answer): a repeated answer costs a
+    lookup, and a changed rule set or model (a new version) never reuses an old judgment
+    (some answer shapes are told apart by the prompt: judges/request.py). `persistent`:
     a run stores its verdicts in the response cache (cache.judgment_key) as well.
     """
 
@@ -106,7 +108,7 @@ class OfflineJudge:
         clf_version = model.version if model is not None else bundled_version()
         self.version = f"{self.rules.version}+clf:{clf_version}"
         # A Verdict: what `classify` settled from the rules alone (no classifier opinion kept).
-        self._memo: OrderedDict[tuple[str, str], Assessment | Verdict] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str, str], Assessment | Verdict] = OrderedDict()
 
     @property
     def model(self) -> ClassifierModel:
@@ -115,21 +117,22 @@ class OfflineJudge:
         return self._model
 
     async def judge(self, prompt: str, answer: str) -> Verdict:
-        return self.classify(answer)
+        return self.classify(answer, prompt)
 
-    def classify(self, answer: str) -> Verdict:
-        """The verdict alone: the classifier is skipped where it cannot change it."""
-        key = (self.version, answer)
+    def classify(self, answer: str, prompt: str = "") -> Verdict:
+        """The verdict alone: the classifier is skipped where it cannot change it. `prompt`:
+        what was asked, which some answer shapes need (judges/request.py)."""
+        key = (self.version, prompt, answer)
         hit = self._memo.get(key)
         if hit is not None:
             self._memo.move_to_end(key)
             return hit if isinstance(hit, Verdict) else hit.verdict
         model = self.model
         text, closing = prepared_parts(answer, model.reads_closing)
-        rules = self.rules.classify_prepared(text)
+        rules = self.rules.classify_prepared(text, Request(prompt))
         settled = self._settled_by_rules(rules)
         if settled is None:
-            return self._assess_prepared(answer, text, closing, rules).verdict
+            return self._assess_prepared(key, text, closing, rules).verdict
         self._remember(key, settled)
         return settled
 
@@ -160,26 +163,26 @@ class OfflineJudge:
             return rules
         return Verdict(rules.label, rules.reason, self.name, confident=confident)
 
-    def assess(self, answer: str) -> Assessment:
-        key = (self.version, answer)
+    def assess(self, answer: str, prompt: str = "") -> Assessment:
+        key = (self.version, prompt, answer)
         hit = self._memo.get(key)
         if isinstance(hit, Assessment):  # a Verdict alone lacks the classifier's opinion
             self._memo.move_to_end(key)  # least recently used goes first
             return hit
         model = self.model
         text, closing = prepared_parts(answer, model.reads_closing)
-        return self._assess_prepared(answer, text, closing, self.rules.classify_prepared(text))
+        return self._assess_prepared(key, text, closing,
+                                     self.rules.classify_prepared(text, Request(prompt)))
 
-    def _assess_prepared(self, answer: str, text: str, closing: str,
+    def _assess_prepared(self, key: tuple[str, str, str], text: str, closing: str,
                          rules: Verdict) -> Assessment:
-        key = (self.version, answer)
         refusal, p = (self.model.is_refusal(text, closing)
                       if text and not answered_by_shape(rules) else (False, 0.0))
         result = Assessment(self._combine(rules, refusal, p), rules, refusal, p)
         self._remember(key, result)
         return result
 
-    def _remember(self, key: tuple[str, str], judgment: Assessment | Verdict) -> None:
+    def _remember(self, key: tuple[str, str, str], judgment: Assessment | Verdict) -> None:
         if key not in self._memo and len(self._memo) >= _MEMO_SIZE:
             self._memo.popitem(last=False)
         self._memo[key] = judgment
@@ -418,7 +421,7 @@ class OfflineThenLLMJudge:
         self.stats = RoutingStats()
 
     async def judge(self, prompt: str, answer: str) -> Verdict:
-        assessment = self.offline.assess(answer)
+        assessment = self.offline.assess(answer, prompt)
         first = assessment.verdict
         if not assessment.disagree and not self.ask_always:
             self.stats.keyword += 1
