@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import sqlite3
 import subprocess
@@ -99,6 +101,22 @@ def test_the_key_separates_system_prompt_and_prompt(s1, p1, s2, p2) -> None:
     identity = {"kind": "openai", "model": "m"}
     same = cache_key(identity, s1, p1) == cache_key(identity, s2, p2)
     assert same == ((s1, p1) == (s2, p2))
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                           max_leaves=8)
+
+
+@given(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
+       st.one_of(st.none(), st.text(max_size=20)), st.text(max_size=30))
+def test_the_key_is_the_hash_of_the_stored_answers_json(identity, system, prompt) -> None:
+    """Caches written by earlier releases keep hitting: the key is still the SHA-256 of the
+    compact, key-sorted JSON of target, system prompt and prompt."""
+    blob = json.dumps({"target": identity, "system": system, "prompt": prompt},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert cache_key(identity, system, prompt) == hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _writer(path: str, name: str, rows: int, start: multiprocessing.synchronize.Event) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import xml.etree.ElementTree as ET
 
@@ -354,6 +355,16 @@ def test_second_run_is_answered_from_the_cache(pytester, plugin_args) -> None:
         assert server.requests == 6
     second.assert_outcomes(passed=6)
     second.stdout.fnmatch_lines(["answers: 6 (6 from cache), requests: 0*"])
+
+
+def test_an_in_process_run_leaves_no_object_frozen(pytester, plugin_args) -> None:
+    """The run freezes the heap for the cyclic collector; the process it ran in must get it
+    back, or its cyclic garbage of that moment would never be freed."""
+    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    assert gc.get_freeze_count() == 0
+    with OpenAIServer(refusing([*TOXIC])) as server:
+        run_orbench(pytester, plugin_args, url=server.url).assert_outcomes(passed=6)
+    assert gc.get_freeze_count() == 0
 
 
 def test_deselected_items_are_not_requested(pytester, plugin_args) -> None:

@@ -183,13 +183,27 @@ def journal_files(path: Path) -> tuple[Path, Path]:
     return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
 
 
+def cache_keys(identity: dict[str, Any]) -> Callable[[str | None, str], str]:
+    """The cache key of (system prompt, prompt) for one target: the SHA-256 of the compact,
+    key-sorted JSON of {"prompt", "system", "target": identity}, with the identity serialised
+    once, not once per prompt (the same bytes, so every stored answer keeps its key)."""
+    target = _compact_json(identity)
+
+    def key(system_prompt: str | None, prompt: str) -> str:
+        blob = (f'{{"prompt":{_compact_json(prompt)},"system":{_compact_json(system_prompt)},'
+                f'"target":{target}}}')
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    return key
+
+
 def cache_key(identity: dict[str, Any], system_prompt: str | None, prompt: str) -> str:
     """Hash of everything that changes the answer: target, parameters, system prompt, prompt."""
-    blob = json.dumps(
-        {"target": identity, "system": system_prompt, "prompt": prompt},
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return cache_keys(identity)(system_prompt, prompt)
+
+
+def _compact_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:

@@ -96,16 +96,16 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
 
 def write_results(config: pytest.Config, run: CompletedRun) -> None:
     """The results file (--orbench-results) and the JUnit testsuite properties."""
-    from orbench_pytest.reports.junit import junit_gate_property
-    from orbench_pytest.reports.results import results_from_run
-    from orbench_pytest.reports.results import write_results as write_file
-
     settings = run.settings
     junit = [plugin for plugin in config.pluginmanager.get_plugins()
              # junitxml's LogXML (registered without a name): duck-typed, no private import.
              if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")]
     if settings.results is None and not junit:
-        return
+        return  # the results document's modules are not even loaded
+    from orbench_pytest.reports.junit import junit_gate_property
+    from orbench_pytest.reports.results import results_from_run
+    from orbench_pytest.reports.results import write_results as write_file
+
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated, rewordings=run.rewordings)

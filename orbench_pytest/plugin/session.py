@@ -8,6 +8,8 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,6 +190,10 @@ class OrbenchSession:
         from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
+        # The collected suites, and below the run's answers and states, live until the end:
+        # frozen, the cyclic collector stops walking them at every collection
+        # (docs/design/throughput.md).
+        gc.freeze()
         try:
             disputes = self.disputes()
             check_disputed_prompts(disputes, self.catalog().prompt_ids())
@@ -220,6 +226,7 @@ class OrbenchSession:
                                                  s.case.case_id)), dispute.reason,
                                       dispute.decided_by))
         self._states = self._run.outcome.states
+        gc.freeze()
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -358,6 +365,7 @@ class OrbenchSession:
             for line in lines:  # they may quote a file's or a server's text
                 reporter.write_line(terminal_line(line))
 
+    @pytest.hookimpl(trylast=True)  # after pytest's own collection of unraisable garbage
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         from orbench_pytest.core.redact import forget_secrets
 
@@ -365,6 +373,11 @@ class OrbenchSession:
         forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
+        # Nothing stays frozen when the process goes on (a pytest run inside another); at
+        # exit, the interpreter's last collection skips the heap instead of walking it.
+        gc.unfreeze()
+        atexit.unregister(gc.freeze)
+        atexit.register(gc.freeze)
 
     def close(self) -> None:
         if self._handoff is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.types import Label
@@ -24,7 +25,9 @@ from orbench_pytest.gate.decision import (
 from orbench_pytest.gate.samples import clustered_rate, times
 from orbench_pytest.judges.judge import RoutingStats
 from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
-from orbench_pytest.reports.document import Agreement
+
+if TYPE_CHECKING:
+    from orbench_pytest.reports.document import Agreement
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
@@ -222,6 +225,8 @@ def judge_lines(stats: RoutingStats | None, ask_always: bool) -> list[str]:
 
 def judge_agreement(stats: RoutingStats | None) -> Agreement | None:
     """The same for the results file: counts[keyword][llm] by label value."""
+    from orbench_pytest.reports.document import Agreement  # the results file's, loaded with it
+
     if stats is None or stats.total == 0:
         return None
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],

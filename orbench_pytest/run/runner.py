@@ -16,7 +16,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Label, PromptCase, Response
-from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import Answer, FetchReport, FetchSettings, Job, Progress, usable
 from orbench_pytest.fetch.fingerprint import target_fingerprint
 from orbench_pytest.fetch.freshness import probe_key, within_age
@@ -227,7 +227,8 @@ def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     params = generation_params(settings)
     fingerprint = target_fingerprint(settings.target, settings.target_version)
     identity = target_identity(settings, params, fingerprint)
-    keys = [cache_key(identity, s.variant.system_prompt, s.case.prompt) for s in selected]
+    key_of = cache_keys(identity)
+    keys = [key_of(s.variant.system_prompt, s.case.prompt) for s in selected]
     # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
     jobs: list[Job] = []
     for key, s in zip(keys, selected, strict=True):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
@@ -27,8 +27,10 @@ from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.thresholds import BUILT_IN, Thresholds, built_in_line
 from orbench_pytest.gate.thresholds_scope import check_gated_categories, check_gated_suites
 from orbench_pytest.run.collection import SuiteCatalog
-from orbench_pytest.run.rewording_search import SearchOutcome
 from orbench_pytest.run.runner import RunOutcome, Selected, check_judge_settings, run_selected
+
+if TYPE_CHECKING:  # a run without --orbench-rewordings never loads the search
+    from orbench_pytest.run.rewording_search import SearchOutcome
 
 
 @dataclass(frozen=True)
