@@ -8,7 +8,6 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
-import atexit
 import gc
 import os
 from pathlib import Path
@@ -373,11 +372,10 @@ class OrbenchSession:
         forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
-        # Nothing stays frozen when the process goes on (a pytest run inside another); at
-        # exit, the interpreter's last collection skips the heap instead of walking it.
+        # Nothing stays frozen when the process goes on (a pytest run inside another), nor at
+        # exit: the interpreter's last collection must still run the finalisers of the
+        # user's own objects.
         gc.unfreeze()
-        atexit.unregister(gc.freeze)
-        atexit.register(gc.freeze)
 
     def close(self) -> None:
         if self._handoff is not None:
