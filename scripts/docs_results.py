@@ -6,17 +6,16 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import re
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from generated_page import REPO, write_or_check  # scripts/ is on sys.path
+
 PAGE = REPO / "docs" / "results.md"
 
 HEADER = """\
@@ -93,18 +92,7 @@ def iter_growing(queue: dict[type, str]) -> typing.Iterator[tuple[type, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != text:
-            print(f"{PAGE.relative_to(REPO)} is stale: run python scripts/docs_results.py")
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return write_or_check(PAGE, render, "docs_results.py", __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
