@@ -255,6 +255,7 @@ class ResponseCache:
         self._pending: list[tuple[Any, ...]] = []
         self._pending_verdicts: list[tuple[Any, ...]] = []
         self._locked_since: float | None = None
+        self._busy_ms: int | None = None  # the busy timeout put_many last set
         try:
             if writable:
                 try:
@@ -445,16 +446,20 @@ class ResponseCache:
         started = self.clock()
         waited = 0.0 if self._locked_since is None else started - self._locked_since
         left = max(self.lock_wait_s - waited, 0.0)
+        busy_ms = int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))
         try:
-            self._db.execute(f"PRAGMA busy_timeout = "
-                             f"{int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))}")
+            if busy_ms != self._busy_ms:  # a pragma costs as much as the BEGIN: only on change
+                self._db.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                self._busy_ms = busy_ms
             # IMMEDIATE: take the write lock up front, so a second writer waits (busy
             # timeout) instead of failing on a lock upgrade.
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self.query_clock.start()
-                self._db.executemany(_INSERT, rows)
-                self._db.executemany(_INSERT_JUDGMENT, verdicts)
+                if rows:
+                    self._db.executemany(_INSERT, rows)
+                if verdicts:
+                    self._db.executemany(_INSERT_JUDGMENT, verdicts)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
