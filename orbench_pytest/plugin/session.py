@@ -330,13 +330,13 @@ class OrbenchSession:
             # failed, as it does without xdist.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self._run is not None and not self.is_worker:
-            from orbench_pytest.plugin.reporting import write_results
+            from orbench_pytest.plugin.reporting import write_results_and_junit
 
             if (not self._run.outcome.gate.passed and self._run.ungated is None
                     and session.exitstatus == pytest.ExitCode.OK):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
-            write_results(self.config, self._run)
+            write_results_and_junit(self.config, self._run)
 
     def _finish_empty_shard(self, session: pytest.Session) -> None:
         """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
