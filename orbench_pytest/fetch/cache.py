@@ -18,6 +18,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +191,9 @@ def cache_keys(identity: dict[str, Any]) -> Callable[[str | None, str], str]:
     target = _compact_json(identity)
 
     def key(system_prompt: str | None, prompt: str) -> str:
-        blob = (f'{{"prompt":{_compact_json(prompt)},"system":{_compact_json(system_prompt)},'
-                f'"target":{target}}}')
+        # A string's JSON from json's own encoder: json.dumps builds an encoder per call.
+        system = "null" if system_prompt is None else encode_basestring(system_prompt)
+        blob = f'{{"prompt":{encode_basestring(prompt)},"system":{system},"target":{target}}}'
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     return key
