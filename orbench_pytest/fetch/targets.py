@@ -168,9 +168,8 @@ class OpenAICompatibleTarget:
         if self._session is None:
             import aiohttp
 
-            headers = {"Content-Type": "application/json"}
-            if self._api_key:
-                headers["Authorization"] = f"Bearer {self._api_key}"
+            # No Content-Type: `json=` sets it, and session headers are merged per request.
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
             # One pooled client sized to the concurrency: no connection churn.
             connector = aiohttp.TCPConnector(limit=self._concurrency, limit_per_host=0,
                                              keepalive_timeout=30)
