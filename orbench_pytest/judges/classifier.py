@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from itertools import pairwise
@@ -149,6 +149,13 @@ class ClassifierModel:
     meta: dict[str, Any]
     feature_set: str = "opening"
     combination: Combination = Combination()
+    # Made once per model, per term: idf² (the norm's summand) and idf × coefficient (the dot's).
+    _squares: dict[str, float] = field(init=False, repr=False, compare=False)
+    _products: dict[str, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_squares", {f: idf ** 2 for f, (idf, _) in self.terms.items()})
+        object.__setattr__(self, "_products", {f: idf * w for f, (idf, w) in self.terms.items()})
 
     @property
     def version(self) -> str:
@@ -163,12 +170,12 @@ class ClassifierModel:
         `text.prepared_closing`, for a model that reads it): TF-IDF with binary term
         frequency, l2-normalised, over the distinct known features of `features`, then the
         logistic regression, as scikit-learn computes it."""
-        known = set(features(text, closing if self.reads_closing else None, self.feature_set)
-                    ) & self.terms.keys()
-        norm_sq = math.fsum(self.terms[f][0] ** 2 for f in known)
+        known = self._squares.keys() & features(text, closing if self.reads_closing else None,
+                                                self.feature_set)
+        norm_sq = math.fsum(map(self._squares.__getitem__, known))
         if not norm_sq:
             return _sigmoid(self.intercept)
-        dot = math.fsum(self.terms[f][0] * self.terms[f][1] for f in known)
+        dot = math.fsum(map(self._products.__getitem__, known))
         return _sigmoid(dot / math.sqrt(norm_sq) + self.intercept)
 
     def is_refusal(self, text: str, closing: str | None = None) -> tuple[bool, float]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core import defaults
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.fetch.cache import ResponseCache
@@ -105,7 +105,6 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
     if settings.print_cache_key:
-        from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.runner import answers_key
 
         raise BatchEnded([f"orbench cache key: {answers_key(selected, settings)}"])
