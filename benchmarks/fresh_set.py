@@ -54,7 +54,7 @@ from orbench_pytest.fetch.cache import ResponseCache, cache_key  # noqa: E402
 from orbench_pytest.fetch.targets import GenerationParams, model_identity  # noqa: E402
 
 SEED = 34
-DATA = Path(os.environ.get("ORBENCH_FRESH_DATA", ROOT.parent / "shared" / "data"))
+DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or ROOT.parent / "shared" / "data")
 OUT = ROOT / "benchmarks" / "fresh-set-out"
 LABELS_FILE = ROOT / "benchmarks" / "data" / "fresh_local_labels.csv"
 LOCAL_MAX_TOKENS = 128  # the plugin's default for the embedded model (core/defaults.py)
@@ -112,7 +112,7 @@ def load_prompts(source: SuiteSource, data: Path = DATA) -> list[Prompt]:
     path = data / source.file
     if not path.exists():
         raise SystemExit(f"{path}: missing (the fresh set's prompts come from ../shared/data; "
-                         "set ORBENCH_FRESH_DATA to its folder)")
+                         "set ORBENCH_SHARED_DATA to its folder)")
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     out = []

@@ -10,7 +10,7 @@ models to prompts no earlier labelled set holds, labelled by reading before any 
 seen, and never used to write or choose anything. The shipped judge's accuracy, refusal
 precision / recall / F1 and refusal-rate error with its 95% interval (the same figures as
 `orbench judge-check`), per model and per suite. It keeps the prompts' ids and sha256; their
-text is joined back from ../shared/data (ORBENCH_FRESH_DATA).
+text is joined back from ../shared/data (ORBENCH_SHARED_DATA).
 
 DIR holds XSTest's `completions_<model>.csv` (columns prompt, completion, final_label with
 1_full_compliance / 2_full_refusal / 3_partial_refusal); by default
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 SECOND_SETS = ROOT / "tests" / "data"
 FRESH_SET = ROOT / "benchmarks" / "data" / "fresh_local_labels.csv"
 
-from train_judge import held_out  # noqa: E402  (scikit-learn only when training)
+from train_judge import DEFAULT_DIR, held_out  # noqa: E402  (scikit-learn only when training)
 
 from orbench_pytest.core.types import Label, Response, Verdict  # noqa: E402
 from orbench_pytest.judges.judge import JUDGES, Judge, decide, normalise  # noqa: E402
@@ -447,10 +447,9 @@ def print_second_sets(paths: Sequence[Path]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    default_dir = ROOT.parent / "shared" / "data" / "xstest" / "labelled"
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", nargs="?", type=Path,
-                    default=Path(os.environ.get("ORBENCH_XSTEST_LABELLED", default_dir)))
+                    default=DEFAULT_DIR)
     ap.add_argument("--second", type=Path, nargs="+",
                     default=sorted(SECOND_SETS.glob("*_labelled.csv")),
                     help="the second labelled set's files (CSV id, suite, prompt, answer, label)")

@@ -52,12 +52,12 @@ def cpu() -> float:
 
 def scripted(tries: int, seed: int) -> None:
     from orbench_pytest.config.settings import build_settings
-    from orbench_pytest.run.rewording_search import Candidate, search
+    from orbench_pytest.run.rewording_search import SafePrompt, search
     from orbench_pytest.strategies import load_safe_prompts
     from tests.openai_server import OpenAIServer, RefuseOnTrigger
 
     prompts = load_safe_prompts("smoke")
-    candidates = [Candidate(f"smoke::{p.case_id}", p.suite, "", p.case_id, p.category, str(p),
+    candidates = [SafePrompt(f"smoke::{p.case_id}", p.suite, "", p.case_id, p.category, str(p),
                             None) for p in prompts]
     print(f"smoke suite: {len(candidates)} safe prompts, {tries} tries each, seed {seed}")
     print(f"{'trigger':32} {'found':>5} {'exact':>5} {'requests':>8} {'tries':>6} "

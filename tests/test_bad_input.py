@@ -8,7 +8,6 @@ ORBENCH_BAD_INPUT_LOG names a JSON-lines file that records every case (for bench
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import math
@@ -25,6 +24,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orbench_pytest.config.settings import MAX_SAMPLES
+from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
 from tests.helpers import cases, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
@@ -613,12 +615,10 @@ def test_cache_merge_refuses_a_device_and_writes_through_a_symlink(tmp_path) -> 
     assert sqlite3.connect(real).execute("SELECT text FROM responses").fetchone() == ("a",)
 
 
-def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args, server,
-                                                          monkeypatch) -> None:
+def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
+                                                          server) -> None:
     import sqlite3
 
-    cache_module = importlib.import_module("orbench_pytest.fetch.cache")
-    monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 0.5)
     mini_suite(pytester.path)
     path = pytester.path / "c.sqlite3"
     filled_cache(path, {"k": "x"})
@@ -628,7 +628,7 @@ def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
         before = server.requests
         result = run_case(pytester, plugin_args, [
             "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            f"--orbench-cache-path={path}"])
+            f"--orbench-cache-path={path}", "--orbench-cache-lock-wait=0.5"])
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -841,6 +841,8 @@ def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> 
     (["--orbench-samples=1_0"], "--orbench-samples: '1_0' is not a whole number from 1 to 100"),
     (["--orbench-samples=\u0663"], "--orbench-samples: '\u0663' is not a whole number from 1"),
     (["--orbench-cache="], "--orbench-cache: '' is not allowed"),
+    (["--orbench-cache-lock-wait=-1"],
+     "--orbench-cache-lock-wait: '-1' is not a number at least 0 (and finite)"),
     (["--orbench-shard=1_0/2_0"], "--orbench-shard: '1_0/2_0' is not K/N"),
     (["--orbench-shard=\u0661/\u0662"], "--orbench-shard: '\u0661/\u0662' is not K/N"),
     (["--orbench-shard= 1/2"], "--orbench-shard: ' 1/2' is not K/N"),
@@ -855,18 +857,18 @@ def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
     assert server.requests == before
 
 
-def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args, server,
-                                                              monkeypatch) -> None:
-    settings_module = importlib.import_module("orbench_pytest.config.settings")
-    monkeypatch.setattr(settings_module, "MAX_REQUESTS", 10)  # 1,000,000 in a real run
-    mini_suite(pytester.path, n=6)
+def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args,
+                                                              server) -> None:
+    # The real bound: 10,001 prompts × the most samples (100) is one request past it.
+    mini_suite(pytester.path, n=defaults.MAX_REQUESTS // MAX_SAMPLES + 1)
     before = server.requests
     result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
                                               f"--orbench-base-url={server.url}",
-                                              "--orbench-samples=2", "--orbench-temperature=1"])
+                                              "--orbench-samples=100", "--orbench-temperature=1",
+                                              "--orbench-subset=all"])
     line = the_one_line(result, "option", "samples")
-    assert ("--orbench-samples=2: 6 prompts × 2 samples = 12 requests, more than the 10 a run "
-            "may ask") in line
+    assert ("--orbench-samples=100: 10,001 prompts × 100 samples = 1,000,100 requests, more "
+            "than the 1,000,000 a run may ask") in line
     assert server.requests == before
 
 
@@ -936,19 +938,19 @@ def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, se
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
 def test_a_data_file_past_its_cap_is_one_line_before_it_is_read(pytester, plugin_args, server,
-                                                                monkeypatch, suffix) -> None:
-    # The module the run will use (pytester may have dropped an earlier import of it).
-    bounded = importlib.import_module("orbench_pytest.core.bounded")
-    monkeypatch.setattr(bounded, "DATA_FILE_LIMIT", 1024)  # 64 MiB in a real run
+                                                                suffix) -> None:
     header = "prompt,category\n" if suffix == "csv" else ""
     row = "How do I bake bread?,food\n" if suffix == "csv" else \
         '{"prompt": "How do I bake bread?", "category": "food"}\n'
-    (pytester.path / f"rows.{suffix}").write_text(header + row * 100)
+    with open(pytester.path / f"rows.{suffix}", "w") as data:
+        data.write(header + row * 100)
+        data.truncate(DATA_FILE_LIMIT + MIB)  # sparse: past the real cap, nothing written
     (pytester.path / "s.yaml").write_text(f"name: ok\nsource: rows.{suffix}\nexpect: comply\n")
     result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
                                               f"--orbench-base-url={server.url}"])
     line = the_one_line(result, "suite", suffix)
-    assert f"rows.{suffix}: " in line and "larger than the 0 MiB a data file may hold" in line
+    assert f"rows.{suffix}: " in line
+    assert "65 MiB, larger than the 64 MiB a data file may hold" in line
 
 
 def test_a_prompt_past_its_cap_is_one_line(pytester, plugin_args, server) -> None:

@@ -76,7 +76,7 @@ def test_the_labels_are_of_the_prompts_the_script_draws_and_their_text_matches()
 
 
 def test_keys_follow_the_order_orbench_label_shows_the_answers_in(tmp_path: Path) -> None:
-    from orbench_pytest.cli.label import Candidate, sample
+    from orbench_pytest.cli.label import JudgedAnswer, sample
 
     fresh_set = _fresh_set()
     labels = tmp_path / "labels.csv"
@@ -90,7 +90,7 @@ def test_keys_follow_the_order_orbench_label_shows_the_answers_in(tmp_path: Path
                          for item, name in zip(ids, names, strict=True))
     verdicts = ["refusal", "compliance", "compliance", "partial_refusal", "refusal",
                 "compliance", "refusal"]  # the judge's, which the order must not follow
-    pool = [Candidate(item, "xstest", "", item, "", "comply", verdict, "", "")
+    pool = [JudgedAnswer(item, "xstest", "", item, "", "comply", verdict, "", "")
             for item, verdict in zip(ids, verdicts, strict=True)]
     shown = sample(pool, len(pool), 0)
     wanted = "".join({"compliance": "c", "refusal": "r", "partial_refusal": "p"}[

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.catalog.paths import may_hold_suites
-from tests.helpers import REPO
+from tests.helpers import REPO, questions, write_suite
+from tests.openai_server import OpenAIServer
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
                  "orbench_pytest.config", "orbench_pytest.config.options", "orbench_pytest.core",
@@ -40,15 +41,17 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
 REPORT_LOADED = """\
 import json, sys
 def test_loaded():
-    print("LOADED " + json.dumps(sorted(m for m in sys.modules if m.startswith("orbench_"))))
+    print("LOADED " + json.dumps(sorted(m for m in sys.modules
+                                        if m.startswith(("orbench_", "aiohttp")))))
 """
 
 
-def loaded_modules(pytester: pytest.Pytester, plugin_args: list[str], *args: str) -> set[str]:
+def loaded_modules(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
+                   passed: int = 1) -> set[str]:
     if not list(pytester.path.rglob("test_probe.py")):
         pytester.makepyfile(test_probe=REPORT_LOADED)
     result = pytester.runpytest_subprocess(*plugin_args, "-s", *args)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=passed)
     line = next(line for line in result.outlines if "LOADED " in line)
     return set(json.loads(line.partition("LOADED ")[2]))
 
@@ -76,6 +79,22 @@ def test_a_run_using_orbench_registers_the_session(pytester, plugin_args, settin
         pytester.makepyfile(**{"checks/test_probe": REPORT_LOADED})
     loaded = loaded_modules(pytester, plugin_args, *args)
     assert "orbench_pytest.plugin.session" in loaded
+
+
+def test_a_cached_rerun_loads_no_http_client_and_no_batch_code(
+        pytester: pytest.Pytester, plugin_args: list[str], openai_server: OpenAIServer) -> None:
+    """A run that finds every answer in the cache sends nothing: it loads neither aiohttp nor
+    the Batch API steps (whose import costs every rerun a few milliseconds)."""
+    pytester.makeini("[pytest]\n")
+    write_suite(pytester, questions(3))
+    args = ["suites", "test_probe.py", "--orbench-model=m",
+            f"--orbench-base-url={openai_server.url}", "--orbench-cache-path=answers.sqlite3"]
+    first = loaded_modules(pytester, plugin_args, *args, passed=4)
+    assert "aiohttp" in first and "orbench_pytest.run.runner" in first  # it asked
+    rerun = loaded_modules(pytester, plugin_args, *args, passed=4)
+    assert "orbench_pytest.run.runner" in rerun  # it ran, from the cache
+    assert not {m for m in rerun if m.startswith(("aiohttp", "orbench_pytest.batch"))} \
+        and "orbench_pytest.run.batch_steps" not in rerun, sorted(rerun)
 
 
 def test_which_typed_paths_may_hold_suites(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.cli.label import Candidate, candidates, read_labels, sample
+from orbench_pytest.cli.label import JudgedAnswer, candidates, read_labels, sample
 from orbench_pytest.cli.main import main
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
 from orbench_pytest.reports.results import read_results
@@ -142,8 +142,8 @@ def test_ctrl_c_keeps_every_label_given(tmp_path: Path) -> None:
     assert [r["label"] for r in label_rows(labels)] == ["refusal", "compliance"]
 
 
-def _pool(n: int) -> list[Candidate]:
-    return [Candidate(f"s{i % 2}[c-{i}]", f"s{i % 2}", "", f"c-{i}", "k", "comply",
+def _pool(n: int) -> list[JudgedAnswer]:
+    return [JudgedAnswer(f"s{i % 2}[c-{i}]", f"s{i % 2}", "", f"c-{i}", "k", "comply",
                       ("refusal", "compliance")[i % 5 == 0], "", "") for i in range(n)]
 
 

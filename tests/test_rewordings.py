@@ -291,9 +291,9 @@ def test_the_tries_do_not_depend_on_the_constants_of_loaded_modules() -> None:
     serial run and an xdist controller load different ones, and must try the same rewordings."""
     from hypothesis.internal.conjecture import providers
 
-    from orbench_pytest.run.rewording_search import Candidate, _tries
+    from orbench_pytest.run.rewording_search import SafePrompt, _tries
 
-    candidate = Candidate("n", "smoke", "", "violence-0000", "violence", PROMPT, None)
+    candidate = SafePrompt("n", "smoke", "", "violence-0000", "violence", PROMPT, None)
     first = _tries(candidate, 60, 0)
     pool = providers._get_local_constants()
     added = set(range(3, 400)) - pool.integers

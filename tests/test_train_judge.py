@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHARED_DATA, load_benchmark
+from tests.helpers import REPO, load_benchmark, shared_data
 
 SHIPPED = REPO / "orbench_pytest" / "data" / "judge_classifier.json"
 
@@ -38,10 +37,10 @@ def test_retraining_gives_the_shipped_model_byte_for_byte(tmp_path: Path) -> Non
     pytest.importorskip("sklearn", reason="scikit-learn is not installed: "
                                           "pip install -e '.[train]' to retrain the judge")
     train_judge = load_benchmark("train_judge")
-    data = Path(os.environ.get("ORBENCH_XSTEST_LABELLED") or SHARED_DATA / "xstest" / "labelled")
+    data = shared_data("xstest/labelled")
     if not sorted(data.glob("completions_*.csv")):
         pytest.skip(f"XSTest's labelled completions are not in {data} (set "
-                    "ORBENCH_XSTEST_LABELLED); they are never copied into the repository")
+                    "ORBENCH_SHARED_DATA); they are never copied into the repository")
     out = tmp_path / "judge_classifier.json"
     assert train_judge.main([str(data), "--out", str(out)]) == 0
     retrained = hashlib.sha256(out.read_bytes()).hexdigest()

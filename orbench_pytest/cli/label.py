@@ -39,7 +39,7 @@ NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; gi
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class JudgedAnswer:
     """One judged answer offered for labelling."""
 
     id: str
@@ -54,14 +54,14 @@ class Candidate:
 
 
 def candidates(items: Sequence[ItemRecord],
-               prompts: Callable[[ItemRecord], str] | None = None) -> list[Candidate]:
+               prompts: Callable[[ItemRecord], str] | None = None) -> list[JudgedAnswer]:
     """Every answered, judged item (no errors: there is no answer to label)."""
     out = []
     for item in items:
         if item.error or item.verdict in ERROR_VERDICTS or not item.verdict:
             continue
         prompt = item.prompt or (prompts(item) if prompts is not None else "")
-        out.append(Candidate(item.id, item.suite, item.variant, item.case_id, item.category,
+        out.append(JudgedAnswer(item.id, item.suite, item.variant, item.case_id, item.category,
                              item.expect, item.verdict, prompt, item.response))
     return out
 
@@ -70,7 +70,7 @@ def _rank(seed: int, key: str) -> bytes:
     return hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
 
 
-def sample(pool: Sequence[Candidate], n: int, seed: int) -> list[Candidate]:
+def sample(pool: Sequence[JudgedAnswer], n: int, seed: int) -> list[JudgedAnswer]:
     """A stratified (verdict × suite) seeded sample of `n`, in a seeded order that does not
     follow the strata (so the order gives the verdict away no more than the answer does)."""
     from orbench_pytest.catalog.sampling import stratified_sample
@@ -96,7 +96,7 @@ class LabelWriter:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
-    def add(self, candidate: Candidate, label: str) -> None:
+    def add(self, candidate: JudgedAnswer, label: str) -> None:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._write([candidate.id, candidate.suite, candidate.variant, candidate.case_id,
                      candidate.category, candidate.expect, candidate.judge_verdict, label,
@@ -153,7 +153,7 @@ def _show_text(out: TextIO, title: str, text: str) -> None:
         out.write(f"  {terminal_line(line)}\n")
 
 
-def _show(out: TextIO, candidate: Candidate, position: int, total: int, done: int) -> None:
+def _show(out: TextIO, candidate: JudgedAnswer, position: int, total: int, done: int) -> None:
     out.write(f"\n[{position + 1}/{total}, {done} labelled] {terminal_line(candidate.id)} "
               f"(expects {terminal_line(candidate.expect)})\n")
     _show_text(out, "prompt", candidate.prompt or NO_PROMPT)
@@ -168,7 +168,7 @@ class Session:
     stopped: str = "done"
 
 
-def run_labelling(chosen: Sequence[Candidate], path: Path, keys: Iterator[str],
+def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str],
                   out: TextIO) -> Session:
     """Show each answer not yet labelled; append every label as it is given."""
     done = {key: row for key, row in read_labels(path).items() if key in {c.id for c in chosen}}
@@ -213,7 +213,8 @@ def _agrees(label: str, verdict: str) -> bool:
     return label == verdict or (label == "refusal" and verdict == "content_filter")
 
 
-def _next_open(chosen: Sequence[Candidate], done: Mapping[str, object], start: int) -> int | None:
+def _next_open(chosen: Sequence[JudgedAnswer], done: Mapping[str, object],
+               start: int) -> int | None:
     for position in range(start, len(chosen)):
         if chosen[position].id not in done:
             return position

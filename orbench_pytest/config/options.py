@@ -124,6 +124,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-cache-path", "SQLite cache file (default: "
            "$ORBENCH_CACHE_DIR/responses.sqlite3, ~/.cache/orbench-pytest)", "PATH",
            path="path"),
+    Option("--orbench-cache-lock-wait", "Wait this long in all for another run's write lock "
+           f"on the cache, then stop (default: {defaults.CACHE_LOCK_WAIT_S:g})", "SECONDS"),
     Option("--orbench-subset", "Run N prompts per suite (or a fraction, or all), stratified by "
            "category; not to be confused with --orbench-samples", "N|FRACTION|all",
            old_flag="--orbench-sample"),

@@ -32,7 +32,6 @@ EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the firs
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
-MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -72,6 +71,7 @@ class Settings:
     backoff_s: float
     cache_mode: str
     cache_path: Path
+    cache_lock_wait_s: float
     cache_dir: Path
     sample: int | float | None
     seed: int | None
@@ -206,6 +206,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         price_output=(None if get("price_output") is None else
                       _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
         cache_mode=cache_mode,
+        cache_lock_wait_s=_number("--orbench-cache-lock-wait", get("cache_lock_wait"),
+                                  defaults.CACHE_LOCK_WAIT_S, low=0.0),
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,
         sample=sample,

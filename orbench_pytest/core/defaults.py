@@ -36,11 +36,13 @@ LOCAL_CONTEXT = 4096  # tokens of context of the embedded server
 
 # --- the cache ----------------------------------------------------------------------------------
 MAX_AGE = "30d"  # --orbench-cache-max-age: answers older than this are asked again
+CACHE_LOCK_WAIT_S = 10.0  # --orbench-cache-lock-wait: another run's write lock, waited in all
 
 # --- runs ---------------------------------------------------------------------------------------
 SAMPLES = 1  # answers asked per prompt
 REFUSE_AT = 0.5  # a sampled prompt counts as refused when at least this share of answers refuse
 REWORDINGS_BUDGET = 1000  # rewordings --orbench-rewordings asks in a whole run
+MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 
 # --- the Batch API ------------------------------------------------------------------------------
 BATCH_POLL_S = 30.0  # between two looks at a submitted batch

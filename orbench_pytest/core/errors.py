@@ -16,6 +16,17 @@ class ConfigError(OrbenchError):
         super().__init__(terminal_line(one_line(message)))
 
 
+class BatchEnded(OrbenchError):
+    """The run ends after a batch step, without asking or gating (an export, a status, a batch
+    still running): the lines to print and the exit status. Here, not in run/batch_steps.py:
+    the session catches it in every run, and a run without batch steps loads no batch code."""
+
+    def __init__(self, lines: list[str], returncode: int = 0) -> None:
+        super().__init__(lines[-1] if lines else "")
+        self.lines = lines
+        self.returncode = returncode
+
+
 # Everything str.splitlines() breaks on (what terminals and pytest's output split on too).
 _LINE_BREAKS: dict[str, str | int | None] = {
     ch: repr(ch)[1:-1] for ch in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}

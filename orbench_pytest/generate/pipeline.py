@@ -29,7 +29,7 @@ from orbench_pytest.generate.moderate import Ballot, Tally, moderation_prompt, p
 from orbench_pytest.generate.prompts import PromptTemplate
 from orbench_pytest.generate.review import carry_review
 from orbench_pytest.generate.rewrite import (
-    Candidate,
+    RewrittenPrompt,
     candidates_of,
     parse_prompt_list,
     rewrite_prompt,
@@ -158,12 +158,12 @@ def _seeds(run: Run) -> list[Seed]:
     return seeds
 
 
-def _rewrite(run: Run, seeds: list[Seed]) -> list[Candidate]:
+def _rewrite(run: Run, seeds: list[Seed]) -> list[RewrittenPrompt]:
     config = run.config
     template = config.templates["rewrite"]
     responses = run.ask("rewrite", config.rewriter,
                         [rewrite_prompt(template, s, config.per_seed) for s in seeds])
-    candidates: list[Candidate] = []
+    candidates: list[RewrittenPrompt] = []
     empty = blocked = 0
     for seed, response in zip(seeds, responses, strict=True):
         found = candidates_of(seed, parse_prompt_list(response, config.per_seed))
@@ -178,7 +178,8 @@ def _rewrite(run: Run, seeds: list[Seed]) -> list[Candidate]:
     return candidates
 
 
-def _dedupe(run: Run, seeds: list[Seed], candidates: list[Candidate]) -> list[Candidate]:
+def _dedupe(run: Run, seeds: list[Seed],
+            candidates: list[RewrittenPrompt]) -> list[RewrittenPrompt]:
     kept, dropped = deduplicate([(s.seed_id, s.prompt) for s in seeds],
                                 [(c.candidate_id, c.prompt) for c in candidates],
                                 n=run.config.dedupe_n, threshold=run.config.dedupe_threshold)
@@ -191,7 +192,7 @@ def _dedupe(run: Run, seeds: list[Seed], candidates: list[Candidate]) -> list[Ca
     return [candidates[i] for i in kept]
 
 
-def _moderate(run: Run, candidates: list[Candidate]) -> dict[str, Tally]:
+def _moderate(run: Run, candidates: list[RewrittenPrompt]) -> dict[str, Tally]:
     template = run.config.templates["moderate"]
     prompts = [moderation_prompt(template, c.prompt) for c in candidates]
     ballots: dict[str, list[Ballot]] = {c.candidate_id: [] for c in candidates}
@@ -211,7 +212,7 @@ def _moderate(run: Run, candidates: list[Candidate]) -> dict[str, Tally]:
     return tallies
 
 
-def _hard(run: Run, candidates: list[Candidate], tallies: dict[str, Tally]
+def _hard(run: Run, candidates: list[RewrittenPrompt], tallies: dict[str, Tally]
           ) -> dict[str, list[ProbeResult]]:
     if not run.config.probes:
         return {}
@@ -229,7 +230,7 @@ def _hard(run: Run, candidates: list[Candidate], tallies: dict[str, Tally]
     return results
 
 
-def _row(candidate: Candidate, tally: Tally, probes: list[ProbeResult] | None,
+def _row(candidate: RewrittenPrompt, tally: Tally, probes: list[ProbeResult] | None,
          config: GenerateConfig) -> dict[str, str]:
     decision = tally.decision
     row = {

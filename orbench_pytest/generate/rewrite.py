@@ -13,7 +13,9 @@ from orbench_pytest.judges.judge import neutralise_delimiters, strip_reasoning
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class RewrittenPrompt:
+    """One prompt a seed was rewritten into: a candidate until moderation and probes keep it."""
+
     candidate_id: str  # "<seed id>-r<n>"
     prompt: str
     category: str
@@ -66,6 +68,6 @@ def rewrite_prompt(template: PromptTemplate, seed: Seed, count: int) -> str:
                            category=seed.category)
 
 
-def candidates_of(seed: Seed, prompts: list[str]) -> list[Candidate]:
-    return [Candidate(f"{seed.seed_id}-r{index + 1}", prompt, seed.category, seed.seed_id)
+def candidates_of(seed: Seed, prompts: list[str]) -> list[RewrittenPrompt]:
+    return [RewrittenPrompt(f"{seed.seed_id}-r{index + 1}", prompt, seed.category, seed.seed_id)
             for index, prompt in enumerate(prompts)]

@@ -94,7 +94,7 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
         write(f"orbench results: {settings.results}")
 
 
-def write_results(config: pytest.Config, run: CompletedRun) -> None:
+def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
     """The results file (--orbench-results) and the JUnit testsuite properties."""
     settings = run.settings
     junit = [plugin for plugin in config.pluginmanager.get_plugins()
@@ -103,15 +103,14 @@ def write_results(config: pytest.Config, run: CompletedRun) -> None:
     if settings.results is None and not junit:
         return  # the results document's modules are not even loaded
     from orbench_pytest.reports.junit import junit_gate_property
-    from orbench_pytest.reports.results import results_from_run
-    from orbench_pytest.reports.results import write_results as write_file
+    from orbench_pytest.reports.results import results_from_run, write_results
 
     data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
                             run.started, versions={"pytest": pytest.__version__},
                             ungated=run.ungated, rewordings=run.rewordings)
     if settings.results is not None:
         try:
-            write_file(settings.results, data)
+            write_results(settings.results, data)
         except OSError as exc:
             raise pytest.UsageError(f"--orbench-results: cannot write "
                                     f"{settings.results} ({exc.strerror})") from None

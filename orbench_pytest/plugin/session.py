@@ -24,7 +24,7 @@ from orbench_pytest.catalog.selection import (
     suite_request,
 )
 from orbench_pytest.config.settings import build_settings
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.ids import ORBENCH_MARKER
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.plugin.stash import SESSION_KEY, STOP_PREFIX
@@ -33,7 +33,6 @@ from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY
 if TYPE_CHECKING:
     from orbench_pytest.config.settings import Settings
     from orbench_pytest.gate.disputed import Disputes
-    from orbench_pytest.run.batch_steps import BatchEnded
     from orbench_pytest.run.collection import SuiteCatalog
     from orbench_pytest.run.runner import ItemState, Selected
     from orbench_pytest.run.session_run import CompletedRun
@@ -186,7 +185,6 @@ class OrbenchSession:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
         from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
-        from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         # The collected suites, and below the run's answers and states, live until the end:
@@ -332,13 +330,13 @@ class OrbenchSession:
             # failed, as it does without xdist.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self._run is not None and not self.is_worker:
-            from orbench_pytest.plugin.reporting import write_results
+            from orbench_pytest.plugin.reporting import write_results_and_junit
 
             if (not self._run.outcome.gate.passed and self._run.ungated is None
                     and session.exitstatus == pytest.ExitCode.OK):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
-            write_results(self.config, self._run)
+            write_results_and_junit(self.config, self._run)
 
     def _finish_empty_shard(self, session: pytest.Session) -> None:
         """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success

@@ -19,7 +19,7 @@ from orbench_pytest.batch.import_answers import ImportReport, import_lines, stor
 from orbench_pytest.batch.state import BatchState, request_set_key, state_path
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.artefacts import write_atomically
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
@@ -42,16 +42,6 @@ def batch_limits(settings: Settings) -> BatchLimits:
     """What one input file may hold: a set of requests larger than one batch takes is several
     input files (an export) or several batches, submitted together and waited for in turn."""
     return BatchLimits(requests=settings.batch_max_requests)
-
-
-class BatchEnded(Exception):
-    """The run ends after a batch step, without asking or gating (an export, a status, a batch
-    still running): the lines to print and the exit status."""
-
-    def __init__(self, lines: list[str], returncode: int = 0) -> None:
-        super().__init__(lines[-1] if lines else "")
-        self.lines = lines
-        self.returncode = returncode
 
 
 @dataclass

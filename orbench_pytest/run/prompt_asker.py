@@ -119,7 +119,8 @@ class PromptAsker:
             fetch_settings(settings, self.params), revalidate=False)
         self.cache = (None if settings.cache_mode == "off"
                       else ResponseCache(settings.cache_path,
-                                         writable=settings.cache_mode != "read"))
+                                         writable=settings.cache_mode != "read",
+                                         busy_timeout_s=settings.cache_lock_wait_s))
         self._opened: contextlib.ExitStack | None = None
         self._target: Target | None = None
         self.asked = 0  # prompts asked (cached or not)

@@ -68,7 +68,9 @@ class SearchOutcome:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class SafePrompt:
+    """An answered safe prompt whose rewordings are searched for one the target refuses."""
+
     nodeid: str
     suite: str
     variant: str
@@ -78,7 +80,7 @@ class Candidate:
     system_prompt: str | None
 
 
-def prompt_seed(seed: int, candidate: Candidate) -> Random:
+def prompt_seed(seed: int, candidate: SafePrompt) -> Random:
     """A prompt's own random source: the same for a prompt whatever else the run selects."""
     return Random(f"orbench-rewordings:{seed}:{candidate.suite}:{candidate.variant}:"
                   f"{candidate.case_id}")
@@ -94,7 +96,7 @@ def _settings(tries: int) -> object:
                                suppress_health_check=list(HealthCheck))
 
 
-def _find(candidate: Candidate, tries: int, seed: int,
+def _find(candidate: SafePrompt, tries: int, seed: int,
           condition: Callable[[Rewording], bool]) -> Rewording | None:
     from hypothesis import find
     from hypothesis.errors import NoSuchExample
@@ -135,7 +137,7 @@ def _no_local_constants() -> Iterator[None]:
         providers._get_local_constants, providers.CONSTANTS_CACHE = saved
 
 
-def _tries(candidate: Candidate, tries: int, seed: int) -> list[str]:
+def _tries(candidate: SafePrompt, tries: int, seed: int) -> list[str]:
     """The rewordings Hypothesis tries for this prompt until a flip, in order: its search run
     once with every rewording answered. The real search (same seed) draws the same ones up to
     its first flip, so they can all be asked beforehand, concurrently."""
@@ -150,7 +152,7 @@ def _tries(candidate: Candidate, tries: int, seed: int) -> list[str]:
     return list(seen)
 
 
-def search(candidates: Sequence[Candidate], settings: Settings, tries: int, budget: int,
+def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, budget: int,
            seed: int) -> SearchOutcome:
     """Search every candidate (answered safe prompts, in selection order)."""
     import time
@@ -159,7 +161,7 @@ def search(candidates: Sequence[Candidate], settings: Settings, tries: int, budg
     outcome = SearchOutcome(tries, seed, budget)
     by_system: dict[str | None, PromptAsker] = {}
 
-    def asker(candidate: Candidate) -> PromptAsker:
+    def asker(candidate: SafePrompt) -> PromptAsker:
         if candidate.system_prompt not in by_system:
             variant_settings = settings
             if settings.variants:
@@ -172,7 +174,7 @@ def search(candidates: Sequence[Candidate], settings: Settings, tries: int, budg
 
     memo: dict[tuple[str | None, str], Asked] = {}
     generation_budget = int(budget * GENERATION_SHARE)
-    admitted: list[tuple[Candidate, list[str]]] = []
+    admitted: list[tuple[SafePrompt, list[str]]] = []
     used = 0
     for candidate in candidates:
         # The last prompt that fits is searched over the first of its tries that fit.
@@ -206,7 +208,7 @@ def search(candidates: Sequence[Candidate], settings: Settings, tries: int, budg
     return outcome
 
 
-def _search_one(candidate: Candidate, asker: PromptAsker,
+def _search_one(candidate: SafePrompt, asker: PromptAsker,
                 memo: dict[tuple[str | None, str], Asked], tries: int, seed: int, left: int,
                 outcome: SearchOutcome) -> int:
     """One prompt's search, with its flip shrunk; returns the budget left."""
@@ -258,7 +260,7 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
         state = run.states.get(s.nodeid)
         if s.case.expect != "comply" or state is None or state.result.refused is not False:
             continue
-        candidates.append(Candidate(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
+        candidates.append(SafePrompt(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
                                     s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:
         write(f"orbench: rewordings: up to {settings.rewordings} of each of {len(candidates)} "

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core import defaults
+from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.fetch.cache import ResponseCache
@@ -85,15 +86,13 @@ def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCa
 
 
 def check_request_bound(selected: list[Selected], settings: Settings) -> None:
-    """Prompts × samples is bounded (settings.MAX_REQUESTS), before anything is planned."""
-    from orbench_pytest.config.settings import MAX_REQUESTS
-
+    """Prompts × samples is bounded (defaults.MAX_REQUESTS), before anything is planned."""
     total = len(selected) * settings.samples
-    if total > MAX_REQUESTS:
+    if total > defaults.MAX_REQUESTS:
         raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
                           f"{settings.samples} samples = {total:,} requests, more than the "
-                          f"{MAX_REQUESTS:,} a run may ask; lower --orbench-samples or select "
-                          "fewer prompts (--orbench-subset, --orbench-shard)")
+                          f"{defaults.MAX_REQUESTS:,} a run may ask; lower --orbench-samples or "
+                          "select fewer prompts (--orbench-subset, --orbench-shard)")
 
 
 def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCatalog,
@@ -106,7 +105,6 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
     settings = effective_settings(settings, catalog, selected)
     settings, chosen = choose_model(settings)
     if settings.print_cache_key:
-        from orbench_pytest.run.batch_steps import BatchEnded
         from orbench_pytest.run.runner import answers_key
 
         raise BatchEnded([f"orbench cache key: {answers_key(selected, settings)}"])
@@ -126,7 +124,8 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
             reporter.write_line(chosen)
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
     cache = (None if settings.cache_mode == "off"
-             else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read"))
+             else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read",
+                                busy_timeout_s=settings.cache_lock_wait_s))
     ungated = (f"shard {settings.shard} alone"
                if settings.shard is not None and not settings.shard_gate else None)
     try:
