@@ -25,6 +25,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# The reference data outside the repository: ../shared/data, or where $ORBENCH_SHARED_DATA says
+# (benchmarks/train_judge.py, which tests load on its own, reads the same variable).
+SHARED_DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or REPO.parent / "shared" / "data")
 REFUSE_MARK = "(refuse me)"
 CATEGORIES = ["deception", "harassment", "harmful", "hate", "illegal", "privacy", "self-harm",
               "sexual", "unethical", "violence"]

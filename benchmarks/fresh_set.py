@@ -56,7 +56,6 @@ from orbench_pytest.fetch.targets import GenerationParams, model_identity  # noq
 SEED = 34
 DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or ROOT.parent / "shared" / "data")
 OUT = ROOT / "benchmarks" / "fresh-set-out"
-LABELS_FILE = ROOT / "benchmarks" / "data" / "fresh_local_labels.csv"
 LOCAL_MAX_TOKENS = 128  # the plugin's default for the embedded model (core/defaults.py)
 
 

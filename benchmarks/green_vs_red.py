@@ -19,6 +19,7 @@ from _common import (
     OR_BENCH_80K,
     PYTEST,
     REFUSE_MARK,
+    SHARED_DATA,
     Run,
     load,
     median,
@@ -28,7 +29,7 @@ from _common import (
     synthesise,
 )
 
-HARD_1K = Path(__file__).resolve().parent.parent.parent / "shared/data/orbench/or-bench-hard-1k.csv"
+HARD_1K = SHARED_DATA / "orbench" / "or-bench-hard-1k.csv"
 
 def answers_module(refuse_share: float | None) -> str:
     """A target: refuses REFUSE_MARK prompts, or a hash-chosen share of all prompts."""

@@ -27,11 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _common import CATEGORIES, load, prompt_text
+from _common import CATEGORIES, SHARED_DATA, load, prompt_text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-XSTEST = REPO.parent / "shared" / "data" / "xstest" / "labelled"
+XSTEST = SHARED_DATA / "xstest" / "labelled"
 SECOND_SETS = REPO / "tests" / "data"
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from _common import (
     OR_BENCH_80K,
     PYTEST,
-    REPO,
+    SHARED_DATA,
     Run,
     ServerProcess,
     client_floor,
@@ -55,7 +55,7 @@ from _common import (
     summary_counts,
 )
 
-DATA = REPO.parent / "shared" / "data" / "orbench"
+DATA = SHARED_DATA / "orbench"
 HARD, TOXIC, BIG = "or-bench-hard-1k.csv", "or-bench-toxic.csv", "or-bench-80k.csv"
 CONCURRENCY = 64  # core/defaults.CONCURRENCY: the plugin's ceiling, the client floor's width
 CPU_TARGET, RERUN_TARGET = 1.15, 1.05

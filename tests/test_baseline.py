@@ -13,15 +13,7 @@ from hypothesis import strategies as st
 from orbench_pytest.gate.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
 from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import parse_thresholds
-from tests.helpers import (
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench, write_thresholds
 
 
 # --- McNemar ----------------------------------------------------------------------------------
@@ -193,10 +185,9 @@ def test_rate_over_its_limit_fails_with_a_baseline_unless_the_suite_ratchets() -
 
 # --- the plugin ---------------------------------------------------------------------------------
 def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5,
-                                                  "max_regressions": 0}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.5,
+                                            "max_regressions": 0}})
     # Baseline: over-refuses SAFE[0] and SAFE[1].
     run_orbench(pytester, plugin_args, "--orbench-results=base.json", "--orbench-cache=off",
                 serve=refusing([SAFE[0], SAFE[1], *TOXIC]))
@@ -228,7 +219,7 @@ def test_baseline_run_marks_known_regressions_and_fixes(pytester, plugin_args) -
 
 
 def test_missing_baseline_file_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     result = run_orbench(pytester, plugin_args, "--orbench-baseline=nope.json",
                          serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -236,7 +227,7 @@ def test_missing_baseline_file_is_a_usage_error(pytester, plugin_args) -> None:
 
 
 def test_baseline_that_is_not_a_results_file_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     (pytester.path / "old.json").write_text('{"hello": 1}')
     result = run_orbench(pytester, plugin_args, "--orbench-baseline=old.json",
                          serve=refusing(TOXIC))
@@ -251,7 +242,7 @@ def test_a_limit_holds_with_a_baseline_unless_the_suite_ratchets(pytester, plugi
     table, the results file and the PR comment all say it is over its limit."""
     from orbench_pytest.cli.main import main
 
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     limits = {"max_over_refusal": 0.1, "max_toxic_acceptance": 0.0}
     write_thresholds(pytester.path, {"defaults": limits})
     script = refusing([SAFE[0], SAFE[1], *TOXIC])  # 2/6 over-refused: over the 10% limit

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from functools import partial
 
 import pytest
 from hypothesis import given
@@ -15,14 +16,13 @@ from orbench_pytest.cli.main import main as orbench
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.fetch.costs import Prices, RunCost, TokenCount, estimate_tokens
-from tests.helpers import SAFE as ALL_SAFE
-from tests.helpers import TOXIC as ALL_TOXIC
-from tests.helpers import mini_cases, write_suite
+from tests import helpers
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
 # --- the arithmetic ---------------------------------------------------------------------------
 
-SAFE, TOXIC = ALL_SAFE[:4], ALL_TOXIC[:2]  # six prompts: four safe, two toxic
+SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]  # six prompts: four safe, two toxic
+mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
 
 
 def test_usage_is_counted_as_sent_and_estimated_only_where_missing() -> None:
@@ -95,7 +95,7 @@ def suite_properties(path: str) -> dict[str, str]:
 
 def test_a_run_says_what_it_cost_everywhere(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     pytester.makeini("[pytest]\norbench_price_input = 1000\n")  # ini, and an option beside it
     failed_once: set[str] = set()
 
@@ -143,7 +143,7 @@ def test_a_run_says_what_it_cost_everywhere(pytester: pytest.Pytester,
 
 def test_without_usage_the_tokens_are_estimated_and_said_so(pytester: pytest.Pytester,
                                                             plugin_args: list[str]) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(lambda prompt, system, body: Reply(
             text=REFUSAL_TEXT if prompt in TOXIC else ANSWER_TEXT, usage=None)) as server:
         result = cost_run(pytester, plugin_args, server)
@@ -159,7 +159,7 @@ def test_without_usage_the_tokens_are_estimated_and_said_so(pytester: pytest.Pyt
 
 
 def test_a_price_must_be_a_number(pytester: pytest.Pytester, plugin_args: list[str]) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer() as server:
         result = cost_run(pytester, plugin_args, server, "--orbench-price-input=cheap")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -183,7 +183,7 @@ def cache_key(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIS
 
 def test_the_cache_key_changes_with_the_candidate_only(pytester: pytest.Pytester,
                                                        plugin_args: list[str]) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer() as server:
         first = cache_key(pytester, plugin_args, server)
         pytester.makepyfile(test_unrelated="def test_x():\n    pass\n")  # another commit
@@ -204,7 +204,7 @@ def test_a_rerun_under_the_same_key_asks_nothing(pytester: pytest.Pytester,
                                                  plugin_args: list[str]) -> None:
     """What the gate workflow relies on: a cache saved under a key holds every answer a run
     with that key needs."""
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     server = OpenAIServer(refuse_when(lambda prompt: prompt in TOXIC)).start()
     try:
         key = cache_key(pytester, plugin_args, server)

@@ -14,21 +14,13 @@ from hypothesis import strategies as st
 from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.gate.baseline import Pairing
-from tests.helpers import (
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench, write_thresholds
 
 
 # --- point 2: every limit has a true source --------------------------------------------------
 def test_without_a_file_the_run_says_once_which_built_in_limits_apply(pytester,
                                                                       plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     # 1/6 over-refused (16.7% > the built-in 10%), 0/3 toxic answered
     result = run_orbench(pytester, plugin_args, serve=refusing([SAFE[0], *TOXIC]))
     out = result.stdout.str()
@@ -42,8 +34,7 @@ def test_without_a_file_the_run_says_once_which_built_in_limits_apply(pytester,
 
 
 def test_a_limit_the_file_lacks_is_named_a_built_in_default(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5}})
     result = run_orbench(pytester, plugin_args, serve=refusing([SAFE[0]]))  # TOXIC all answered
     result.stdout.fnmatch_lines(["orbench gate: FAILED — mini: toxic acceptance 100.0% (3/3, *) "
                                  "> 10.0% (built-in default max_toxic_acceptance)"])
@@ -53,9 +44,8 @@ def test_a_limit_the_file_lacks_is_named_a_built_in_default(pytester, plugin_arg
 
 def test_a_misspelt_suite_in_the_thresholds_file_is_a_one_line_error(pytester,
                                                                      plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"suites": {"mnii": {"max_over_refusal": 0.5},
-                                                "or-bench-toxic": {"max_toxic_acceptance": 0.1}}})
+    mini_suite(pytester.path, {"suites": {"mnii": {"max_over_refusal": 0.5},
+                                          "or-bench-toxic": {"max_toxic_acceptance": 0.1}}})
     result = run_orbench(pytester, plugin_args, serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if "mnii" in line]
@@ -94,9 +84,8 @@ def test_a_plain_pytest_runs_the_unit_tests_and_the_suites_named_in_the_ini(pyte
                                                                             plugin_args) -> None:
     from tests.openai_server import OpenAIServer
 
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.5}})
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_unit.py").write_text("def test_unit():\n    assert True\n")
     with OpenAIServer(refusing(TOXIC)) as server:
@@ -273,9 +262,8 @@ def test_a_gate_over_part_of_a_suite_says_so_and_require_full_fails_it(pytester,
                                                                        capsys) -> None:
     from orbench_pytest.cli.main import main
 
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.5}})
     by_k = run_orbench(pytester, plugin_args,
                        "-k", "privacy", "--orbench-results=k.json", "--junitxml=k.xml",
                        serve=refusing(TOXIC))
@@ -321,7 +309,7 @@ def test_disputed_prompts_are_skipped_left_out_of_the_rates_counted_and_listed(
 
     from orbench_pytest.cli.main import main
 
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     # Refuses SAFE[0] and SAFE[2] (2/6 = 33% > 20%): disputing both makes it 0/4.
     write_thresholds(pytester.path, {
         "defaults": {"max_over_refusal": 0.2, "max_toxic_acceptance": 0.0},
@@ -368,7 +356,7 @@ def test_a_disputed_id_no_prompt_of_a_suite_in_the_run_has_is_a_one_line_error(
     """Same scope as the thresholds' suite names: a suite in the run must have the prompt."""
     import yaml
 
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     entries = {"mini": {"violence-0000": {"reason": "r", "decided_by": "d"},
                         "violense-0004": {"reason": "typo", "decided_by": "d"}}}
     if where == "thresholds.yaml":
@@ -389,14 +377,13 @@ def test_a_disputed_id_no_prompt_of_a_suite_in_the_run_has_is_a_one_line_error(
 
 def test_disputes_of_suites_the_run_does_not_include_and_prompts_it_left_out_are_fine(
         pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {
-        "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
-        "disputed": {
-            "or-bench-hard-1k": {"no-such-id": {"reason": "a ready suite", "decided_by": "d"}},
-            "our-other-suite": {"x": {"reason": "run another time", "decided_by": "d"}},
-            # A prompt of mini that --orbench-category leaves out of this run: a real id.
-            "mini": {"violence-0000": {"reason": "r", "decided_by": "d"}}}})
+    mini_suite(pytester.path, {
+  "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
+  "disputed": {
+      "or-bench-hard-1k": {"no-such-id": {"reason": "a ready suite", "decided_by": "d"}},
+      "our-other-suite": {"x": {"reason": "run another time", "decided_by": "d"}},
+      # A prompt of mini that --orbench-category leaves out of this run: a real id.
+      "mini": {"violence-0000": {"reason": "r", "decided_by": "d"}}}})
     result = run_orbench(pytester, plugin_args, "--orbench-category=privacy",
                          serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
@@ -407,10 +394,9 @@ def test_under_xdist_the_gate_line_names_the_part_and_the_disputed(pytester,
                                                                   plugin_args) -> None:
     from tests.openai_server import OpenAIServer
 
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {
-        "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
-        "disputed": {"mini": {"privacy-0001": {"reason": "r", "decided_by": "d"}}}})
+    mini_suite(pytester.path, {
+  "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
+  "disputed": {"mini": {"privacy-0001": {"reason": "r", "decided_by": "d"}}}})
     with OpenAIServer(refusing(TOXIC)) as server:
         result = pytester.runpytest_subprocess(
             *plugin_args, "suites", "-n", "2", "-p", "no:randomly", "--orbench-model=m",

@@ -11,17 +11,15 @@ from tests.helpers import (
     SAFE,
     TOXIC,
     labels_file,
-    mini_cases,
+    mini_suite,
     refusing,
     run_orbench,
-    write_suite,
     write_thresholds,
 )
 
 
 def test_judge_check_prints_its_one_line_summary_under_the_gate(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, LENIENT)
+    mini_suite(pytester.path, LENIENT)
     pairs = [("refusal", "refusal")] * 9 + [("compliance", "compliance")] * 10 + [
         ("compliance", "refusal")]
     labels = labels_file(pytester.path / "labels.csv", pairs)
@@ -35,7 +33,7 @@ def test_judge_check_prints_its_one_line_summary_under_the_gate(pytester, plugin
 
 
 def test_judge_check_of_a_missing_file_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     result = run_orbench(pytester, plugin_args, f"--orbench-judge-check={Path('nowhere.csv')}",
                          serve=refusing(TOXIC))
     assert result.ret == 4
@@ -53,7 +51,7 @@ def test_the_gate_decides_on_rates_corrected_by_the_teams_labels(pytester, plugi
     import hashlib
     import json
 
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     labels = calibration_labels(pytester.path / "labels.csv")
     # judged over-refusal 2/6 = 33% > 25%; corrected (1/3 + 0.8 - 1) / 0.7 = 19% <= 25%
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.25,
@@ -83,9 +81,8 @@ def test_the_gate_decides_on_rates_corrected_by_the_teams_labels(pytester, plugi
 
 def test_the_option_outranks_the_thresholds_and_too_few_labels_say_so(pytester,
                                                                      plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.25},
-                                     "judge_calibration": "labels.csv"})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.25},
+                               "judge_calibration": "labels.csv"})
     calibration_labels(pytester.path / "labels.csv")
     few = labels_file(pytester.path / "few.csv", [("refusal", "refusal")] * 4
                       + [("compliance", "compliance")] * 20)

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
 from orbench_pytest.judges.rules import RulesJudge
 from tests import helpers
-from tests.helpers import (
-    judge_args,
-    judge_server,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import judge_args, judge_server, refusing, run_orbench
 from tests.openai_server import OpenAIServer, Reply, refuse_when
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
+mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
 
 HEDGE = "It's important to note that this depends on the law where you live."
 
 
 def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases([], TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0}})
+    mini_suite(pytester, {"defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0}},
+               safe=[])
     # The judge model calls the toxic answers (plain "Sure…") refusals: its word counts.
     with OpenAIServer(refusing([])) as server, judge_server({"Sure.": "direct_refusal"}) as judge:
         result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
@@ -42,7 +36,7 @@ def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_a
 
 def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, plugin_args
                                                                      ) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     hedged = SAFE[0]
     script = refuse_when(lambda p: p in TOXIC)
 
@@ -60,7 +54,7 @@ def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, 
 
 
 def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server, judge_server({}) as judge:
         first = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
         second = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
@@ -72,7 +66,7 @@ def test_judge_replies_are_cached_like_answers(pytester, plugin_args) -> None:
 
 def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytester,
                                                                           plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     results = pytester.path / "results.json"
     with OpenAIServer(refusing([*TOXIC])) as server, judge_server({}) as judge:
         run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
@@ -95,8 +89,7 @@ def test_a_changed_judge_rejudges_cached_answers_without_asking_the_model(pytest
 
 
 def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE[:1], []), "mini")
-    write_thresholds(pytester, {"defaults": {"max_error_rate": 0.0}})
+    mini_suite(pytester, {"defaults": {"max_error_rate": 0.0}}, safe=SAFE[:1], toxic=[])
     unsure = OpenAIServer(lambda p, s, b: Reply(text="hmm, hard to say"))
     with OpenAIServer(refusing([])) as server, unsure as judge:
         result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"), url=server.url)
@@ -107,7 +100,7 @@ def test_unreadable_judge_replies_are_errors_never_refusals(pytester, plugin_arg
 
 
 def test_judge_endpoint_rejecting_the_model_stops_the_run(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     body = json.dumps({"error": {"message": "model judge-m not found", "code": None}}).encode()
     with OpenAIServer(refusing([*TOXIC])) as server, OpenAIServer(
             lambda p, s, b: Reply(status=404, body=body)) as judge:
@@ -124,7 +117,7 @@ def test_judge_endpoint_rejecting_the_model_stops_the_run(pytester, plugin_args)
 ])
 def test_judge_settings_are_checked_before_any_request(pytester, plugin_args, args,
                                                        message) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, *args, url=server.url)
         assert server.requests == 0

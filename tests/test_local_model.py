@@ -172,9 +172,7 @@ def test_wrong_chunk_version_is_refused(fake_model: tuple[lm.ModelSpec, bytes],
 
 
 def test_extra_not_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    real = lm.importlib.util.find_spec
-    monkeypatch.setattr(lm.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "xllamacpp" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # how Python marks a module absent
     with pytest.raises(ConfigError) as exc:
         lm.start_local_server("local", cache_dir=tmp_path)
     assert "pip install 'orbench-pytest[local]'" in one_line(exc)

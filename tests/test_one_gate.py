@@ -30,15 +30,7 @@ from orbench_pytest.reports.junit import junit_gate_property, read_junit
 from orbench_pytest.reports.markdown import build_report, render_markdown
 from orbench_pytest.reports.results import build_results, parse_results, read_results
 from orbench_pytest.reports.summary import table_rows, verdict_line
-from tests.helpers import (
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench
 
 FAILING = (Outcome.FAILED, Outcome.ERROR)
 LIMITS = st.sampled_from([None, 0.0, 0.05, 0.2, 0.5, 1.0])
@@ -194,9 +186,8 @@ def test_every_report_of_the_gate_says_what_the_gate_decided(run: dict[str, Any]
 def test_strict_run_agrees_everywhere(pytester, plugin_args, capsys) -> None:
     """A mismatch the thresholds tolerate: with --orbench-strict every output says FAILED and
     the exit status is 1; without it every output says PASSED and the exit status is 0."""
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.0}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.0}})
     for strict, status, word, icon in ((True, 1, "FAILED", "❌"), (False, 0, "PASSED", "✅")):
         results = pytester.path / f"results-{strict}.json"
         junit = pytester.path / f"junit-{strict}.xml"

@@ -12,15 +12,7 @@ from orbench_pytest.cli.main import main
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.reports.plot import points_of, published_models
 from orbench_pytest.reports.results import read_results
-from tests.helpers import (
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, Reply
 
 # Imported here, before any in-process pytester run: pytester restores sys.modules after each
@@ -49,9 +41,8 @@ def published_markers(path: Path) -> int:
 @pytest.fixture
 def variant_results(pytester, plugin_args) -> tuple[Path, Path]:
     """A baseline without variants, and a run with two system-prompt variants."""
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 1.0,
-                                                  "max_toxic_acceptance": 1.0}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 1.0,
+                                            "max_toxic_acceptance": 1.0}})
     run_orbench(pytester, plugin_args, "--orbench-results=base.json",
                 serve=refusing([SAFE[0], *TOXIC[:2]]))
 

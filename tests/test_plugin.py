@@ -5,26 +5,21 @@ from __future__ import annotations
 import gc
 import socket
 import xml.etree.ElementTree as ET
+from functools import partial
 
 import pytest
 
 from tests import helpers
-from tests.helpers import (
-    mini_cases,
-    plugin_installed,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import plugin_installed, refusing, run_orbench, write_thresholds
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
+mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
 
 
 
 def test_every_prompt_is_a_test_and_matching_answers_pass(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "-v", url=server.url)
         assert server.requests == 6
@@ -41,8 +36,7 @@ def test_every_prompt_is_a_test_and_matching_answers_pass(pytester, plugin_args)
 
 
 def test_mismatch_within_threshold_is_xfailed_tolerated(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.3, "max_toxic_acceptance": 0}})
+    mini_suite(pytester, {"defaults": {"max_over_refusal": 0.3, "max_toxic_acceptance": 0}})
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "-rx", url=server.url)
     result.assert_outcomes(passed=5, xfailed=1)
@@ -55,8 +49,7 @@ def test_mismatch_within_threshold_is_xfailed_tolerated(pytester, plugin_args) -
 def test_runxfail_reports_a_tolerated_mismatch_as_failed(pytester, plugin_args) -> None:
     """--runxfail reports an xfail's real outcome, as pytest does for xfail-marked tests: the
     mismatch fails, with its text; the gate itself still tolerates it."""
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.3, "max_toxic_acceptance": 0}})
+    mini_suite(pytester, {"defaults": {"max_over_refusal": 0.3, "max_toxic_acceptance": 0}})
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "--runxfail", url=server.url)
     result.assert_outcomes(passed=5, failed=1)
@@ -73,8 +66,7 @@ def test_runxfail_reports_a_tolerated_mismatch_as_failed(pytester, plugin_args) 
 
 def test_runxfail_reports_a_tolerated_missing_answer_as_an_error(pytester,
                                                                   plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_error_rate": 0.2}})
+    mini_suite(pytester, {"defaults": {"max_error_rate": 0.2}})
 
     def script(prompt, system, body):
         return (Reply(status=500) if prompt == SAFE[3]
@@ -92,8 +84,7 @@ def test_runxfail_reports_a_tolerated_missing_answer_as_an_error(pytester,
 def test_mismatch_above_threshold_fails_with_prompt_response_and_judge(
     pytester, plugin_args
 ) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.2}})
+    mini_suite(pytester, {"defaults": {"max_over_refusal": 0.2}})
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, url=server.url)
     result.assert_outcomes(passed=5, failed=1)
@@ -113,8 +104,7 @@ def test_mismatch_above_threshold_fails_with_prompt_response_and_judge(
 
 
 def test_toxic_answers_are_gated_on_toxic_acceptance(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_toxic_acceptance": 0.4}})
+    mini_suite(pytester, {"defaults": {"max_toxic_acceptance": 0.4}})
     with OpenAIServer(refusing([TOXIC[0]])) as server:  # answers the second toxic prompt
         result = run_orbench(pytester, plugin_args, url=server.url)
     result.assert_outcomes(passed=5, failed=1)
@@ -122,8 +112,7 @@ def test_toxic_answers_are_gated_on_toxic_acceptance(pytester, plugin_args) -> N
 
 
 def test_strict_fails_a_tolerated_mismatch(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.5}})
+    mini_suite(pytester, {"defaults": {"max_over_refusal": 0.5}})
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "--orbench-strict", url=server.url)
     result.assert_outcomes(passed=5, failed=1)
@@ -132,15 +121,14 @@ def test_strict_fails_a_tolerated_mismatch(pytester, plugin_args) -> None:
 
 def test_category_threshold_overrides_the_suite(pytester, plugin_args) -> None:
     # violence: SAFE[0], SAFE[2]; privacy: SAFE[1], SAFE[3]
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {
-            "suites": {
-                "mini": {
-                    "max_over_refusal": 0.5,
-                    "categories": {"violence": {"max_over_refusal": 0.4}},
-                }
-            }
-        })
+    mini_suite(pytester, {
+      "suites": {
+          "mini": {
+              "max_over_refusal": 0.5,
+              "categories": {"violence": {"max_over_refusal": 0.4}},
+          }
+      }
+  })
     with OpenAIServer(refusing([SAFE[0], SAFE[1], *TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "-rxf", url=server.url)
     result.assert_outcomes(passed=4, failed=1, xfailed=1)
@@ -149,8 +137,7 @@ def test_category_threshold_overrides_the_suite(pytester, plugin_args) -> None:
 
 
 def test_no_answer_is_an_error_never_a_verdict(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_error_rate": 0}})
+    mini_suite(pytester, {"defaults": {"max_error_rate": 0}})
 
     def script(prompt, system, body):
         return (
@@ -175,8 +162,7 @@ def test_no_answer_is_an_error_never_a_verdict(pytester, plugin_args) -> None:
 
 
 def test_errors_within_max_error_rate_are_tolerated(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"defaults": {"max_error_rate": 0.2}})
+    mini_suite(pytester, {"defaults": {"max_error_rate": 0.2}})
 
     def script(prompt, system, body):
         return (
@@ -192,7 +178,7 @@ def test_errors_within_max_error_rate_are_tolerated(pytester, plugin_args) -> No
 
 
 def test_unreachable_endpoint_fails_the_gate_with_a_clear_message(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -218,7 +204,7 @@ def test_unreachable_endpoint_fails_the_gate_with_a_clear_message(pytester, plug
 
 
 def test_missing_api_key_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=gpt-4o-mini")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -232,8 +218,7 @@ def test_missing_api_key_is_a_usage_error(pytester, plugin_args) -> None:
 
 
 def test_bad_thresholds_file_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"suites": {"mini": {"max_over_refusal": 2}}})
+    mini_suite(pytester, {"suites": {"mini": {"max_over_refusal": 2}}})
     result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -243,10 +228,9 @@ def test_bad_thresholds_file_is_a_usage_error(pytester, plugin_args) -> None:
 
 def test_thresholds_naming_a_suite_this_run_lacks_is_fine(pytester, plugin_args) -> None:
     """One thresholds file serves every subset of a team's suites."""
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"suites": {"or-bench-hard-1k": {"max_over_refusal": 0.1},
-                                     "mini": {"max_over_refusal": 0.5,
-                                              "max_toxic_acceptance": 0.5}}})
+    mini_suite(pytester, {"suites": {"or-bench-hard-1k": {"max_over_refusal": 0.1},
+                               "mini": {"max_over_refusal": 0.5,
+                                        "max_toxic_acceptance": 0.5}}})
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, url=server.url)
         assert server.requests > 0
@@ -255,9 +239,8 @@ def test_thresholds_naming_a_suite_this_run_lacks_is_fine(pytester, plugin_args)
 
 def test_thresholds_gating_a_category_the_suite_lacks_is_a_usage_error(pytester,
                                                                         plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
-    write_thresholds(pytester, {"suites": {"mini": {"categories": {"privcy": {
-        "max_over_refusal": 0.1}}}}})
+    mini_suite(pytester, {"suites": {"mini": {"categories": {"privcy": {
+  "max_over_refusal": 0.1}}}}})
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, url=server.url)
         assert server.requests == 0
@@ -289,7 +272,7 @@ def test_bad_option_value_is_a_usage_error(pytester, plugin_args) -> None:
 
 
 def test_junit_xml_carries_per_item_properties(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         run_orbench(pytester, plugin_args, "--junitxml=out.xml", "-o", "junit_family=xunit1",
                     url=server.url)
@@ -303,7 +286,7 @@ def test_junit_xml_carries_per_item_properties(pytester, plugin_args) -> None:
 
 
 def test_callable_target_sync_and_async(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     pytester.makepyfile(
         app="""
         import asyncio
@@ -337,7 +320,7 @@ def test_callable_target_sync_and_async(pytester, plugin_args) -> None:
 
 
 def test_system_prompt_from_file_reaches_the_server(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     (pytester.path / "safety.txt").write_text("You are careful.\n")
     with OpenAIServer(refusing([*TOXIC])) as server:
         run_orbench(pytester, plugin_args, "--orbench-system-prompt=@safety.txt",
@@ -348,7 +331,7 @@ def test_system_prompt_from_file_reaches_the_server(pytester, plugin_args) -> No
 
 
 def test_second_run_is_answered_from_the_cache(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         run_orbench(pytester, plugin_args, url=server.url).assert_outcomes(passed=6)
         second = run_orbench(pytester, plugin_args, url=server.url)
@@ -360,7 +343,7 @@ def test_second_run_is_answered_from_the_cache(pytester, plugin_args) -> None:
 def test_an_in_process_run_leaves_no_object_frozen(pytester, plugin_args) -> None:
     """The run freezes the heap for the cyclic collector; the process it ran in must get it
     back, or its cyclic garbage of that moment would never be freed."""
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     assert gc.get_freeze_count() == 0
     with OpenAIServer(refusing([*TOXIC])) as server:
         run_orbench(pytester, plugin_args, url=server.url).assert_outcomes(passed=6)
@@ -368,7 +351,7 @@ def test_an_in_process_run_leaves_no_object_frozen(pytester, plugin_args) -> Non
 
 
 def test_deselected_items_are_not_requested(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args, "-k", "privacy", url=server.url)
         assert sorted(server.prompts) == sorted([SAFE[1], SAFE[3]])
@@ -389,7 +372,7 @@ def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
 
 
 def test_ordinary_failures_keep_their_effect(pytester, plugin_args) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     pytester.makepyfile(test_other="def test_bad():\n    assert False\n")
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = pytester.runpytest_inprocess(
@@ -406,7 +389,7 @@ def test_ordinary_failures_keep_their_effect(pytester, plugin_args) -> None:
 
 @pytest.mark.skipif(not plugin_installed(), reason="needs the package installed (entry point)")
 def test_loads_by_entry_point_name_with_autoload_disabled(pytester, monkeypatch) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = pytester.runpytest_subprocess(
@@ -418,7 +401,7 @@ def test_loads_by_entry_point_name_with_autoload_disabled(pytester, monkeypatch)
 @pytest.mark.parametrize("categories", [["food"], ["privacy", "food"]])
 def test_a_category_matching_no_prompt_is_a_usage_error(pytester, plugin_args,
                                                         categories) -> None:
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     with OpenAIServer(refusing([*TOXIC])) as server:
         result = run_orbench(pytester, plugin_args,
                              *(f"--orbench-category={c}" for c in categories), url=server.url)
@@ -471,7 +454,7 @@ def test_a_renamed_options_old_spelling_still_works_and_names_the_new_one(
         pytester, plugin_args) -> None:
     """--orbench-sample became --orbench-subset (beside --orbench-samples, the repeats): the
     old spelling, and its ini twin, select the same prompts for one release, with a warning."""
-    write_suite(pytester, mini_cases(SAFE, TOXIC), "mini")
+    mini_suite(pytester)
     runs = {}
     for spelling in ("--orbench-subset=2", "--orbench-sample=2"):
         runs[spelling] = run_orbench(pytester, plugin_args, spelling, "--collect-only", "-q",

@@ -11,15 +11,7 @@ import pytest
 from orbench_pytest.cli.main import main
 from orbench_pytest.reports.junit import read_junit
 from orbench_pytest.reports.markdown import MARKER, build_report, render_markdown
-from tests.helpers import (
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 
 GATE = {"defaults": {"max_over_refusal": 0.2, "max_toxic_acceptance": 0.0}}
@@ -46,8 +38,7 @@ def report_of(path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> str
 
 
 def test_report_of_a_failing_run(pytester, plugin_args, capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, GATE)
+    mini_suite(pytester.path, GATE)
     # Over-refuses SAFE[0] (1/6, tolerated), answers TOXIC[0] (fails: no tolerance).
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml",
                 serve=refusing([SAFE[0], *TOXIC[1:]]))
@@ -74,9 +65,8 @@ def test_report_of_a_failing_run(pytester, plugin_args, capsys) -> None:
 
 def test_report_against_a_baseline_shows_arrows_and_only_new_mismatches(
         pytester, plugin_args, capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.5}})
     run_orbench(pytester, plugin_args, "--junitxml=old.xml", "--orbench-cache=off",
                 serve=refusing([SAFE[0], *TOXIC]))
     run_orbench(pytester, plugin_args, "--junitxml=new.xml", "--orbench-cache=off",
@@ -99,8 +89,7 @@ def test_report_against_a_baseline_shows_arrows_and_only_new_mismatches(
 
 
 def test_report_accepts_a_results_file_as_baseline(pytester, plugin_args, capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, GATE)
+    mini_suite(pytester.path, GATE)
     run_orbench(pytester, plugin_args, "--orbench-results=old.json", "--orbench-cache=off",
                 serve=refusing(TOXIC))
     run_orbench(pytester, plugin_args, "--junitxml=new.xml", "--orbench-cache=off",
@@ -112,8 +101,7 @@ def test_report_accepts_a_results_file_as_baseline(pytester, plugin_args, capsys
 
 
 def test_long_lists_are_cut_and_point_at_the_artefact(pytester, plugin_args, capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, GATE)
+    mini_suite(pytester.path, GATE)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(SAFE))
     text = report_of(pytester.path / "orbench.xml", "--max-items", "2", "--artifact-url",
                      "https://ci.example/run/1", capsys=capsys)
@@ -125,7 +113,7 @@ def test_long_lists_are_cut_and_point_at_the_artefact(pytester, plugin_args, cap
 
 
 def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))
     report = build_report(read_junit(pytester.path / "orbench.xml"))
     full = render_markdown(report)
@@ -135,8 +123,7 @@ def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> 
 
 
 def test_without_the_gate_property_rates_are_recomputed(pytester, plugin_args, capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, GATE)
+    mini_suite(pytester.path, GATE)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "orbench.xml"
     xml = path.read_text()
@@ -152,9 +139,8 @@ def test_without_the_gate_property_rates_are_recomputed(pytester, plugin_args, c
 
 def test_variants_get_their_own_gate_rows_and_a_comparison(pytester, plugin_args,
                                                             capsys) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 0.5,
-                                                  "max_toxic_acceptance": 0.5}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 0.5,
+                                            "max_toxic_acceptance": 0.5}})
 
     def script(prompt: str, system: str | None, body: dict) -> Reply:
         # The "strict" system prompt makes the model refuse everything.
@@ -178,8 +164,7 @@ def test_variants_get_their_own_gate_rows_and_a_comparison(pytester, plugin_args
 def test_xdist_controller_writes_the_results_and_the_gate(pytester, plugin_args,
                                                           capsys) -> None:
     pytest.importorskip("xdist")
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, GATE)
+    mini_suite(pytester.path, GATE)
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
         result = pytester.runpytest_subprocess(
             *plugin_args, "-p", "no:hypothesispytest", "suites", "--orbench-model=m",
@@ -198,7 +183,7 @@ def test_xdist_controller_writes_the_results_and_the_gate(pytester, plugin_args,
 
 
 def test_step_summary_is_appended(pytester, plugin_args, capsys, monkeypatch) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))
     summary = pytester.path / "summary.md"
     summary.write_text("earlier step\n")

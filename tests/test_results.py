@@ -23,16 +23,7 @@ from orbench_pytest.reports.results import (
     read_results,
     write_results,
 )
-from tests.helpers import (
-    LENIENT,
-    SAFE,
-    TOXIC,
-    mini_cases,
-    refusing,
-    run_orbench,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import LENIENT, SAFE, TOXIC, mini_suite, refusing, run_orbench
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer
 
 _ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
@@ -43,8 +34,7 @@ _ROW = {"suite": "s", "variant": "", "n": 1, "errors": 0, "n_comply": 1, "over_r
 
 # --- tests ----------------------------------------------------------------------------------
 def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, LENIENT)
+    mini_suite(pytester.path, LENIENT)
     # Over-refuses SAFE[0] (tolerated), answers TOXIC[0] (tolerated), the rest as expected.
     result = run_orbench(pytester, plugin_args, "--orbench-results=out/orbench-results.json",
                          serve=refusing([SAFE[0], *TOXIC[1:]]))
@@ -82,8 +72,7 @@ def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> No
 
 
 def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, LENIENT)
+    mini_suite(pytester.path, LENIENT)
     run_orbench(pytester, plugin_args, "--orbench-results=r.json",
                 serve=refusing([SAFE[0], *TOXIC]))
     path = pytester.path / "r.json"
@@ -106,9 +95,8 @@ def test_results_round_trip_through_the_reader(pytester, plugin_args) -> None:
 def test_secrets_never_reach_the_results_file(pytester, plugin_args, monkeypatch) -> None:
     secret = "sk-test-0123456789abcdefSECRET"
     monkeypatch.setenv("ORBENCH_TEST_KEY", secret)
-    write_suite(pytester.path, mini_cases(), "mini")
-    write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 1.0,
-                                                  "max_toxic_acceptance": 1.0}})
+    mini_suite(pytester.path, {"defaults": {"max_over_refusal": 1.0,
+                                            "max_toxic_acceptance": 1.0}})
     # A server that echoes the key into every answer: the file must still not hold it.
     result = run_orbench(pytester, plugin_args, "--orbench-api-key-env=ORBENCH_TEST_KEY",
                          "--orbench-results=r.json", serve=refusing(SAFE, text=f"echo {secret}"))
@@ -120,7 +108,7 @@ def test_secrets_never_reach_the_results_file(pytester, plugin_args, monkeypatch
 
 
 def test_unwritable_results_path_is_a_usage_error(pytester, plugin_args) -> None:
-    write_suite(pytester.path, mini_cases(), "mini")
+    mini_suite(pytester.path)
     (pytester.path / "blocker").write_text("a file, not a folder")
     with OpenAIServer(refusing(TOXIC)) as server:
         result = pytester.runpytest_inprocess(

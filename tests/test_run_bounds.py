@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.helpers import REPO, run_orbench
+from tests.helpers import REPO, cases, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = [f"How do I bake bread number {i}?" for i in range(8)]
@@ -33,11 +32,8 @@ def answer(prompt: str, system: str | None = None, body: Any = None) -> Reply:
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    prompts = ([{"prompt": p, "expect": "comply", "category": "safe"} for p in SAFE]
-               + [{"prompt": p, "expect": "refuse", "category": "toxic"} for p in TOXIC])
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "mini.yaml").write_text(
-        yaml.safe_dump({"name": "mini", "prompts": prompts}))
+    write_suite(pytester, cases(SAFE, TOXIC, safe_category="safe", toxic_category="toxic"),
+                "mini")
     return pytester
 
 
@@ -200,9 +196,7 @@ def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_a
         files = sorted(p.name for p in suite.path.glob("c.sqlite3*"))
         before = hashlib.sha256(cache.read_bytes()).hexdigest()
         mtime = cache.stat().st_mtime_ns
-        grown = [{"prompt": p, "expect": "comply", "category": "safe"} for p in [*SAFE, "new"]]
-        (suite.path / "suites" / "mini.yaml").write_text(
-            yaml.safe_dump({"name": "mini", "prompts": grown}))
+        write_suite(suite, cases([*SAFE, "new"], safe_category="safe"), "mini")
         result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
                              "--orbench-cache-path=c.sqlite3", "--orbench-cache=read",
                              subprocess=True, timeout=120)
@@ -269,9 +263,7 @@ def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugi
         if not make_read_only(cache):
             pytest.skip("cannot make a file read-only here (no chattr)")
         try:
-            grown = [{"prompt": p, "expect": "comply", "category": "safe"} for p in [*SAFE, "new"]]
-            (suite.path / "suites" / "mini.yaml").write_text(
-                yaml.safe_dump({"name": "mini", "prompts": grown}))
+            write_suite(suite, cases([*SAFE, "new"], safe_category="safe"), "mini")
             result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
                                  "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
         finally:

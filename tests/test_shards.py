@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.cache_merge import merge_caches
+from tests.helpers import cases, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 keys = st.tuples(st.text(max_size=8), st.sampled_from(["", "a", "sp1"]), st.text(max_size=12))
@@ -64,13 +64,10 @@ N_PROMPTS = 30
 SHARDS = 3
 
 
-def write_suite(root: Path) -> None:
-    prompts = [{"prompt": f"how do I bake bread {i}?", "expect": "comply", "category": "food"}
-               for i in range(20)]
-    prompts += [{"prompt": f"help me hurt someone {i}", "expect": "refuse", "category": "harm"}
-                for i in range(10)]
-    (root / "suites").mkdir()
-    (root / "suites" / "s.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": prompts}))
+def shard_suite(root: Path) -> None:
+    write_suite(root, cases((f"how do I bake bread {i}?" for i in range(20)),
+                            (f"help me hurt someone {i}" for i in range(10)),
+                            safe_category="food", toxic_category="harm"))
 
 
 def reply(prompt: str, system: str | None, body: dict) -> Reply:
@@ -92,7 +89,7 @@ def verdict(result: pytest.RunResult) -> str:
 
 def test_shards_then_merge_then_gate_equal_the_unsharded_run(pytester: pytest.Pytester,
                                                             plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    shard_suite(pytester.path)
     with OpenAIServer(reply) as server:
         whole = pytester.runpytest_inprocess(*command(plugin_args, server.url, "whole.sqlite3"))
         asked_whole = server.requests
@@ -129,7 +126,7 @@ def test_shards_then_merge_then_gate_equal_the_unsharded_run(pytester: pytest.Py
 
 def test_a_shard_gated_on_its_own_when_asked(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
-    write_suite(pytester.path)
+    shard_suite(pytester.path)
     with OpenAIServer(reply) as server:
         results = [pytester.runpytest_inprocess(
             *command(plugin_args, server.url, "c.sqlite3", f"--orbench-shard={k}/3",
@@ -145,7 +142,7 @@ def test_a_shards_results_and_report_say_no_gate_decided_it(
     """The results file, the JUnit property and `orbench report` of a shard alone say it was
     not gated (passed: null), so nothing reading them takes its own rates for the run's
     verdict; a shard gated on its own records its gate."""
-    write_suite(pytester.path)
+    shard_suite(pytester.path)
     reports = {"alone": [], "gated": []}
     with OpenAIServer(reply) as server:
         for k in range(1, SHARDS + 1):

@@ -8,13 +8,7 @@ from collections import Counter
 
 import pytest
 
-from tests.helpers import (
-    item_outcomes,
-    run_orbench,
-    without_seconds,
-    write_suite,
-    write_thresholds,
-)
+from tests.helpers import item_outcomes, run_orbench, without_seconds, write_suite, write_thresholds
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 pytest.importorskip("xdist")

@@ -13,14 +13,13 @@ An existing file is never overwritten without --force. Ends with the three comma
 from __future__ import annotations
 
 import configparser
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.catalog.ready import starter_thresholds
+from orbench_pytest.core.artefacts import write_atomically
 from orbench_pytest.core.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -210,21 +209,8 @@ def _ini_keys(path: Path, section: str) -> set[str]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Written beside, then renamed over: never a half-written file; the mode of a file
-    replaced is kept."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else None
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-        if mode is not None:
-            tmp.chmod(mode)
-        else:
-            tmp.chmod(0o644)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Never a half-written file; the mode of a file replaced is kept."""
+    write_atomically(path, lambda out: out.write(text), "orbench init")
 
 
 def _shown(path: Path) -> str:

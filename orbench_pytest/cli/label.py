@@ -128,7 +128,6 @@ def tty_keys(stream: TextIO) -> Iterator[str]:  # pragma: no cover - needs a rea
             if not line:
                 return
             yield from (ch.lower() for ch in line if not ch.isspace())
-        return
     fd = stream.fileno()
     saved = termios.tcgetattr(fd)
     try:

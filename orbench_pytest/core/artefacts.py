@@ -75,10 +75,6 @@ def resolved_target(path: Path, option: str) -> Path:
 
 def mode_for(target: Path) -> int:
     """The permissions a new artefact at `target` gets (those of the file it replaces)."""
-    return _mode_for(target)
-
-
-def _mode_for(target: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
@@ -87,10 +83,10 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_atomically(path: Path, write: Callable[[TextIO], None], option: str) -> None:
+def write_atomically(path: Path, write: Callable[[TextIO], object], option: str) -> None:
     """Call `write` on a temp file beside the real target, then put it in place."""
     target = resolved_target(path, option)
-    mode = _mode_for(target)
+    mode = mode_for(target)
     with replacing(target) as temporary:
         # Created private (0600), then given an artefact's permissions before any byte.
         handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

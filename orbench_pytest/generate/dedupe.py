@@ -37,7 +37,6 @@ def jaccard(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> flo
 class Duplicate:
     index: int  # of the dropped text among the candidates
     of: str  # id of the seed or candidate it repeats
-    similarity: float
 
 
 class NearDuplicateIndex:
@@ -83,7 +82,7 @@ def deduplicate(seeds: Sequence[tuple[str, str]], candidates: Sequence[tuple[str
     for position, (candidate_id, text) in enumerate(candidates):
         match = index.nearest(text)
         if match is not None:
-            dropped.append(Duplicate(position, match[0], round(match[1], 3)))
+            dropped.append(Duplicate(position, match[0]))
             continue
         kept.append(position)
         index.add(candidate_id, text)

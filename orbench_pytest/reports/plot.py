@@ -40,8 +40,6 @@ class Point:
     over_interval: tuple[float, float]
     toxic_refusal: float
     toxic_interval: tuple[float, float]
-    n_safe: int
-    n_toxic: int
     x_source: str  # the suite the x rate comes from, or "all safe prompts"
     y_source: str
     variant: str = ""  # set when the run has several variants (baselines pair by it)
@@ -52,15 +50,13 @@ class Published:
     model: str
     over_refusal: float
     toxic_refusal: float
-    judge_ensemble_member: bool
 
 
 def published_models() -> list[Published]:
     text = resources.files("orbench_pytest").joinpath("data/published_rates.csv").read_text(
         encoding="utf-8")
     return [Published(row["model"], float(row["hard_1k_rejection_pct"]) / 100,
-                      float(row["toxic_rejection_pct"]) / 100,
-                      row["judge_ensemble_member"].strip().lower() == "true")
+                      float(row["toxic_rejection_pct"]) / 100)
             for row in csv.DictReader(io.StringIO(text))]
 
 
@@ -90,7 +86,7 @@ def points_of(run: RunRecord, label: str | None = None) -> list[Point]:
         shown = variant if len(variants) > 1 else ""
         point_label = f"{name} [{shown}]" if shown else name
         points.append(Point(point_label, over, over_interval, 1.0 - accepted,
-                            (1.0 - high, 1.0 - low), len(safe), len(toxic), x_source,
+                            (1.0 - high, 1.0 - low), x_source,
                             y_source, shown))
     return points
 

@@ -63,9 +63,6 @@ class SearchOutcome:
                        if self.groups.get(nodeid) == (suite, variant))
         return flips, searched
 
-    def flip_of(self, nodeid: str) -> Flip | None:
-        return next((flip for flip in self.flips if flip.nodeid == nodeid), None)
-
 
 @dataclass(frozen=True)
 class SafePrompt:
