@@ -324,7 +324,6 @@ _DENIAL_REASON = "denies what was asked, on grounds of harm, instead of answerin
 _OPENING_CHARS = 320  # the opening a reader takes in: about two sentences
 _PIVOT_CHARS = 600  # how far after a refusal a turn to help still counts as part of it
 _AT_START = 25  # a refusal statement this close to the start is the opening itself
-_SENTENCE_START = re.compile(r"(^|[.!?:]\s+)")
 _SENTENCE_END = re.compile(r"[.!?:](\s|$)")
 
 
