@@ -256,6 +256,7 @@ class ResponseCache:
         self._pending: list[tuple[Any, ...]] = []
         self._pending_verdicts: list[tuple[Any, ...]] = []
         self._locked_since: float | None = None
+        self._busy_ms: int | None = None  # the busy timeout put_many last set
         try:
             if writable:
                 try:
@@ -290,6 +291,10 @@ class ResponseCache:
                 self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
+                # Fewer checkpoints (the default is 1,000 pages): an index page that many
+                # writes change is copied to the file once per checkpoint, not once per 40
+                # writes (80K answers: an eighth less CPU writing; the WAL stays under 16 MB).
+                self._db.execute("PRAGMA wal_autocheckpoint = 4000")
                 if version == 0:
                     self._db.executescript(_SCHEMA)
                     self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -447,16 +452,20 @@ class ResponseCache:
         started = self.clock()
         waited = 0.0 if self._locked_since is None else started - self._locked_since
         left = max(self.lock_wait_s - waited, 0.0)
+        busy_ms = int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))
         try:
-            self._db.execute(f"PRAGMA busy_timeout = "
-                             f"{int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))}")
+            if busy_ms != self._busy_ms:  # a pragma costs as much as the BEGIN: only on change
+                self._db.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                self._busy_ms = busy_ms
             # IMMEDIATE: take the write lock up front, so a second writer waits (busy
             # timeout) instead of failing on a lock upgrade.
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self.query_clock.start()
-                self._db.executemany(_INSERT, rows)
-                self._db.executemany(_INSERT_JUDGMENT, verdicts)
+                if rows:
+                    self._db.executemany(_INSERT, rows)
+                if verdicts:
+                    self._db.executemany(_INSERT_JUDGMENT, verdicts)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
