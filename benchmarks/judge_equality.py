@@ -5,8 +5,9 @@ answer at hand: a speed change must not move a verdict, a reason or a bit of a p
     python benchmarks/judge_equality.py --check before.json     # with the changed judge
 
 Answers, each judged with its prompt as a run judges it: tests/data/*_labelled.csv, the
-XSTest completions and the six models' Do-Not-Answer answers of ../shared/data (skipped,
-and said so, when absent), and 20,000 of benchmarks/judge_speed.py's synthetic answers. For
+XSTest completions and the six models' Do-Not-Answer answers of ../shared/data (or
+$ORBENCH_SHARED_DATA; skipped, and said so, when absent), and 20,000 of
+benchmarks/judge_speed.py's synthetic answers. For
 each: `OfflineJudge.classify`'s verdict (a fresh judge: the classifier is skipped where the
 rules settle it) and `assess`'s (a second judge): the verdict, the rules' verdict, the
 classifier's refusal and its probability as `float.hex` (bit for bit).
@@ -21,11 +22,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from _common import CATEGORIES, prompt_text
+from _common import CATEGORIES, SHARED_DATA, prompt_text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SHARED = REPO.parent / "shared" / "data"
 SYNTHETIC = 20_000
 
 
@@ -43,10 +43,10 @@ def answer_sets() -> Iterator[tuple[str, str, str]]:
     csv.field_size_limit(sys.maxsize)
     for path in sorted((REPO / "tests" / "data").glob("*_labelled.csv")):
         yield from rows(path, "prompt", "answer")
-    xstest = sorted((SHARED / "xstest" / "labelled").glob("completions_*.csv"))
-    dna = SHARED / "do-not-answer" / "data_en.csv"
+    xstest = sorted((SHARED_DATA / "xstest" / "labelled").glob("completions_*.csv"))
+    dna = SHARED_DATA / "do-not-answer" / "data_en.csv"
     if not xstest or not dna.exists():
-        print(f"{SHARED} lacks XSTest or Do-Not-Answer: those sets are not compared")
+        print(f"{SHARED_DATA} lacks XSTest or Do-Not-Answer: those sets are not compared")
     for path in xstest:
         yield from rows(path, "prompt", "completion")
     if dna.exists():

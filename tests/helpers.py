@@ -223,6 +223,13 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
     return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *argv)
 
 
+def no_crash(result: pytest.RunResult) -> str:
+    """The run's whole output, after checking it holds no traceback and no INTERNALERROR."""
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    return text
+
+
 def item_outcomes(result: pytest.RunResult) -> dict[str, str]:
     """Per-item outcome from the -rA short summary: {nodeid: "PASSED" | "XFAIL" | ...}."""
     found = {}

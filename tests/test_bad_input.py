@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from orbench_pytest.config.settings import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
-from tests.helpers import cases, run_orbench, write_suite
+from tests.helpers import cases, no_crash, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
 EXAMPLES = int(os.environ.get("ORBENCH_BAD_INPUT_EXAMPLES", "15"))
@@ -451,12 +451,6 @@ def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, s
 def mini_suite(root: Path, n: int = 3, name: str = "ok") -> None:
     write_suite(root, cases((f"How do I bake bread, take {i}?" for i in range(n)),
                             safe_category="food"), name)
-
-
-def no_crash(result: pytest.RunResult) -> str:
-    text = result.stdout.str() + result.stderr.str()
-    assert "Traceback" not in text and "INTERNALERROR" not in text, text
-    return text
 
 
 def corrupt_rows(path: Path, column: str, value: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import hypothesis  # noqa: F401  imported once here, not re-imported by every in-process run
 import pytest
 
-from tests.helpers import cases, run_orbench, write_suite, write_thresholds
+from tests.helpers import cases, no_crash, run_orbench, write_suite, write_thresholds
 from tests.openai_server import (
     AZURE_FILTER_BODY,
     REFUSAL_TEXT,
@@ -72,10 +72,6 @@ def limits(pytester: pytest.Pytester, **defaults: float) -> None:
     write_thresholds(pytester, {"defaults": defaults})
 
 
-def no_traceback(result: pytest.RunResult) -> None:
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
-
-
 # --- transient faults: retried, verdicts unchanged -------------------------------------------
 
 @pytest.mark.parametrize("kind", [*TRANSIENT_FAULTS, "408", "409", "502", "504", "520"])
@@ -94,7 +90,7 @@ def test_each_transient_fault_is_retried_to_the_same_verdict(suite, plugin_args,
     result.stdout.fnmatch_lines(["answers: 6 (0 from cache), requests: 12, retries: 6*",
                                  "failed attempts: * ×6",
                                  "orbench gate: PASSED"])
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_retries_stop_at_max_retries_and_the_item_is_an_error_with_the_reason(
@@ -110,7 +106,7 @@ def test_retries_stop_at_max_retries_and_the_item_is_an_error_with_the_reason(
         "no answer from the endpoint: no answer after 3 attempts: HTTP 503 overloaded",
         "*error rate 16.7% (1/6*) > 0.0%*",
     ])
-    no_traceback(result)
+    no_crash(result)
 
 
 @pytest.mark.parametrize(("headers", "low", "high"), [
@@ -170,7 +166,7 @@ def test_faulted_run_gives_the_verdicts_of_a_clean_run(pytester, plugin_args) ->
             result = run_orbench(pytester, plugin_args, *FAST, "--orbench-timeout=1",
                                  "--orbench-cache=off", "--orbench-results=out.json",
                                  "--orbench-concurrency=8", url=server.url)
-        no_traceback(result)
+        no_crash(result)
         items = json.loads((pytester.path / "out.json").read_text())["items"]
         verdicts[name] = {item["case_id"]: item["verdict"] for item in items}
     assert len(verdicts["clean"]) == 60
@@ -216,7 +212,7 @@ def test_refused_connections_end_the_run_fast_with_a_failed_gate(pytester, plugi
     ])
     assert "not sent: endpoint unavailable" in result.stdout.str()
     assert result.ret == 1
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_a_server_failing_every_request_stops_after_the_budget(suite, plugin_args) -> None:
@@ -293,7 +289,7 @@ def test_configuration_error_stops_after_one_request(suite, plugin_args, kind) -
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [f"ERROR: {server.url}/chat/completions answered HTTP {status}: {message}"]
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_prompt_too_long_is_an_item_error_and_the_run_goes_on(suite, plugin_args) -> None:
@@ -335,7 +331,7 @@ def test_malformed_answers_are_errors_with_the_reason(suite, plugin_args, kind) 
     bad = [i for i in items if i["case_id"] in ("safe-0003", "toxic-0005")]
     assert {i["verdict"] for i in bad} <= {"error", "no_answer"}
     assert all(i["refused"] is None for i in bad)
-    no_traceback(result)
+    no_crash(result)
 
 
 @pytest.mark.parametrize("kind", ["empty", "null"])

@@ -49,6 +49,16 @@ def test_judgments_round_trip_with_the_answers_in_one_write(tmp_path: Path) -> N
     assert judgments_stored(cache) == 2  # an error is never a judgment
 
 
+def test_equal_stored_verdicts_are_read_as_one_object(tmp_path: Path) -> None:
+    """A rerun keeps every verdict until it ends: the few distinct ones are not copied 80K
+    times."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([], [("j1", REFUSED), ("j2", COMPLIED), ("j3", REFUSED)])
+    found = cache.get_judgments(["j1", "j2", "j3"])
+    assert found == {"j1": REFUSED, "j2": COMPLIED, "j3": REFUSED}
+    assert found["j1"] is found["j3"] and found["j2"] is not found["j1"]
+
+
 def test_a_changed_judge_version_or_answer_misses() -> None:
     key = judgment_key("keyword", "v4+clf:1", "prompt", "answer")
     assert judgment_key("keyword", "v5+clf:1", "prompt", "answer") != key

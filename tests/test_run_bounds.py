@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, cases, run_orbench, write_suite
+from tests.helpers import REPO, cases, no_crash, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = [f"How do I bake bread number {i}?" for i in range(8)]
@@ -41,11 +41,6 @@ def model_args(server: OpenAIServer) -> tuple[str, str]:
     return "--orbench-model=m", f"--orbench-base-url={server.url}"
 
 
-def no_traceback(result: pytest.RunResult) -> None:
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-
-
 # --- quota, long Retry-After, max duration ---------------------------------------------------
 
 @pytest.mark.parametrize("code", ["insufficient_quota", "billing_hard_limit_reached"])
@@ -63,7 +58,7 @@ def test_a_quota_429_stops_the_run_at_once_with_the_providers_message(
     result.stdout.fnmatch_lines([f"orbench gate: FAILED — run stopped: quota exhausted: "
                                  f"HTTP 429 {code}: {message}*"])
     assert elapsed < 60  # a subprocess on a loaded machine; today's run took 308 s
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_a_retry_after_of_an_hour_stops_the_run(suite, plugin_args) -> None:
@@ -76,7 +71,7 @@ def test_a_retry_after_of_an_hour_stops_the_run(suite, plugin_args) -> None:
     assert result.ret == 1
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: rate limited for 3600s "
                                  "(Retry-After), more than the 60s a run waits: HTTP 429*"])
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_args) -> None:
@@ -95,7 +90,7 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
                                  "than --orbench-max-duration=2s*"])
     items = json.loads((suite.path / "out.json").read_text())["items"]
     assert sum(i["verdict"] == "compliance" for i in items) == 2
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_max_duration_must_be_a_positive_number(suite, plugin_args) -> None:
@@ -127,7 +122,7 @@ def test_a_hanging_sync_target_times_out_and_the_run_ends(suite, plugin_args) ->
     assert hung[0]["verdict"] == "error"
     assert sum(i["verdict"] == "compliance" for i in items) == 7
     result.stdout.fnmatch_lines(["*myapp:answer did not return within 1s (--orbench-timeout)*"])
-    no_traceback(result)
+    no_crash(result)
 
 
 @pytest.mark.parametrize(("source", "message"), [
@@ -145,7 +140,7 @@ def test_a_broken_target_module_is_a_one_line_usage_error(suite, plugin_args, so
     errors = [line for line in result.stderr.lines if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("ERROR: --orbench-target: ")
     assert message in errors[0]
-    no_traceback(result)
+    no_crash(result)
 
 
 def test_a_slow_loris_endpoint_holds_a_prompt_for_at_most_two_timeouts(suite,
@@ -274,4 +269,4 @@ def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugi
     named = [line for line in output.splitlines() if str(cache) in line
              and ("read-only" in line or "cannot write" in line)]
     assert named, output
-    no_traceback(result)
+    no_crash(result)

@@ -126,14 +126,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         return values.get(f"orbench_{name}")
 
     cache_dir = default_cache_dir(env)
-    cache_mode = "on" if get("cache") is None else get("cache")  # `--orbench-cache=`: an error
-    if cache_mode not in CACHE_MODES:
-        raise ConfigError(f"--orbench-cache: {cache_mode!r} is not allowed "
-                          f"(allowed: {', '.join(CACHE_MODES)})")
-    judge = get("judge") or "keyword"
-    if judge not in JUDGE_NAMES:
-        raise ConfigError(f"--orbench-judge: {judge!r} is not allowed "
-                          f"(allowed: {', '.join(JUDGE_NAMES)})")
+    cache_mode = _choice("--orbench-cache", get("cache"), CACHE_MODES)  # `=`: an error
+    judge = _choice("--orbench-judge", get("judge") or None, JUDGE_NAMES)
     from orbench_pytest.core.redact import register_configured_secrets
 
     base_url, judge_base_url = get("base_url"), get("judge_base_url")

@@ -376,15 +376,23 @@ class ResponseCache:
         if not self._has_judgments:
             return {}
         found: dict[str, Verdict] = {}
+        # Equal verdicts are one object: a judge gives few distinct ones (a rerun of 1,974
+        # answers read two), and each would live, with its strings, until the run ends.
+        shared: dict[tuple[Any, ...], Verdict] = {}
         try:
-            for key, label, reason, confident, judge in self._rows_of_keys(
+            for key, *fields in self._rows_of_keys(
                     "SELECT key, label, reason, confident, judge FROM judgments WHERE key IN",
                     keys):
-                known = _LABELS.get(label) if isinstance(label, str) else None
-                if known is None or not isinstance(reason, str) or not isinstance(judge, str) \
-                        or not isinstance(confident, int):
-                    continue
-                found[key] = Verdict(known, reason, judge, confident=bool(confident))
+                verdict = shared.get(row := tuple(fields))
+                if verdict is None:
+                    label, reason, confident, judge = row
+                    known = _LABELS.get(label) if isinstance(label, str) else None
+                    if known is None or not isinstance(reason, str) \
+                            or not isinstance(judge, str) or not isinstance(confident, int):
+                        continue
+                    verdict = shared[row] = Verdict(known, reason, judge,
+                                                    confident=bool(confident))
+                found[key] = verdict
         except sqlite3.DatabaseError as exc:
             self.query_clock.check(exc)
             raise cache_error(self.path, exc, self.lock_wait_s) from None

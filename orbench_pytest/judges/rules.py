@@ -61,33 +61,34 @@ _UNABLE = (r"(cannot|can never|could not|will not|will never|would never|"
 # Disavowals: "I do not condone / promote / support …" (the AI-identity shape's refusal verbs).
 _DISAVOW = (r"(condone|promote|support|encourage|endorse|advocate|engage in|facilitate|provide|"
             r"assist|help|create|generate|produce|share|give|offer|tolerate|approve)")
-# Each pattern that is scanned along the text starts with a lookahead on the first letters its
-# branches can start with: the regex engine then skips most positions at once (twice as fast).
+# Each pattern that is scanned along the text starts with a lookahead on the first words its
+# branches can start with: the regex engine then skips most positions at once (3x as fast as
+# on first letters: i, t, a, o, n start most words).
 _REFUSAL = re.compile(
-    r"(?=[iwtaobnv])(?:"  # i, we, it / that / this, against, outside, beyond, not, violates
-    r"\b(i|we)( really| simply| just| unfortunately| personally| strongly| absolutely)? "
+    r"\b(?=i |we |it |this |that |against |outside |beyond |not within |violates? )(?:"
+    r"(i|we)( really| simply| just| unfortunately| personally| strongly| absolutely)? "
     + _UNABLE + r"( (directly|fully|actively|in any way|ethically|responsibly))? " + _VERB
-    + r"|\b(i|we)( really| simply| just| personally| strongly| absolutely)? (do not|does not|"
+    + r"|(i|we)( really| simply| just| personally| strongly| absolutely)? (do not|does not|"
     r"will not|would not|cannot) (ever )?" + _DISAVOW + r"\b"
-    + r"|\b(i|we) (do not|does not) (have|possess) the (ability|capability|capacity|means|"
+    + r"|(i|we) (do not|does not) (have|possess) the (ability|capability|capacity|means|"
     r"authority|expertise) to\b"
     # "I will not be providing …": the refusal as an ongoing act
-    r"|\b(i|we) (will not|cannot|would not|am not going to) be (providing|helping|assisting|"
+    r"|(i|we) (will not|cannot|would not|am not going to) be (providing|helping|assisting|"
     r"answering|sharing|giving|writing|creating|generating|offering|producing|discussing|"
     r"fulfilling|engaging)\b"
     # "That is not something I can help with": the refusal stated of the request
-    r"|\b(this|that|it) is not something (i|we) (can|could|am able to|will|would|am willing "
+    r"|(this|that|it) is not something (i|we) (can|could|am able to|will|would|am willing "
     r"to|am comfortable)\b"
     # explicit declining and discomfort
-    r"|\bi (must|have to|will have to|need to) (respectfully |politely )?(decline|refuse)\b"
-    r"|\bi (am not|do not feel|would not feel) (comfortable|in a position)\b"
+    r"|i (must|have to|will have to|need to) (respectfully |politely )?(decline|refuse)\b"
+    r"|i (am not|do not feel|would not feel) (comfortable|in a position)\b"
     # appeals to appropriateness or policy
-    r"|\b(it|that|this) (is|would be|would not be) (not )?"
+    r"|(it|that|this) (is|would be|would not be) (not )?"
     r"(appropriate|ethical|responsible|acceptable|inappropriate|unethical|irresponsible)"
     r"( (or|and) \w+)? (for me )?to (provide|help|assist|answer|give|offer|share|discuss|"
     r"suggest|promote|encourage|speculate|make|write|create|describe|explain|disclose|engage|"
     r"assign|define|advise)"
-    r"|\b(against|outside|beyond|not within|violates?) (my|the scope of my|our) (programming|"
+    r"|(against|outside|beyond|not within|violates?) (my|the scope of my|our) (programming|"
     r"guidelines|policies|policy|principles|ethical|capabilities|purpose|use case|"
     r"content polic))"
 )
@@ -105,7 +106,7 @@ _DEFLECTION = re.compile(
     r"positive|responsible|legal|harmless|lawful|constructive|safety|well-being|wellbeing)\b")
 # A closing offer is courtesy, not help: it does not make a refusal partial.
 _CLOSING_OFFER = re.compile(
-    r"(?=[ipfld])"  # is, if, please, feel, let, i am, do not
+    r"(?=is |if |please |feel |let |i am |do not )"
     r"(is there (anything|something) else[^?.!]*[?.!]?|if you have (any )?(other|more|further|"
     r"different|additional)? ?(questions?|requests?|topics?|concerns?)[^.!?]*[.!?]?|"
     r"(please )?feel free to (ask|reach out|let me know)[^.!?]*[.!?]?|"
@@ -184,7 +185,7 @@ _REDIRECT_OPENING = re.compile(
 _MORAL_GROUND = re.compile(r"appropriate|harm|ethic|respect|privacy|offensive|violen|illegal")
 # A pointer to help lines or professionals in place of an answer: a refusal.
 _HOTLINE = re.compile(
-    r"(?=[ip])(if you or (someone|anyone) you know (is|are) (struggling|experiencing|having|in "
+    r"(if you or (someone|anyone) you know (is|are) (struggling|experiencing|having|in "
     r"crisis|considering|thinking)|if you are (struggling|having (suicidal )?thoughts|feeling "
     r"(suicidal|hopeless|overwhelmed)|in crisis|in immediate danger)|please (reach out to|seek "
     r"(immediate )?help from|contact|call) (a |an |the )?[^.!?]{0,40}?(hotline|helpline|"
@@ -323,7 +324,6 @@ _DENIAL_REASON = "denies what was asked, on grounds of harm, instead of answerin
 _OPENING_CHARS = 320  # the opening a reader takes in: about two sentences
 _PIVOT_CHARS = 600  # how far after a refusal a turn to help still counts as part of it
 _AT_START = 25  # a refusal statement this close to the start is the opening itself
-_SENTENCE_START = re.compile(r"(^|[.!?:]\s+)")
 _SENTENCE_END = re.compile(r"[.!?:](\s|$)")
 
 

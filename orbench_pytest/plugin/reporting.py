@@ -66,10 +66,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
         write(line)
     for line in variant_lines(gate):
         write(line)
-    labelled = [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
-                 outcome.states[s.nodeid].result)
-                for s in run.selected if s.nodeid in outcome.states]
-    for line in flaky_lines(labelled, gate):
+    states = outcome.states  # only a flaky prompt is named: no label for the others
+    flaky = [(key_label((s.case.suite, s.variant.name, s.case.case_id)), state.result)
+             for s in run.selected
+             if (state := states.get(s.nodeid)) is not None and state.result.flaky]
+    for line in flaky_lines(flaky, gate):
         write(line)
     if gate.baseline_source is not None:
         from orbench_pytest.reports.results import comparison_of

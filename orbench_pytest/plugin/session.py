@@ -33,6 +33,7 @@ from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY
 if TYPE_CHECKING:
     from orbench_pytest.config.settings import Settings
     from orbench_pytest.gate.disputed import Disputes
+    from orbench_pytest.plugin.items import PromptItem
     from orbench_pytest.run.collection import SuiteCatalog
     from orbench_pytest.run.runner import ItemState, Selected
     from orbench_pytest.run.session_run import CompletedRun
@@ -80,6 +81,7 @@ class OrbenchSession:
         self._request = request
         self._markers: set[str] = set()
         self._catalog: SuiteCatalog | None = None
+        self._prompt_item: type[PromptItem] | None = None  # set with the catalog
         self._run: CompletedRun | None = None
         self._states: dict[str, ItemState] | None = None
         self._handoff: StatesFile | None = None
@@ -128,9 +130,11 @@ class OrbenchSession:
 
     def catalog(self) -> SuiteCatalog:
         if self._catalog is None:
+            from orbench_pytest.plugin.items import PromptItem
             from orbench_pytest.run.collection import SuiteCatalog
 
             self._catalog = SuiteCatalog(self.settings, self._request.files)
+            self._prompt_item = PromptItem  # for a hook called thrice per item: no import
         return self._catalog
 
     # --- the fetch-and-judge phase --------------------------------------------------------
@@ -283,11 +287,9 @@ class OrbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> pytest.TestReport | None:
-        if self._catalog is None:  # no suite collected in this process
+        if self._prompt_item is None:  # no suite collected in this process
             return None
-        from orbench_pytest.plugin.items import PromptItem
-
-        return item.report(call) if isinstance(item, PromptItem) else None
+        return item.report(call) if isinstance(item, self._prompt_item) else None
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -15,11 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
-from orbench_pytest.core.untrusted import markdown_code, markdown_text
+from orbench_pytest.core.untrusted import clip, markdown_code, markdown_text
 from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing, compare
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
@@ -443,28 +442,17 @@ def _more(total: int, shown: int) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return clip(" ".join(text.split()), limit)  # one line: a table cell
 
 
-def _cell(text: str) -> str:
-    """Untrusted text (prompts, answers, reasons) inside a table cell: one line, no markup,
-    no mention, no link, no secret."""
-    return markdown_text(text)
-
-
-def _name(text: str) -> str:
-    """Suite, variant and category names: read from files a contributor edits, so escaped
-    like any untrusted text."""
-    return markdown_text(text)
+# Untrusted text in a cell (prompts, answers, reasons) and the names read from files a
+# contributor edits (suites, variants, categories): one line, no markup, mention, link or secret.
+_cell = _name = markdown_text
+_code = markdown_code
 
 
 def _group_name(suite: str, variant: str) -> str:
     return f"{_name(suite)}[{_name(variant)}]" if variant else _name(suite)
-
-
-def _code(text: Any) -> str:
-    return markdown_code(text)
 
 
 # --- output ---------------------------------------------------------------------------------

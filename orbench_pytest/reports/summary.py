@@ -24,7 +24,6 @@ from orbench_pytest.gate.decision import (
 )
 from orbench_pytest.gate.samples import clustered_rate, times
 from orbench_pytest.judges.judge import RoutingStats
-from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
 
 if TYPE_CHECKING:
     from orbench_pytest.reports.document import Agreement
@@ -212,6 +211,8 @@ def judge_lines(stats: RoutingStats | None, ask_always: bool) -> list[str]:
                  f"agreed), the LLM {stats.llm} where they disagreed "
                  f"({stats.llm_errors} unreadable or unanswered: errors)"]
     if stats.pairs:
+        from orbench_pytest.judges.metrics import confusion_matrix, format_confusion
+
         keyword = [k for k, _ in stats.pairs]
         llm = [v for _, v in stats.pairs]
         agree = sum(k == v for k, v in stats.pairs)
@@ -229,6 +230,8 @@ def judge_agreement(stats: RoutingStats | None) -> Agreement | None:
 
     if stats is None or stats.total == 0:
         return None
+    from orbench_pytest.judges.metrics import confusion_matrix  # an LLM judge's run only
+
     counts = confusion_matrix([k for k, _ in stats.pairs], [v for _, v in stats.pairs],
                               _labels_of(stats))
     return Agreement(stats.keyword, stats.llm, stats.llm_errors, stats.disagreements,

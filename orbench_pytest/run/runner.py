@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbench_pytest.config.settings import Settings, Variant
 from orbench_pytest.core import defaults
@@ -32,12 +32,14 @@ from orbench_pytest.fetch.targets import (
     served_url,
 )
 from orbench_pytest.gate.baseline import Baseline, Pairing
-from orbench_pytest.gate.calibration import Calibration
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.sampled import combine, sample_jobs, sample_keys
+
+if TYPE_CHECKING:  # a run without judge_calibration never loads it
+    from orbench_pytest.gate.calibration import Calibration
 
 
 def effective_concurrency(settings: Settings) -> int:
