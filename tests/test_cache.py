@@ -204,7 +204,7 @@ def test_a_write_lock_held_past_the_timeout_fails_the_write_naming_the_file(
         tmp_path: Path) -> None:
     path = tmp_path / "responses.sqlite3"
     ResponseCache(path).put("old", Response(text="kept"))
-    cache = ResponseCache(path, busy_timeout_s=0.2)
+    cache = ResponseCache(path, lock_wait_s=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another run writing, for longer than we wait
     try:
@@ -217,7 +217,7 @@ def test_a_write_lock_held_past_the_timeout_fails_the_write_naming_the_file(
         # Opened for writing while the lock is held: found at once, before any request
         # (deliberately changed: the lock used to be met in the middle of the fetch).
         with pytest.raises(ConfigError, match="locked by another process"):
-            ResponseCache(path, busy_timeout_s=0.2)
+            ResponseCache(path, lock_wait_s=0.2)
     finally:
         holder.execute("ROLLBACK")
         holder.close()

@@ -271,7 +271,7 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
     path = tmp_path / "c.sqlite3"
     with OpenAIServer(poison_refused()) as server:
         fetch_and_judge(engine(server, ResponseCache(path), CountingJudge()), jobs(4))
-        cache = ResponseCache(path, busy_timeout_s=0.2)  # opened before the lock is taken
+        cache = ResponseCache(path, lock_wait_s=0.2)  # opened before the lock is taken
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
@@ -289,7 +289,7 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
 
 def test_a_failed_write_is_a_cache_write_error_naming_the_judgments(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
-    cache = ResponseCache(path, busy_timeout_s=0.2)
+    cache = ResponseCache(path, lock_wait_s=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

@@ -244,11 +244,11 @@ class ResponseCache:
     written to it, not even the schema or a journal-mode change."""
 
     def __init__(self, path: Path, *, writable: bool = True,
-                 busy_timeout_s: float = defaults.CACHE_LOCK_WAIT_S,
+                 lock_wait_s: float = defaults.CACHE_LOCK_WAIT_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self.writable = writable
-        self.lock_wait_s = busy_timeout_s
+        self.lock_wait_s = lock_wait_s  # --orbench-cache-lock-wait
         self.clock = clock
         self.query_clock = QueryClock(clock=clock)
         self.ignored_rows = 0  # rows of wrong types met by lookups (asked again)
@@ -265,12 +265,12 @@ class ResponseCache:
                     raise ConfigError(f"--orbench-cache-path: cannot create the folder of {path} "
                                       f"({exc.strerror or exc})") from None
                 _drop_orphan_journals(path)
-                self._db = sqlite3.connect(str(path), timeout=busy_timeout_s,
+                self._db = sqlite3.connect(str(path), timeout=lock_wait_s,
                                            isolation_level=None, check_same_thread=False)
             else:
                 # A missing file is an empty cache; an existing one is opened mode=ro.
                 self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                                           timeout=busy_timeout_s, isolation_level=None,
+                                           timeout=lock_wait_s, isolation_level=None,
                                            check_same_thread=False) if path.exists() \
                     else sqlite3.connect(":memory:", isolation_level=None,
                                          check_same_thread=False)
@@ -288,7 +288,7 @@ class ResponseCache:
             else:
                 self._check_columns()
             if writable or not path.exists():
-                self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+                self._db.execute(f"PRAGMA busy_timeout = {int(lock_wait_s * 1000)}")
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
                 # Fewer checkpoints (the default is 1,000 pages): an index page that many
@@ -323,9 +323,9 @@ class ResponseCache:
         except sqlite3.OperationalError as exc:
             self.query_clock.check(exc)
             if interrupted(exc):
-                raise cache_error(path, exc, busy_timeout_s) from None
+                raise cache_error(path, exc, lock_wait_s) from None
             if "locked" in str(exc) or "busy" in str(exc):
-                raise cache_error(path, exc, busy_timeout_s) from None
+                raise cache_error(path, exc, lock_wait_s) from None
             if "readonly" in str(exc) or "read-only" in str(exc):
                 raise ConfigError(
                     f"{path}: the response cache is read-only ({exc}); make it writable or "
@@ -333,7 +333,7 @@ class ResponseCache:
             raise ConfigError(f"{path}: cannot open the response cache ({exc})") from None
         except sqlite3.DatabaseError as exc:
             self.query_clock.check(exc)
-            raise cache_error(path, exc, busy_timeout_s) from None
+            raise cache_error(path, exc, lock_wait_s) from None
 
     def _probe_write_lock(self) -> None:
         """Another process holding the write lock is found now, before any request is sent

@@ -120,7 +120,7 @@ class PromptAsker:
         self.cache = (None if settings.cache_mode == "off"
                       else ResponseCache(settings.cache_path,
                                          writable=settings.cache_mode != "read",
-                                         busy_timeout_s=settings.cache_lock_wait_s))
+                                         lock_wait_s=settings.cache_lock_wait_s))
         self._opened: contextlib.ExitStack | None = None
         self._target: Target | None = None
         self.asked = 0  # prompts asked (cached or not)

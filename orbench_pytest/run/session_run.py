@@ -125,7 +125,7 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
     cache = (None if settings.cache_mode == "off"
              else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read",
-                                busy_timeout_s=settings.cache_lock_wait_s))
+                                lock_wait_s=settings.cache_lock_wait_s))
     ungated = (f"shard {settings.shard} alone"
                if settings.shard is not None and not settings.shard_gate else None)
     try:
