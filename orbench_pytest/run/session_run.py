@@ -156,7 +156,8 @@ def batch_export(selected: list[Selected], settings: Settings) -> Exception:
     from orbench_pytest.run.batch_steps import export
 
     cache = (None if settings.cache_mode in ("off", "refresh")
-             else ResponseCache(settings.cache_path, writable=False))
+             else ResponseCache(settings.cache_path, writable=False,
+                                lock_wait_s=settings.cache_lock_wait_s))
     try:
         return export(selected, settings, cache)
     finally:
