@@ -45,7 +45,8 @@ def render() -> str:
         twin = "command line only" if option.command_line_only else f"`{option.ini}`"
         repeat = " (repeatable)" if option.kind in ("list", "text_list") and \
             "repeat" not in option.help.lower() else ""
-        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.help)}{repeat} |")
+        old = f" (deprecated spelling: `{option.old_flag}`)" if option.old_flag else ""
+        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.help)}{repeat}{old} |")
     return HEADER + "\n".join(rows) + "\n"
 
 
