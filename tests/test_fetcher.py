@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from orbench_pytest.core.types import Label, Verdict
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import FetchReport, FetchSettings
 from orbench_pytest.fetch.rate_window import RateLimiter
@@ -258,6 +259,87 @@ def test_strict_maxfail_stops_asking_and_keeps_what_was_answered(pytester,
     result.assert_outcomes(failed=3)
     answered = len(cached_texts(pytester))
     assert 3 <= answered <= asked
+
+
+# --- the offline judge's batches (judges/stage.py) ---------------------------------------------
+def test_strict_x_stops_asking_at_the_first_mismatch(pytester, plugin_args) -> None:
+    """A stop rule judges each answer as it arrives: a batch's wait would let the run ask on."""
+    write_suite(pytester, questions(40), thresholds=LENIENT)
+    with OpenAIServer(refuse_when(lambda p: True), latency_s=0.02) as server:
+        result = run_orbench(pytester, plugin_args, "--orbench-strict", "-x",
+                             "--orbench-concurrency=2", url=server.url, cache="c.sqlite3")
+        asked = server.requests
+    assert 1 <= asked <= 1 + 2  # the first answer, plus what was already in flight
+    result.assert_outcomes(failed=1)
+    assert 1 <= len(cached_texts(pytester)) <= asked
+
+
+class FailsOn:
+    """An in-process judge that fails on one prompt and finds every other answer compliant."""
+
+    name = "fails-on"
+    version = "1"
+
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
+
+    async def judge(self, prompt: str, answer: str) -> Verdict:
+        if prompt == self.prompt:
+            raise RuntimeError("judge broke")
+        return Verdict(Label.COMPLIANCE, "answered", self.name)
+
+
+def test_a_judge_failing_on_one_answer_gives_it_an_error_and_the_others_their_verdicts(
+        openai_server: OpenAIServer) -> None:
+    todo = jobs(40)
+    target = OpenAICompatibleTarget(openai_server.url, "m", None, GenerationParams(), 16)
+    report = fetch_and_judge(JudgedFetch(target, FailsOn(todo[17].prompt), None,
+                                         FetchSettings(concurrency=16)), todo)
+    verdicts = {key: answer.verdict for key, answer in report.answers.items()}
+    failed = verdicts.pop(todo[17].key)
+    assert (failed.label, failed.reason) == (Label.ERROR, "judge failed: RuntimeError: judge broke")
+    assert len(verdicts) == 39 and {v.label for v in verdicts.values()} == {Label.COMPLIANCE}
+    assert report.judged == 40
+
+
+def test_progress_advances_while_the_fetch_runs_and_reaches_the_total() -> None:
+    seen: list[tuple[int, int, int]] = []  # done, total, requests the server had by then
+    with OpenAIServer(latency_s=0.02) as server:
+        def progress(done: int, total: int, errors: int, limit: int) -> None:
+            seen.append((done, total, server.requests))
+
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 2)
+        fetch_and_judge(JudgedFetch(target, OfflineJudge(), None, FetchSettings(concurrency=2),
+                                    progress), jobs(40))
+    assert [done for done, _, _ in seen] == list(range(1, 41))
+    assert {total for _, total, _ in seen} == {40}
+    # 40 answers two at a time take 0.4 s; a batch waits at most 0.1 s for its verdicts
+    assert seen[0][2] <= 20
+
+
+def test_a_cancelled_run_judges_every_answer_it_fetched() -> None:
+    """Ctrl-C: the answers still waiting for their batch are judged as the run ends."""
+    todo = jobs(12)
+
+    def script(prompt: str, system: str | None, body: dict) -> Reply:
+        hangs = int(prompt.split()[1].rstrip(":")) >= 5
+        return Reply(text="Sure: flour and water.", fault="hang" if hangs else None)
+
+    with OpenAIServer(script) as server:
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
+        fetch = JudgedFetch(target, OfflineJudge(), None, FetchSettings(concurrency=1))
+
+        async def interrupted() -> None:
+            run = asyncio.ensure_future(fetch.run(todo))
+            while server.requests < 6:  # five answered, the sixth hangs
+                await asyncio.sleep(0.002)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+        asyncio.run(interrupted())
+    assert sorted(fetch.report.answers) == sorted(job.key for job in todo[:5])
+    assert {a.verdict.label for a in fetch.report.answers.values()} == {Label.COMPLIANCE}
 
 
 # --- progress ---------------------------------------------------------------------------------

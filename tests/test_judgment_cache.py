@@ -255,7 +255,9 @@ def test_verdicts_are_written_as_soon_as_a_write_of_them_is_full_and_the_rest_at
         return Reply(text="Sure: flour and water.")
 
     target_jobs = jobs(12)
-    with OpenAIServer(script) as server:
+    # One answer every 50 ms: the offline judge's batches (judges/stage.py, at most 0.1 s
+    # apart) then come a few answers at a time, as over a long run.
+    with OpenAIServer(script, latency_s=0.05) as server:
         target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
         report = fetch_and_judge(SmallWrites(target, CountingJudge(), cache,  # type: ignore[arg-type]
                                        FetchSettings(concurrency=1)), target_jobs)

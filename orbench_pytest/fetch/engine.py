@@ -311,10 +311,15 @@ class FetchEngine:
             if todo:
                 await self._fetch_all(todo, sink)
         finally:
-            # Ctrl-C, -x or a crash: what was answered stays answered
-            self.writer.flush(final=True)
-            await self.target.aclose()
-            await sink.aclose()
+            # Ctrl-C, -x or a crash: what was answered stays answered. The answers in hand are
+            # written now; the verdicts once the sink has judged what it held back.
+            self.writer.flush()
+            try:
+                await self.target.aclose()
+                await sink.aclose()
+            finally:
+                self.writer.flush(final=True)
+                self.report.judge_cpu_s += self.writer.judgments_cpu_s  # writing them included
             self.report.wall_s = time.perf_counter() - started
             self.report.concurrency_peak = self.concurrency.peak
             self.report.concurrency_cuts = self.concurrency.cuts
