@@ -383,7 +383,7 @@ def test_the_shortcut_gives_exactly_the_full_verdict() -> None:
     for text in texts:
         expected = full.assess(text).verdict
         assert shortcut.classify(text) == expected, text[:200]
-        skipped += isinstance(shortcut._memo[(shortcut.version, "", text)], Verdict)
+        skipped += isinstance(shortcut._recalled(text, "")[1], Verdict)
         assert shortcut.classify(text) == expected  # from the memo
         assert shortcut.assess(text).verdict == expected  # a shortcut's memo is no assessment
     assert skipped > 0  # the shortcut was taken, not only the full path
