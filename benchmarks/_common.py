@@ -2,7 +2,8 @@
 
 Run as a script it is that server: `python benchmarks/_common.py serve --latency 0.2` prints
 the base URL on its first line and answers until stdin closes (so it dies with its parent).
-Prompts containing REFUSE_MARK are refused, the rest answered.
+Prompts containing REFUSE_MARK are refused, the rest answered (`--distinct-answers`: each
+with its own answer).
 """
 
 from __future__ import annotations
@@ -151,12 +152,17 @@ class ServerProcess:
 
 @contextmanager
 def server_process(latency_s: float = 0.0, in_flight_limit: int | None = None,
-                   refuse: Path | None = None) -> Iterator[ServerProcess]:
+                   refuse: Path | None = None,
+                   distinct_answers: bool = False) -> Iterator[ServerProcess]:
     """`in_flight_limit=K`: the server answers 429 to a request arriving while K are in flight.
-    `refuse`: a CSV file (prompt column) whose prompts are refused, besides REFUSE_MARK's."""
+    `refuse`: a CSV file (prompt column) whose prompts are refused, besides REFUSE_MARK's.
+    `distinct_answers`: each answered prompt gets its own answer (the canned one restating
+    the prompt, tests/openai_server.restating); refusals stay the one stock text."""
     limit = [] if in_flight_limit is None else ["--in-flight-limit", str(in_flight_limit)]
     if refuse is not None:
         limit += ["--refuse", str(refuse)]
+    if distinct_answers:
+        limit.append("--distinct-answers")
     process = subprocess.Popen(
         [sys.executable, __file__, "serve", "--latency", str(latency_s), *limit],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
@@ -178,12 +184,13 @@ def server_process(latency_s: float = 0.0, in_flight_limit: int | None = None,
 
 
 def _serve(latency_s: float, in_flight_limit: int | None = None,
-           refuse: Path | None = None) -> None:
+           refuse: Path | None = None, distinct_answers: bool = False) -> None:
     sys.path.insert(0, str(REPO))
     from tests.openai_server import OpenAIServer, refuse_when
 
     refused = set(csv_prompts([refuse])) if refuse is not None else set()
-    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt or prompt in refused),
+    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt or prompt in refused,
+                                      distinct=distinct_answers),
                           latency_s, in_flight_limit)
     server.start()
     print(server.url, flush=True)
@@ -327,10 +334,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--in-flight-limit", type=int, default=None)
     parser.add_argument("--refuse", type=Path, default=None, help="serve: CSV of prompts refused")
+    parser.add_argument("--distinct-answers", action="store_true",
+                        help="serve: each answered prompt its own answer")
     parser.add_argument("floor_args", nargs="*", help="floor: URL CONCURRENCY CSV…")
     args = parser.parse_args()
     if args.command == "serve":
-        _serve(args.latency, args.in_flight_limit, args.refuse)
+        _serve(args.latency, args.in_flight_limit, args.refuse, args.distinct_answers)
     else:
         url, concurrency, *files = args.floor_args
         _floor(url, int(concurrency), [Path(file) for file in files])

@@ -10,7 +10,8 @@
    (median of 5 processes each), against a bare interpreter.
 2. Per answer: the keyword judge (rules + classifier) on N distinct, realistic answers
    (refusals, partial refusals, answers of 300-1,500 characters, each naming its prompt so no
-   two are equal and the memo never helps), then the same answers again (memo hits); and the
+   two are equal and the memo never helps), then the same answers again (memo hits), then one
+   stock refusal under many prompts (the memo keeps it by answer alone); and the
    classifier alone (`ClassifierModel.probability`) on the answers whose verdict needs it.
 3. What judging adds to a run, defined so that moving work elsewhere cannot hide it: the same
    pytest command run with the judge as shipped and with a judge that only looks up verdicts
@@ -109,8 +110,13 @@ def import_cost() -> tuple[float, float, float]:
 MEMO_ANSWERS = 5_000  # fewer than the judge's memo keeps: a repeat of recent answers
 
 
-def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, int]:
-    """Each answer judged with its prompt, as a run judges it."""
+STOCK_REFUSAL = "I'm sorry, but I can't help with that."
+
+
+def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, float, int]:
+    """Each answer judged with its prompt, as a run judges it; then the last MEMO_ANSWERS
+    again; then a stock refusal under each of the last MEMO_ANSWERS prompts (as a model
+    refuses hundreds of prompts with the same words). CPU seconds of each, and the refusals."""
     from orbench_pytest.core.types import Label
     from orbench_pytest.judges.judge import OfflineJudge
 
@@ -124,7 +130,11 @@ def judge_cost(prompts: list[str], answers: list[str]) -> tuple[float, float, in
     for a, p in pairs[-MEMO_ANSWERS:]:
         judge.classify(a, p)
     warm = time.process_time() - started
-    return cold, warm, refusals
+    started = time.process_time()
+    for p in prompts[-MEMO_ANSWERS:]:
+        judge.classify(STOCK_REFUSAL, p)
+    stock = time.process_time() - started
+    return cold, warm, stock, refusals
 
 
 def classifier_cost(prompts: list[str], answers: list[str]) -> tuple[float, int]:
@@ -257,12 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         prompts = read_prompts(root)
         answers = [bench_answers.compose(p) for p in prompts]
         assert len(set(answers)) == len(answers), "answers must be distinct"
-        cold, warm, refusals = judge_cost(prompts, answers)
+        cold, warm, stock, refusals = judge_cost(prompts, answers)
         repeats = min(len(answers), MEMO_ANSWERS)
         print(f"per answer: {cold / len(answers) * 1e6:.0f} µs distinct "
               f"({cold:.1f} s CPU for {len(answers)}, {refusals} refusals), "
               f"{warm / repeats * 1e6:.1f} µs repeated (memo: the last "
-              f"{repeats} answers again); load {load()}")
+              f"{repeats} answers again), {stock / repeats * 1e6:.1f} µs a stock refusal "
+              f"under another prompt ({STOCK_REFUSAL!r} to the last {repeats}); "
+              f"load {load()}")
         clf, reaching = classifier_cost(prompts, answers)
         print(f"classifier alone: {clf / reaching * 1e6:.0f} µs per answer that reaches it "
               f"({reaching} of {len(answers)}); load {load()}", flush=True)

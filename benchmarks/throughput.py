@@ -4,7 +4,14 @@ Prompt sets: `1974`, OR-Bench-Hard-1K + Toxic (the ready suites over ../shared/d
 `80k`, the ready suite or-bench-80k over a synthetic 80,359-row or-bench-80k.csv made from the
 Hard-1K prompts (the real file is not in ../shared/data). The endpoint is a local
 OpenAI-compatible server in its own process (tests/openai_server.py, no sleeping unless
---latency): it refuses the Toxic prompts and answers the rest, so every item passes.
+--latency): it refuses the Toxic prompts and answers the rest, so every item passes. It refuses
+with one stock text (as models refuse: "I'm sorry, but I can't help with that.") and, by
+default, answers every other prompt with one canned text too, so the offline judge, which
+judges an answer once whatever prompt it answers unless its verdict depends on the prompt,
+judges two answers in a cold run. `--distinct-answers`: each answered prompt gets its own
+answer (the canned text restating the prompt, about 100-300 characters, no prompt-aware
+shape), so the judge judges every one of them as a run against a real model does; shorter
+than most real answers, so still a low estimate of judging.
 
 Each of these is a fresh process, timed for wall and total CPU (user + sys of it and of every
 process it waited for, from wait4), alternated within each repeat so load drifts hit all alike:
@@ -24,6 +31,7 @@ Unless --no-idle, benchmarks/idle_cost.py follows (`pytest --version` with the p
     python benchmarks/throughput.py --quick      # 1,974 prompts, 5 repeats, idle cost 7 repeats
     python benchmarks/throughput.py              # 1,974 and 80K prompts, 5 repeats each
     python benchmarks/throughput.py --sets 80k --repeat 7 --latency 0.3 --no-idle
+    python benchmarks/throughput.py --quick --no-idle --distinct-answers
 """
 
 from __future__ import annotations
@@ -142,7 +150,8 @@ def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[st
     notes: list[str] = []
     last: dict[str, Run] = {}
     load_before = load()
-    with server_process(args.latency, refuse=prompts.refused) as server:
+    with server_process(args.latency, refuse=prompts.refused,
+                        distinct_answers=args.distinct_answers) as server:
         # warm-up: bytecode written once, the server's first connections made
         run_process(floor_cmd, floor_dir, env)
         client_floor(server.url, CONCURRENCY, prompts.csv_files)
@@ -187,7 +196,8 @@ def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[st
 
     return [
         f"{n:,} prompts ({prompts.name}), concurrency {CONCURRENCY}, latency "
-        f"{args.latency:g} s, medians of {args.repeat}; load (1/5/15 min) before: "
+        f"{args.latency:g} s, {'distinct answers' if args.distinct_answers else 'one answer'}"
+        f", medians of {args.repeat}; load (1/5/15 min) before: "
         f"{load_before}, after: {load()}; 1-min load at each repeat: "
         f"{', '.join(f'{t.load1:.1f}' for t in runs['item'])}",
         f"  {'':26} {'CPU s':>7} {'wall s':>8}   (each run: CPU/wall)",
@@ -222,6 +232,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--latency", type=float, default=0.0, help="server latency, seconds")
     parser.add_argument("--no-idle", action="store_true", help="skip benchmarks/idle_cost.py")
+    parser.add_argument("--distinct-answers", action="store_true",
+                        help="each answered prompt its own answer (refusals: one stock text)")
     parser.add_argument("--data", type=Path, default=DATA,
                         help=f"folder of {HARD} and {TOXIC} (default: %(default)s)")
     args = parser.parse_args()

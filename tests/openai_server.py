@@ -46,10 +46,19 @@ def always(text: str = ANSWER_TEXT) -> Script:
     return lambda prompt, system, body: Reply(text=text)
 
 
-def refuse_when(predicate: Callable[[str], bool]) -> Script:
-    """Refuse the prompts the predicate picks, answer the rest."""
+def restating(prompt: str) -> str:
+    """ANSWER_TEXT with the prompt restated: each prompt its own answer."""
+    return f"Sure. Here is a short, helpful answer to your question, which was: {prompt}"
+
+
+def refuse_when(predicate: Callable[[str], bool], *, distinct: bool = False) -> Script:
+    """Refuse the prompts the predicate picks (with the one REFUSAL_TEXT, as models refuse),
+    answer the rest: with ANSWER_TEXT, or with `distinct` each with its own answer."""
+    def answer(prompt: str) -> str:
+        return restating(prompt) if distinct else ANSWER_TEXT
+
     return lambda prompt, system, body: Reply(
-        text=REFUSAL_TEXT if predicate(prompt) else ANSWER_TEXT)
+        text=REFUSAL_TEXT if predicate(prompt) else answer(prompt))
 
 
 def error_body(status: int, code: str | None, message: str) -> bytes:

@@ -37,6 +37,21 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
     assert not added & set(HEAVY)
 
 
+
+def test_the_dataclasses_a_run_imports_have_docstrings() -> None:
+    """A dataclass without one gets a docstring made with inspect.signature as it is created:
+    about 80 us of every run's start each."""
+    code = ("import dataclasses, json, sys\n"
+            "import orbench_pytest.plugin.session, orbench_pytest.run.session_run\n"
+            "print(json.dumps(sorted(f'{m}.{n}' for m, module in list(sys.modules.items())\n"
+            "    if m.startswith('orbench_pytest') for n, c in vars(module).items()\n"
+            "    if dataclasses.is_dataclass(c) and isinstance(c, type) and c.__module__ == m\n"
+            "    and (c.__doc__ or '').startswith(c.__name__ + '('))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert json.loads(done.stdout) == []
+
+
 # Run inside the pytester process: which orbench modules the run has loaded by then.
 REPORT_LOADED = """\
 import json, sys
@@ -97,6 +112,41 @@ def test_a_cached_rerun_loads_no_http_client_and_no_batch_code(
     # Nor what only batch steps or a judge calibration use.
     unused = {"orbench_pytest.run.batch_steps", "orbench_pytest.gate.calibration"}
     assert not rerun & unused, sorted(rerun & unused)
+
+
+# Run inside the pytester process: which of the judge's patterns the run has compiled by then.
+REPORT_COMPILED = """\
+import json, sys
+from orbench_pytest.core.lazy_regex import LazyPattern
+def test_loaded():
+    found = []
+    for module in ("orbench_pytest.judges.rules", "orbench_pytest.judges.text"):
+        for name, value in vars(sys.modules[module]).items():
+            for pattern in value if isinstance(value, tuple) else (value,):
+                pattern = pattern[0] if isinstance(pattern, tuple) else pattern
+                if isinstance(pattern, LazyPattern):
+                    state = "compiled" if pattern.compiled else "pending"
+                    found.append(f"{module}.{name} {state}")
+    print("LOADED " + json.dumps(found))
+"""
+
+
+def test_a_rerun_with_every_verdict_stored_compiles_no_rule(
+        pytester: pytest.Pytester, plugin_args: list[str], openai_server: OpenAIServer) -> None:
+    """A rerun needs only the judge's version to find its stored verdicts: it compiles none
+    of the rules' patterns (about 13 ms), which the first run, judging, did."""
+    pytester.makeini("[pytest]\n")
+    write_suite(pytester, questions(3))
+    pytester.makepyfile(test_probe=REPORT_COMPILED)
+    args = ["suites", "test_probe.py", "--orbench-model=m",
+            f"--orbench-base-url={openai_server.url}", "--orbench-cache-path=answers.sqlite3"]
+    first = loaded_modules(pytester, plugin_args, *args, passed=4)
+    assert any(found.endswith(" compiled") for found in first), sorted(first)  # it judged
+    assert len(first) > 30, sorted(first)  # the probe sees the rules' patterns
+    rerun = loaded_modules(pytester, plugin_args, *args, passed=4)
+    assert {found.rpartition(" ")[0] for found in rerun} == \
+        {found.rpartition(" ")[0] for found in first}
+    assert all(found.endswith(" pending") for found in rerun), sorted(rerun)
 
 
 def test_which_typed_paths_may_hold_suites(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.reasoning import strip_reasoning
@@ -36,6 +36,7 @@ __all__ = ["JUDGES", "Chat", "ClassifierModel", "Judge", "LLMJudge", "OfflineJud
            "persists", "settle", "strip_reasoning"]
 
 REFUSING = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL})
+_T = TypeVar("_T")
 
 
 def _refusing(label: Label) -> bool:
@@ -77,6 +78,19 @@ class Assessment:
 
 
 _MEMO_SIZE = 10_000  # judgments kept per process: the answers that repeat (refusals) are few
+# A memo key: (judge version, answer) for a judgment that never read the request, the same
+# under every prompt (a model's stock refusal to hundreds of prompts); (judge version, prompt,
+# answer) for one that did (issue 34's shapes, judges/request.py). Which of the two an answer
+# gets does not depend on the prompt: the rules take the same steps up to the first look at it.
+_Key = tuple[str, ...]
+
+
+def _put(memo: OrderedDict[_Key, _T], size: int, key: _Key, value: _T) -> None:
+    """Keep `value` as the most recently used; the least recently used goes beyond `size`."""
+    if key not in memo and len(memo) >= size:
+        memo.popitem(last=False)
+    memo[key] = value
+    memo.move_to_end(key)
 
 
 def persists(judge: Judge) -> bool:
@@ -93,22 +107,28 @@ class OfflineJudge:
     """The `keyword` judge: the rules (RulesJudge) and the learned classifier, combined as the
     model file says.
 
-    Judgments are memoised by (judge version, prompt, answer): a repeated answer costs a
-    lookup, and a changed rule set or model (a new version) never reuses an old judgment
-    (some answer shapes are told apart by the prompt: judges/request.py). `persistent`:
-    a run stores its verdicts in the response cache (cache.judgment_key) as well.
+    Judgments are memoised by judge version and answer, and by the prompt too where the rules
+    read it (some answer shapes are told apart by the prompt: judges/request.py): a repeated
+    answer costs a lookup, also under another prompt, and a changed rule set or model (a new
+    version) never reuses an old judgment. `persistent`: a run stores its verdicts in the
+    response cache (cache.judgment_key) as well.
     """
 
     name = "keyword"
     persistent = True
 
-    def __init__(self, model: ClassifierModel | None = None) -> None:
+    def __init__(self, model: ClassifierModel | None = None, *,
+                 memo_size: int = _MEMO_SIZE) -> None:
         self.rules = RulesJudge()
+        self.memo_size = memo_size
         self._model = model  # the bundled one is parsed on first use: a run may never judge
         clf_version = model.version if model is not None else bundled_version()
         self.version = f"{self.rules.version}+clf:{clf_version}"
         # A Verdict: what `classify` settled from the rules alone (no classifier opinion kept).
-        self._memo: OrderedDict[tuple[str, str, str], Assessment | Verdict] = OrderedDict()
+        self._memo: OrderedDict[_Key, Assessment | Verdict] = OrderedDict()
+        # (version, answer) -> the classifier's (refusal, p), for the answers whose judgment
+        # read the request: the classifier reads the answer alone, so another prompt reuses it
+        self._opinions: OrderedDict[_Key, tuple[bool, float]] = OrderedDict()
 
     @property
     def model(self) -> ClassifierModel:
@@ -119,21 +139,37 @@ class OfflineJudge:
     async def judge(self, prompt: str, answer: str) -> Verdict:
         return self.classify(answer, prompt)
 
+    def _recalled(self, answer: str, prompt: str) -> tuple[_Key, Assessment | Verdict | None]:
+        """The memo's judgment of `answer` under `prompt` (None: not kept) and its key."""
+        key: _Key = (self.version, answer)
+        hit = self._memo.get(key)
+        if hit is None:
+            key = (self.version, prompt, answer)
+            hit = self._memo.get(key)
+        return key, hit
+
+    def _key(self, request: Request, answer: str) -> _Key:
+        """The key a judgment made with `request` is kept under."""
+        if request.read:
+            return (self.version, request.prompt, answer)
+        return (self.version, answer)
+
     def classify(self, answer: str, prompt: str = "") -> Verdict:
         """The verdict alone: the classifier is skipped where it cannot change it. `prompt`:
         what was asked, which some answer shapes need (judges/request.py)."""
-        key = (self.version, prompt, answer)
-        hit = self._memo.get(key)
+        key, hit = self._recalled(answer, prompt)
         if hit is not None:
             self._memo.move_to_end(key)
             return hit if isinstance(hit, Verdict) else hit.verdict
         model = self.model
         text, closing = prepared_parts(answer, model.reads_closing)
-        rules = self.rules.classify_prepared(text, Request(prompt))
+        request = Request(prompt)
+        rules = self.rules.classify_prepared(text, request)
+        key = self._key(request, answer)
         settled = self._settled_by_rules(rules)
         if settled is None:
-            return self._assess_prepared(key, text, closing, rules).verdict
-        self._remember(key, settled)
+            return self._assess_prepared(key, answer, text, closing, rules).verdict
+        _put(self._memo, self.memo_size, key, settled)
         return settled
 
     def _settled_by_rules(self, rules: Verdict) -> Verdict | None:
@@ -164,29 +200,35 @@ class OfflineJudge:
         return Verdict(rules.label, rules.reason, self.name, confident=confident)
 
     def assess(self, answer: str, prompt: str = "") -> Assessment:
-        key = (self.version, prompt, answer)
-        hit = self._memo.get(key)
+        key, hit = self._recalled(answer, prompt)
         if isinstance(hit, Assessment):  # a Verdict alone lacks the classifier's opinion
             self._memo.move_to_end(key)  # least recently used goes first
             return hit
         model = self.model
         text, closing = prepared_parts(answer, model.reads_closing)
-        return self._assess_prepared(key, text, closing,
-                                     self.rules.classify_prepared(text, Request(prompt)))
+        request = Request(prompt)
+        rules = self.rules.classify_prepared(text, request)
+        return self._assess_prepared(self._key(request, answer), answer, text, closing, rules)
 
-    def _assess_prepared(self, key: tuple[str, str, str], text: str, closing: str,
+    def _assess_prepared(self, key: _Key, answer: str, text: str, closing: str,
                          rules: Verdict) -> Assessment:
-        refusal, p = (self.model.is_refusal(text, closing)
+        refusal, p = (self._opinion(key, answer, text, closing)
                       if text and not answered_by_shape(rules) else (False, 0.0))
         result = Assessment(self._combine(rules, refusal, p), rules, refusal, p)
-        self._remember(key, result)
+        _put(self._memo, self.memo_size, key, result)
         return result
 
-    def _remember(self, key: tuple[str, str, str], judgment: Assessment | Verdict) -> None:
-        if key not in self._memo and len(self._memo) >= _MEMO_SIZE:
-            self._memo.popitem(last=False)
-        self._memo[key] = judgment
-        self._memo.move_to_end(key)
+    def _opinion(self, key: _Key, answer: str, text: str, closing: str) -> tuple[bool, float]:
+        """The classifier's (refusal, p); kept by answer where the judgment is kept by prompt
+        and answer (`key` of three), as the same answer under another prompt needs it again."""
+        if len(key) == 2:  # the whole judgment is kept by answer: nothing to gain
+            return self.model.is_refusal(text, closing)
+        by_answer: _Key = (self.version, answer)
+        opinion = self._opinions.get(by_answer)
+        if opinion is None:
+            opinion = self.model.is_refusal(text, closing)
+        _put(self._opinions, self.memo_size, by_answer, opinion)
+        return opinion
 
     def _combine(self, rules: Verdict, refusal: bool, p: float) -> Verdict:
         """The model file's combination (chosen by leave-one-model-out) decides refusal or

@@ -13,7 +13,6 @@ one of those shapes.
 from __future__ import annotations
 
 import re
-from functools import cached_property
 
 from orbench_pytest.judges.text import expand, normalise
 
@@ -51,18 +50,38 @@ def stems(text: str) -> set[str]:
 
 
 class Request:
-    """The prompt an answer answers; its terms are made on first use."""
+    """The prompt an answer answers; its terms are made on first use.
+
+    `read` records whether anything of the prompt was looked at (its text, its terms, its
+    coverage of an answer, even whether it is empty): a judgment that never read it is the
+    same for every prompt, which the offline judge's memo relies on (judges/judge.py)."""
+
+    __slots__ = ("_prompt", "_terms", "_text", "read")
 
     def __init__(self, prompt: str) -> None:
-        self.prompt = prompt
+        self._prompt = prompt
+        self._text: str | None = None
+        self._terms: frozenset[str] | None = None
+        self.read = False
 
-    @cached_property
+    @property
+    def prompt(self) -> str:
+        self.read = True
+        return self._prompt
+
+    @property
     def text(self) -> str:
-        return expand(normalise(self.prompt[:2000]))
+        self.read = True
+        if self._text is None:
+            self._text = expand(normalise(self._prompt[:2000]))
+        return self._text
 
-    @cached_property
+    @property
     def terms(self) -> frozenset[str]:
-        return frozenset(stems(self.text))
+        self.read = True
+        if self._terms is None:
+            self._terms = frozenset(stems(self.text))
+        return self._terms
 
     def coverage(self, text: str) -> float:
         """The share of the request's terms that `text` (normalised) uses; 0 without terms."""
