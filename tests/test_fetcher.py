@@ -304,7 +304,7 @@ def test_a_judge_failing_on_one_answer_gives_it_an_error_and_the_others_their_ve
 
 def test_progress_advances_while_the_fetch_runs_and_reaches_the_total() -> None:
     seen: list[tuple[int, int, int]] = []  # done, total, requests the server had by then
-    with OpenAIServer(latency_s=0.02) as server:
+    with OpenAIServer(latency_s=0.03) as server:
         def progress(done: int, total: int, errors: int, limit: int) -> None:
             seen.append((done, total, server.requests))
 
@@ -313,7 +313,7 @@ def test_progress_advances_while_the_fetch_runs_and_reaches_the_total() -> None:
                                     progress), jobs(40))
     assert [done for done, _, _ in seen] == list(range(1, 41))
     assert {total for _, total, _ in seen} == {40}
-    # 40 answers two at a time take 0.4 s; a batch waits at most 0.1 s for its verdicts
+    # 40 answers two at a time take 0.6 s; a batch waits at most 0.1 s for its verdicts
     assert seen[0][2] <= 20
 
 
