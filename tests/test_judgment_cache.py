@@ -5,6 +5,7 @@ Also: the keyword judge's shortcut (classifier skipped) gives exactly the full v
 from __future__ import annotations
 
 import csv
+import itertools
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, judgment_key
 from orbench_pytest.fetch.cache_merge import merge_caches
-from orbench_pytest.fetch.engine import FetchSettings, Job
+from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S, FetchSettings, Job
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge, settle
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
@@ -220,11 +221,13 @@ class WriteLog(ResponseCache):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.writes: list[tuple[int, int]] = []
+        self.times: list[float] = []  # when each write began
 
     def put_many(self, items: Iterable[tuple[str, Response]],
                  judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         items, judgments = list(items), list(judgments)
         self.writes.append((len(items), len(judgments)))
+        self.times.append(time.monotonic())
         super().put_many(items, judgments, wait=wait)
 
 
@@ -238,6 +241,27 @@ def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
     assert all(judgments == 0 for _, judgments in cache.writes[:-1])
     assert cache.writes[-1] == (0, 12)
     assert sum(answers for answers, _ in cache.writes) == 12 == judgments_stored(cache)
+
+
+def test_answers_arriving_together_share_a_commit_and_none_waits_past_the_interval(
+        tmp_path: Path) -> None:
+    # 10 ms a request, 4 at a time: an answer every 2.5 ms for about 0.3 s. One commit a loop
+    # turn would be about one an answer; at most one an interval holds them a few dozen each.
+    cache = WriteLog(tmp_path / "c.sqlite3")
+    with OpenAIServer(poison_refused(), latency_s=0.01) as server:
+        started = time.monotonic()
+        report = fetch_and_judge(engine(server, cache, CountingJudge()), jobs(120))
+        ended = time.monotonic()
+    assert len(report.answers) == 120
+    answer_writes = [t for (answers, _), t in zip(cache.writes, cache.times, strict=True)
+                     if answers]
+    assert sum(answers for answers, _ in cache.writes) == 120  # every answer stored
+    gaps = [b - a for a, b in itertools.pairwise(answer_writes[:-1])]  # the last: the end's
+    assert gaps and min(gaps) >= ANSWERS_COMMIT_EVERY_S * 0.9  # at most one an interval
+    assert len(answer_writes) <= (ended - started) / ANSWERS_COMMIT_EVERY_S + 2
+    # ... and written as the run goes, not held to its end
+    assert answer_writes[0] - started < ANSWERS_COMMIT_EVERY_S + 0.2
+    assert ended - answer_writes[-2] < ANSWERS_COMMIT_EVERY_S + 0.2
 
 
 class SmallWrites(JudgedFetch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -13,10 +14,13 @@ import pytest
 import yaml
 
 from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
 from tests.openai_server import OpenAIServer
 
 N = 80
 CONCURRENCY = 4
+LATENCY_S = 0.05
+ANSWERS_IN_AN_INTERVAL = math.ceil(CONCURRENCY * ANSWERS_COMMIT_EVERY_S / LATENCY_S)
 
 
 def write_suite(root: Path) -> list[str]:
@@ -44,7 +48,7 @@ def cached_rows(root: Path) -> int:
 def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -> None:
     prompts = write_suite(pytester.path)
     # 50 ms a request, 4 at a time: the fetch takes about a second, the kill lands inside it.
-    with OpenAIServer(latency_s=0.05) as server:
+    with OpenAIServer(latency_s=LATENCY_S) as server:
         process = subprocess.Popen(
             [sys.executable, "-m", "pytest", *command(plugin_args, server)],
             cwd=pytester.path, env=os.environ.copy(), stdout=subprocess.PIPE,
@@ -60,8 +64,8 @@ def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -
         kept = cached_rows(pytester.path)
         assert 0 < kept < N, output  # the kill landed mid-run
         # Every answer the server had sent before the kill is kept, but for those still on
-        # the wire then (at most one per connection).
-        assert kept >= answered_before_kill - CONCURRENCY
+        # the wire then (at most one per connection) and those of the last commit interval.
+        assert kept >= answered_before_kill - CONCURRENCY - ANSWERS_IN_AN_INTERVAL
         if sig == signal.SIGINT:  # Ctrl-C: a clean stop, pending requests cancelled
             assert process.returncode == pytest.ExitCode.INTERRUPTED, output
             assert "KeyboardInterrupt" in output and "Traceback" not in output

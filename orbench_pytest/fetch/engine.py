@@ -10,6 +10,7 @@ pytest run's judging stage (judges/stage.py), or `orbench generate`'s collector 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -53,6 +54,10 @@ ESTIMATED_OUTPUT_TOKENS = 256  # an answer's tokens for the tpm limit, when max_
 # 80K verdicts written a few dozen at a time cost the run 2.4 s against 0.6 s in writes of this
 # size (SQLite rewrites the index's pages at every checkpoint).
 JUDGMENTS_PER_WRITE = 16_384
+# Answers are committed at most this often: those arriving within it share one commit. A commit
+# costs the CPU of a few dozen rows (20,000 instant answers: ~950 commits and 0.50 s of writing
+# at one a loop turn, ~150 and 0.3 s at this), and a kill loses at most this much of answers.
+ANSWERS_COMMIT_EVERY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -139,24 +144,28 @@ def usable(cached: dict[str, Response]) -> dict[str, Response]:
 class CacheWriter:
     """Answers (and a persistent judge's verdicts) written through to the cache.
 
-    Answers are written at the end of the event-loop turn they arrive in: answers that arrive
+    Answers are written at the end of the event-loop turn they arrive in, or, when the last
+    write was less than `commit_every_s` ago, at the end of that interval: answers that arrive
     together share one commit (one commit per answer costs as much CPU as the request), and
     nothing awaits the network before the commit, so a kill loses no more than what was still
-    in flight. Empty answers are never stored: the next run asks again. Verdicts are written
-    apart from the answers, `judgments_per_write` to a write and at the end: a kill loses only
-    judging. A failed write stops the run (the answers in hand still reach the report): an
-    answer must never be lost without a word.
+    in flight and the answers of the last interval. Empty answers are never stored: the next
+    run asks again. Verdicts are written apart from the answers, `judgments_per_write` to a
+    write and at the end: a kill loses only judging. A failed write stops the run (the answers
+    in hand still reach the report): an answer must never be lost without a word.
     """
 
     def __init__(self, cache: ResponseCache | None, requests: RequestLayer,
-                 judgments_per_write: int) -> None:
+                 judgments_per_write: int,
+                 commit_every_s: float = ANSWERS_COMMIT_EVERY_S) -> None:
         self.cache = cache
         self.judgments_per_write = judgments_per_write
+        self.commit_every_s = commit_every_s
         self.judgments_cpu_s = 0.0  # writing verdicts counts as judging
         self._requests = requests
         self._unsaved: list[tuple[str, Response]] = []
         self._unsaved_judgments: list[tuple[str, Verdict]] = []
-        self._scheduled = False
+        self._scheduled: asyncio.Handle | None = None  # the flush to come
+        self._last_write = -math.inf  # when answers were last written (the loop's clock)
 
     def store(self, key: str, response: Response) -> None:
         if self.cache is None or not has_answer(response):
@@ -167,17 +176,25 @@ class CacheWriter:
     def keep_judgment(self, key: str, verdict: Verdict) -> None:
         self._unsaved_judgments.append((key, verdict))
         if len(self._unsaved_judgments) >= self.judgments_per_write:
-            self._flush_soon()
+            self._flush_soon(at_once=True)  # a full write of verdicts: rare, never held back
 
-    def _flush_soon(self) -> None:
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+    def _flush_soon(self, *, at_once: bool = False) -> None:
+        """A flush at the end of this loop turn, or of the interval since the last write."""
+        loop = asyncio.get_running_loop()
+        wait = 0.0 if at_once else self._last_write + self.commit_every_s - loop.time()
+        if self._scheduled is not None:
+            if wait > 0 or not isinstance(self._scheduled, asyncio.TimerHandle):
+                return  # already planned, early enough
+            self._scheduled.cancel()  # planned for later, needed now
+        self._scheduled = (loop.call_later(wait, self.flush) if wait > 0
+                           else loop.call_soon(self.flush))
 
     def flush(self, *, final: bool = False) -> None:
         """Write the answers in hand, and the verdicts once there are judgments_per_write of
         them or the run ends (`final`)."""
-        self._scheduled = False
+        if self._scheduled is not None:
+            self._scheduled.cancel()  # a final flush before the planned one: nothing left
+            self._scheduled = None
         if self.cache is None:
             return
         unsaved, self._unsaved = self._unsaved, []
@@ -188,6 +205,7 @@ class CacheWriter:
             if unsaved or (final and self.cache.pending):  # not final: never blocks the
                 # loop on another process's lock (the rows wait in the cache)
                 self.cache.put_many(unsaved, wait=final)
+                self._last_write = asyncio.get_running_loop().time()
             if judgments:
                 started = time.thread_time()
                 try:
