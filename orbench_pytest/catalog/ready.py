@@ -47,6 +47,8 @@ def resolve_suite(ref: str, base: Path, option: str = "--orbench-suite") -> Path
 
 @dataclass(frozen=True)
 class ReadySuite:
+    """A suite shipped with the plugin, as `orbench suites` lists it."""
+
     name: str
     prompts: int | None  # from the suite file: its inline prompts, or its pinned `rows`
     expects: str

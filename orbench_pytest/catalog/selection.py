@@ -21,6 +21,8 @@ from orbench_pytest.catalog.paths import SUITE_SUFFIXES
 
 @dataclass(frozen=True)
 class SuiteRequest:
+    """The suites a run asks for: by path, by folder, by name."""
+
     files: frozenset[Path]  # suite files asked for by path (resolved)
     folders: frozenset[Path]  # folders whose own YAML files are suites (resolved)
     named: tuple[Path, ...]  # --orbench-suite / orbench_suites: files or folders (resolved)

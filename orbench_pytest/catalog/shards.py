@@ -19,6 +19,8 @@ _DIGITS = re.compile(r"[0-9]{1,9}")
 
 @dataclass(frozen=True)
 class Shard:
+    """--orbench-shard=K/N: this run's part of the selected items."""
+
     index: int  # K, from 1
     count: int  # N
 

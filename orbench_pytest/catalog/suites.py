@@ -49,6 +49,8 @@ class SuiteOptions:
 
 @dataclass
 class Suite:
+    """One suite file, parsed: its prompt cases and what it sets for them."""
+
     name: str
     path: Path
     cases: list[PromptCase] = field(default_factory=list)

@@ -39,12 +39,16 @@ _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 @dataclass(frozen=True)
 class Variant:
+    """A system prompt every prompt runs under (--orbench-system-prompt, --orbench-variant)."""
+
     name: str  # "" for the single default variant: item ids carry no variant part
     system_prompt: str | None
 
 
 @dataclass(frozen=True)
 class Settings:
+    """A run's options, read and checked once from the command line and the ini file."""
+
     model: str | None
     base_url: str | None
     api_key_env: str

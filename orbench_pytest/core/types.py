@@ -57,6 +57,8 @@ REFUSAL_LABELS = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL, Label.CONTENT_
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """What a response was (its label), why, and which judge decided."""
+
     label: Label
     reason: str  # short, human-readable: why the judge decided so
     judge: str  # e.g. "keyword", "content_filter", "llm:gpt-4o-mini"

@@ -13,6 +13,7 @@ version) misses and judges afresh without asking the model again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import sqlite3
@@ -506,17 +507,20 @@ class ResponseCache:
 _RESPONSE_ROW = ("key", "text", "finish_reason", "content_filter", "refusal", "reasoning",
                  "usage", "latency_ms", "created", "system_fingerprint")
 _PYTHON_TYPES = {"text": str, "null": type(None), "integer": int, "real": float}
-_ROW_TYPES = tuple(tuple(_PYTHON_TYPES[t] for t in RESPONSE_TYPES[c]) for c in _RESPONSE_ROW)
+# Every combination of Python types a row of ours may hold (576): a row's types are checked
+# with one set lookup, not one test per column (a third of the time, on every cached answer).
+_ROW_TYPES = frozenset(itertools.product(
+    *(tuple(_PYTHON_TYPES[t] for t in RESPONSE_TYPES[c]) for c in _RESPONSE_ROW)))
 
 
 def _well_typed_row(row: tuple[Any, ...]) -> bool:
     """A looked-up row holds what the plugin writes: anything else is corrupt (a text
     `created` would end a run in a TypeError). Ages and latencies must be finite too."""
-    for value, types in zip(row, _ROW_TYPES, strict=True):
-        if type(value) not in types:
-            return False
+    if tuple(map(type, row)) not in _ROW_TYPES:
+        return False
     latency, created = row[7], row[8]
-    return all(v is None or math.isfinite(v) for v in (latency, created))
+    return ((latency is None or math.isfinite(latency))
+            and (created is None or math.isfinite(created)))
 
 
 def _usage(stored: Any) -> dict[str, int]:

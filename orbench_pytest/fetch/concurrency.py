@@ -28,6 +28,8 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
+    """How the adaptive concurrency limit moves between its floor and ceiling."""
+
     ceiling: int = defaults.CONCURRENCY
     start: int = defaults.CONCURRENCY_START
     floor: int = 1

@@ -31,6 +31,8 @@ from orbench_pytest.fetch.targets import Target
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """One answer to fetch: its cache key and what to send."""
+
     key: str
     prompt: str
     system_prompt: str | None
@@ -62,6 +64,8 @@ ANSWERS_COMMIT_EVERY_S = 0.05
 
 @dataclass(frozen=True)
 class FetchSettings:
+    """How the engine fetches: concurrency, rate limits, retries, the cache."""
+
     concurrency: int = defaults.CONCURRENCY  # adaptive: the ceiling; fixed: requests in flight
     adaptive: bool = True  # False: --orbench-fixed-concurrency, the embedded model's slots
     rpm: int | None = None

@@ -29,6 +29,8 @@ from orbench_pytest.fetch.endpoints import parse_target_spec
 
 @dataclass(frozen=True)
 class CodeFingerprint:
+    """A callable target's code, hashed: a changed file changes its answers' keys."""
+
     digest: str  # sha256 over the covered files' paths and bytes
     files: tuple[str, ...]  # covered files, relative to the project folder where possible
 

@@ -36,6 +36,8 @@ def pushes_back(fault: TransientFault) -> bool:
 
 @dataclass(frozen=True)
 class RetrySettings:
+    """When to retry a failed request, how long to wait, and when to give up."""
+
     max_retries: int = defaults.MAX_RETRIES
     backoff_base_s: float = defaults.BACKOFF_S
     backoff_max_s: float = defaults.BACKOFF_MAX_S
@@ -55,6 +57,8 @@ class RetrySettings:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
+    """Send this prompt again after `wait_s`."""
+
     wait_s: float
 
 

@@ -83,6 +83,8 @@ class ConfigFault(Exception):
 
 @dataclass(frozen=True)
 class GenerationParams:
+    """The generation parameters sent with every prompt (part of the cache key)."""
+
     temperature: float = 0.0
     max_tokens: int | None = None
     seed: int | None = None
@@ -545,6 +547,8 @@ async def _guarded(coroutine: Any, ended: threading.Event) -> Any:
 
 @dataclass(frozen=True)
 class _Raised:
+    """What an async callable target raised, handed over as a value (not raised)."""
+
     exc: BaseException
 
 

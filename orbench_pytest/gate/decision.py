@@ -100,6 +100,8 @@ class CorrectedRate:
 
 @dataclass
 class RateCheck:
+    """One gated rate of a group: k of n against its limit, and the decision."""
+
     name: str
     k: int
     n: int
@@ -373,6 +375,8 @@ class Outcome(str, Enum):
 
 @dataclass
 class Gate:
+    """The gate's table: every group's rates and checks, and whether the run passes."""
+
     rows: dict[GroupKey, GroupRow]
     strict: bool = False
     # e.g. "endpoint unavailable": the gate fails whatever the rates say.

@@ -50,6 +50,8 @@ BUILT_IN_CONFIDENCE = 0.95
 
 @dataclass(frozen=True)
 class KeySpec:
+    """A thresholds.yaml key: where it may be set and what it means."""
+
     key: str
     scopes: str  # where the key may be set
     meaning: str
@@ -131,6 +133,8 @@ def _pct(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The limits of thresholds.yaml (or the built-in ones), by suite and category."""
+
     source: str  # file name shown in messages, or "built-in defaults"
     confidence: float = BUILT_IN_CONFIDENCE
     defaults: Limits = BUILT_IN_LIMITS

@@ -57,6 +57,8 @@ def adapts(settings: Settings) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Selected:
+    """A selected item: its node id, its prompt case and its variant."""
+
     nodeid: str
     case: PromptCase
     variant: Variant
@@ -64,6 +66,8 @@ class Selected:
 
 @dataclass(frozen=True, slots=True)
 class ItemState:
+    """What an item reports: its answer, its outcome and why."""
+
     answer: Answer
     outcome: Outcome
     reason: str
@@ -72,6 +76,8 @@ class ItemState:
 
 @dataclass
 class RunOutcome:
+    """What a run decided: every item's state, the gate, the fetch report."""
+
     states: dict[str, ItemState]
     gate: Gate
     report: FetchReport

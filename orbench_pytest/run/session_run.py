@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # a run without --orbench-rewordings never loads the search
 
 @dataclass(frozen=True)
 class CompletedRun:
+    """A finished run with what the reports need: settings, thresholds, selection."""
+
     settings: Settings  # as the run used them (the suite's judge applied)
     thresholds: Thresholds
     selected: list[Selected]
