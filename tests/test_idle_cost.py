@@ -37,7 +37,6 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
     assert not added & set(HEAVY)
 
 
-
 def test_the_dataclasses_a_run_imports_have_docstrings() -> None:
     """A dataclass without one gets a docstring made with inspect.signature as it is created:
     about 80 us of every run's start each."""

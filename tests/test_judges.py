@@ -92,7 +92,6 @@ def test_collapse_space_is_the_whitespace_substitution(text: str) -> None:
     assert collapse_space(text) == re.sub(r"\s+", " ", text).strip()
 
 
-
 @given(st.text(alphabet="ab c'.\n", max_size=30))
 def test_a_lazy_pattern_is_the_compiled_pattern_once_used(text: str) -> None:
     source = r"\b(a+|b c)\b|'(?=\.)"
