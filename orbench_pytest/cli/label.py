@@ -62,7 +62,7 @@ def candidates(items: Sequence[ItemRecord],
             continue
         prompt = item.prompt or (prompts(item) if prompts is not None else "")
         out.append(JudgedAnswer(item.id, item.suite, item.variant, item.case_id, item.category,
-                             item.expect, item.verdict, prompt, item.response))
+                                item.expect, item.verdict, prompt, item.response))
     return out
 
 

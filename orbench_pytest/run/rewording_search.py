@@ -258,7 +258,7 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
         if s.case.expect != "comply" or state is None or state.result.refused is not False:
             continue
         candidates.append(SafePrompt(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
-                                    s.case.category, s.case.prompt, s.variant.system_prompt))
+                                     s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:
         write(f"orbench: rewordings: up to {settings.rewordings} of each of {len(candidates)} "
               f"answered safe prompts (budget {settings.rewordings_budget})")
