@@ -69,6 +69,21 @@ def test_lookups_of_many_keys_span_query_chunks(tmp_path: Path) -> None:
     assert len(found) == 1234 and found["k1233"].text == "answer 1233"
 
 
+def test_a_cached_answer_is_the_response_its_fields_make(tmp_path: Path) -> None:
+    """Rows are rebuilt without Response's __init__: every field is set, as __init__ sets it."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    stored = answer("Sure \u00e9t\u00e9.", refusal="r", reasoning="why",
+                    system_fingerprint="fp_1", content_filter=True)
+    cache.put("a", stored)
+    found = cache.get_many(["a"])["a"]
+    assert found == Response(text="Sure \u00e9t\u00e9.", finish_reason="stop", latency_ms=12.5,
+                             content_filter=True, refusal="r", reasoning="why",
+                             usage={"prompt_tokens": 7, "completion_tokens": 5}, raw=None,
+                             cached=True, attempts=0, system_fingerprint="fp_1",
+                             created=found.created)
+    assert isinstance(found.created, float)
+
+
 def test_lookups_find_every_answer_whatever_order_it_was_stored_in(tmp_path: Path) -> None:
     """Rows are read in the table's order (by rowid), not the keys': an answer stored again
     moves to a new rowid and is found there, with its new text, in every chunk."""

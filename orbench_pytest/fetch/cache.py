@@ -441,12 +441,8 @@ class ResponseCache:
                 continue
             (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
              fingerprint) = row
-            found[key] = Response(
-                text=text, finish_reason=finish, latency_ms=latency or 0.0,
-                content_filter=bool(blocked), refusal=refusal, reasoning=reasoning,
-                usage=_usage(usage), cached=True, attempts=0,
-                system_fingerprint=fingerprint, created=created,
-            )
+            found[key] = _stored_response(text, finish, latency or 0.0, bool(blocked), refusal,
+                                          reasoning, _usage(usage), fingerprint, created)
         return found
 
     @property
@@ -543,6 +539,35 @@ def _well_typed_row(row: tuple[Any, ...]) -> bool:
     latency, created = row[7], row[8]
     return ((latency is None or math.isfinite(latency))
             and (created is None or math.isfinite(created)))
+
+
+_new = object.__new__
+
+
+def _stored_response(text: str | None, finish_reason: str | None, latency_ms: float,
+                     content_filter: bool, refusal: str | None, reasoning: str | None,
+                     usage: dict[str, int], system_fingerprint: str | None,
+                     created: float | None) -> Response:
+    """The Response that `Response(…, cached=True, attempts=0)` makes of a stored row, each
+    field set once, without `__init__`: its `__post_init__` replaces lone surrogates, which
+    text read from SQLite never holds (Python decodes it as strict UTF-8, or fails the read),
+    and an 80K rerun builds 80K of them (0.08 s of CPU less). tests/test_cache.py checks
+    that it equals the ordinary construction, every field included."""
+    response = _new(Response)
+    response.text = text
+    response.finish_reason = finish_reason
+    response.latency_ms = latency_ms
+    response.error = None
+    response.content_filter = content_filter
+    response.refusal = refusal
+    response.reasoning = reasoning
+    response.usage = usage
+    response.raw = None
+    response.cached = True
+    response.attempts = 0
+    response.system_fingerprint = system_fingerprint
+    response.created = created
+    return response
 
 
 def _usage(stored: Any) -> dict[str, int]:
