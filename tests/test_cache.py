@@ -84,6 +84,16 @@ def test_a_cached_answer_is_the_response_its_fields_make(tmp_path: Path) -> None
     assert isinstance(found.created, float)
 
 
+def test_a_lookup_without_usage_reads_the_same_answers_with_no_token_counts(
+        tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([(f"k{i}", answer(f"answer {i}")) for i in range(3)])
+    full, light = cache.get_many(["k0", "k2"]), cache.get_many(["k0", "k2"], usage=False)
+    assert all(r.usage == {"prompt_tokens": 7, "completion_tokens": 5} for r in full.values())
+    assert all(r.usage == {} for r in light.values())
+    assert {k: r.text for k, r in light.items()} == {k: r.text for k, r in full.items()}
+
+
 def test_lookups_find_every_answer_whatever_order_it_was_stored_in(tmp_path: Path) -> None:
     """Rows are read in the table's order (by rowid), not the keys': an answer stored again
     moves to a new rowid and is found there, with its new text, in every chunk."""

@@ -422,19 +422,22 @@ class ResponseCache:
             raise cache_error(self.path, exc, self.lock_wait_s) from None
         return found
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
-        """Look up many keys at once (one query per chunk, not one per item)."""
+    def get_many(self, keys: Iterable[str], *, usage: bool = True) -> dict[str, Response]:
+        """Look up many keys at once (one query per chunk, not one per item). `usage=False`:
+        the token counts are not read (each `usage` is empty), for a run, which counts the
+        tokens of the answers it asks, not of those it finds here."""
         try:
-            return self._get_many(keys)
+            return self._get_many(keys, usage)
         except sqlite3.DatabaseError as exc:
             self.query_clock.check(exc)
             raise cache_error(self.path, exc, self.lock_wait_s) from None
 
-    def _get_many(self, keys: Iterable[str]) -> dict[str, Response]:
+    def _get_many(self, keys: Iterable[str], with_usage: bool) -> dict[str, Response]:
         found: dict[str, Response] = {}
         rows = self._rows_in_table_order(
-            "SELECT key, text, finish_reason, content_filter, refusal, reasoning, usage, "
-            f"latency_ms, created, {self._fingerprint_column} FROM responses", keys)
+            "SELECT key, text, finish_reason, content_filter, refusal, reasoning, "
+            f"{'usage' if with_usage else 'NULL'}, latency_ms, created, "
+            f"{self._fingerprint_column} FROM responses", keys)
         for row in rows:
             if not _well_typed_row(row):
                 self.ignored_rows += 1  # corrupt: a miss, asked again and overwritten
@@ -442,7 +445,8 @@ class ResponseCache:
             (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
              fingerprint) = row
             found[key] = _stored_response(text, finish, latency or 0.0, bool(blocked), refusal,
-                                          reasoning, _usage(usage), fingerprint, created)
+                                          reasoning, _usage(usage) if usage else {},
+                                          fingerprint, created)
         return found
 
     @property
