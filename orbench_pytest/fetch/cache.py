@@ -209,16 +209,31 @@ def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def judgment_keys(judge_name: str, judge_version: str) -> Callable[[str, str], str]:
+    """The judgment key of (prompt, answer) for one judge: the hash of what a judgment depends
+    on, which judge (name and version) read which answer text to which prompt. Each part is
+    length-prefixed, so no two splits of the same text share a key; a third of the cost of
+    hashing their JSON, and a re-run hashes every answer. The judge's parts are hashed once
+    and the digest copied per answer (the same bytes, so every stored verdict keeps its key)."""
+    judge = hashlib.sha256(_length_prefixed(judge_name) + _length_prefixed(judge_version))
+
+    def key(prompt: str, answer: str) -> str:
+        text, said = prompt.encode("utf-8"), answer.encode("utf-8")
+        digest = judge.copy()
+        digest.update(len(text).to_bytes(8, "big") + text + len(said).to_bytes(8, "big") + said)
+        return digest.hexdigest()
+
+    return key
+
+
 def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:
-    """Hash of what a judgment depends on: which judge (name and version) read which answer
-    text to which prompt. Each part is length-prefixed, so no two splits of the same text
-    share a key; a third of the cost of hashing their JSON, and a re-run hashes every answer."""
-    digest = hashlib.sha256()
-    for part in (judge_name, judge_version, prompt, answer):
-        data = part.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.hexdigest()
+    """The judgment key of one judge's verdict on one answer to one prompt."""
+    return judgment_keys(judge_name, judge_version)(prompt, answer)
+
+
+def _length_prefixed(part: str) -> bytes:
+    data = part.encode("utf-8")
+    return len(data).to_bytes(8, "big") + data
 
 
 _INSERT_JUDGMENT = ("INSERT OR REPLACE INTO judgments (key, label, reason, confident, judge, "
