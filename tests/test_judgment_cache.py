@@ -109,6 +109,22 @@ def test_one_judge_s_keys_are_the_keys_of_each_answer_alone(judge, answers) -> N
             length_prefixed_sha256(name, version, p, a)
 
 
+def test_stored_verdicts_are_read_whatever_their_keys_hold(tmp_path: Path) -> None:
+    """Verdicts are read grouped, a group's keys joined by commas: a key with a comma (never a
+    judgment key, which is hex) is still found, and a row of wrong types is still a miss, in
+    a group of its own."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    keys = [f"j{i}" for i in range(1200)] + ["a,b", "a", ",", ""]
+    cache.put_many([], [(key, REFUSED if i % 3 else COMPLIED) for i, key in enumerate(keys)])
+    db = sqlite3.connect(tmp_path / "c.sqlite3", isolation_level=None)
+    db.execute("UPDATE judgments SET confident = 'yes' WHERE key IN ('j7', 'a,b')")
+    db.close()
+    found = cache.get_judgments([*keys, "b", "missing"])
+    assert found == {key: REFUSED if i % 3 else COMPLIED for i, key in enumerate(keys)
+                     if key not in ("j7", "a,b")}
+    assert cache.get_judgments([","]) == {",": REFUSED if keys.index(",") % 3 else COMPLIED}
+
+
 def test_a_read_only_cache_reads_judgments_but_never_writes_them(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     ResponseCache(path).put_many([], [("j1", REFUSED)])
