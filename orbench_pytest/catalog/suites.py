@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import PROMPT_LIMIT
-from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import (
     EXPECTATIONS,
@@ -90,9 +90,9 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if has_prompts == has_source:
         raise ConfigError(f"{path}: give exactly one of 'prompts' (inline) or 'source' (a file)")
     judge = data.get("judge")
-    if judge is not None and judge not in JUDGE_NAMES:
+    if judge is not None and judge not in defaults.JUDGE_NAMES:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
-                          f"(allowed: {', '.join(JUDGE_NAMES)})")
+                          f"(allowed: {', '.join(defaults.JUDGE_NAMES)})")
     size = options.sample if options.sample is not None else _suite_sample(path, data)
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])

@@ -18,7 +18,6 @@ from typing import Any
 
 from orbench_pytest.catalog.shards import Shard, parse_shard
 from orbench_pytest.core import defaults
-from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.types import has_lone_surrogate
@@ -131,7 +130,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
 
     cache_dir = default_cache_dir(env)
     cache_mode = _choice("--orbench-cache", get("cache"), CACHE_MODES)  # `=`: an error
-    judge = _choice("--orbench-judge", get("judge") or None, JUDGE_NAMES)
+    judge = _choice("--orbench-judge", get("judge") or None, defaults.JUDGE_NAMES)
     from orbench_pytest.core.redact import register_configured_secrets
 
     base_url, judge_base_url = get("base_url"), get("judge_base_url")
