@@ -271,4 +271,3 @@ def _path_or_name(text: str, base: Path) -> str:
     if is_suite_name(text):
         return text
     return str(base / os.path.expanduser(text))
-

@@ -101,7 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "folder); a rerun reads it and asks only what is missing")
 
 
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
