@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, check_known_keys
 from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.samples import parse_refuse_at
 
@@ -242,10 +242,7 @@ def _check_mapping(value: Any, source: str, where: str, allowed: tuple[str, ...]
                           f"{type(value).__name__}")
     if allowed is None:
         return
-    for key in value:
-        if key not in allowed:
-            dotted = f"{where}.{key}" if where else str(key)
-            raise ConfigError(f"{source}: {dotted}: unknown key (allowed: {', '.join(allowed)})")
+    check_known_keys(value, allowed, f"{source}: {where}." if where else f"{source}: ")
 
 
 def _number(raw: dict[str, Any], key: str, source: str, where: str, default: float | None,
