@@ -94,6 +94,20 @@ def test_a_lookup_without_usage_reads_the_same_answers_with_no_token_counts(
     assert {k: r.text for k, r in light.items()} == {k: r.text for k, r in full.items()}
 
 
+@pytest.mark.parametrize("usage", [True, False])
+def test_a_row_of_other_types_is_a_miss_with_or_without_its_usage(tmp_path: Path,
+                                                                   usage: bool) -> None:
+    path = tmp_path / "c.sqlite3"
+    cache = ResponseCache(path)
+    cache.put_many([(key, answer()) for key in ("good", "blob usage", "text age", "blob raw")])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE responses SET usage = X'00' WHERE key = 'blob usage'")
+        db.execute("UPDATE responses SET created = 'yesterday' WHERE key = 'text age'")
+        db.execute("UPDATE responses SET raw = X'00' WHERE key = 'blob raw'")  # never read
+    found = cache.get_many(["good", "blob usage", "text age", "blob raw"], usage=usage)
+    assert set(found) == {"good", "blob raw"} and cache.ignored_rows == 2
+
+
 def test_lookups_find_every_answer_whatever_order_it_was_stored_in(tmp_path: Path) -> None:
     """Rows are read in the table's order (by rowid), not the keys': an answer stored again
     moves to a new rowid and is found there, with its new text, in every chunk."""

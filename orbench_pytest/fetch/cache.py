@@ -466,10 +466,13 @@ class ResponseCache:
 
     def _get_many(self, keys: Iterable[str], with_usage: bool) -> dict[str, Response]:
         found: dict[str, Response] = {}
+        # Without usage, its type is still checked (a row of another is corrupt either way):
+        # NULL for a text, 0 (no type of ours) for anything else.
+        usage = ("usage" if with_usage
+                 else "CASE WHEN typeof(usage) IN ('text', 'null') THEN NULL ELSE 0 END")
         rows = self._rows_in_table_order(
             "SELECT key, text, finish_reason, content_filter, refusal, reasoning, "
-            f"{'usage' if with_usage else 'NULL'}, latency_ms, created, "
-            f"{self._fingerprint_column} FROM responses", keys)
+            f"{usage}, latency_ms, created, {self._fingerprint_column} FROM responses", keys)
         for row in rows:
             if not _well_typed_row(row):
                 self.ignored_rows += 1  # corrupt: a miss, asked again and overwritten
