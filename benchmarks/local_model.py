@@ -68,7 +68,7 @@ def peak_rss_mb(pid: int) -> float:
 def first_answer(model: str, cache: Path, threads: int, parallel: int) -> tuple[float, float]:
     """Seconds from nothing to the first answer, and the model file's assembly share of it."""
     started = time.perf_counter()
-    lm.assemble_model(model, cache)
+    lm.assemble_spec(lm.resolve_model(model), cache)
     assembled = time.perf_counter() - started
     with lm.start_local_server(model, threads=threads, n_parallel=parallel, n_ctx=4096,
                                cache_dir=cache) as server:

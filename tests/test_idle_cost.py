@@ -17,7 +17,7 @@ from tests.openai_server import OpenAIServer
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
                  "orbench_pytest.config", "orbench_pytest.config.options", "orbench_pytest.core",
-                 "orbench_pytest.core.choices", "orbench_pytest.core.defaults"}
+                 "orbench_pytest.core.defaults"}
 HEAVY = ("yaml", "httpx", "openai", "aiohttp", "asyncio", "sqlite3", "junitparser",
          "orbench_pytest.plugin.session", "orbench_pytest.config.settings",
          "orbench_pytest.core.types")
@@ -32,7 +32,7 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     added = set(json.loads(done.stdout))
     # Nothing outside the package (pytest has loaded every standard module the table needs),
-    # and of the package only the entry point, the option table, its choices and defaults.
+    # and of the package only the entry point, the option table and the defaults.
     assert added == ENTRY_MODULES, sorted(added ^ ENTRY_MODULES)
     assert not added & set(HEAVY)
 

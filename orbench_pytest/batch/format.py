@@ -154,8 +154,6 @@ def _error_text(error: Any) -> str:
     return terminal_text(text, 200) or "no message"
 
 
-
-
 def shown_id(custom_id: str) -> str:
     """A custom_id as a message shows it: bounded, quoted, no control characters."""
     # Redacted (a key pasted into an id is not printed), escaped (no control character, no

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import PROMPT_LIMIT
-from orbench_pytest.core.choices import JUDGE_NAMES
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, check_known_keys
 from orbench_pytest.core.types import (
     EXPECTATIONS,
     LONE_SURROGATE_ERROR,
@@ -80,9 +80,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         data = read_suite_document(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a suite file is a mapping with name and prompts or source")
-    for key in data:
-        if key not in SUITE_KEYS:
-            raise ConfigError(f"{path}: {key}: unknown key (allowed: {', '.join(SUITE_KEYS)})")
+    check_known_keys(data, SUITE_KEYS, f"{path}: ")
     name = data.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{path}: name: {name!r} must be letters, digits, '-', '_' or '.'")
@@ -90,9 +88,9 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if has_prompts == has_source:
         raise ConfigError(f"{path}: give exactly one of 'prompts' (inline) or 'source' (a file)")
     judge = data.get("judge")
-    if judge is not None and judge not in JUDGE_NAMES:
+    if judge is not None and judge not in defaults.JUDGE_NAMES:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
-                          f"(allowed: {', '.join(JUDGE_NAMES)})")
+                          f"(allowed: {', '.join(defaults.JUDGE_NAMES)})")
     size = options.sample if options.sample is not None else _suite_sample(path, data)
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
@@ -141,10 +139,7 @@ def _inline_rows(path: Path, prompts: Any) -> list[dict[str, str]]:
             entry = {"prompt": entry}
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}: prompts[{index}]: expected a mapping or a string")
-        for key in entry:
-            if key not in INLINE_KEYS:
-                raise ConfigError(f"{path}: prompts[{index}].{key}: unknown key "
-                                  f"(allowed: {', '.join(INLINE_KEYS)})")
+        check_known_keys(entry, INLINE_KEYS, f"{path}: prompts[{index}].")
         for key, value in entry.items():
             if isinstance(value, (list, dict)):
                 raise ConfigError(f"{path}: prompts[{index}].{key}: expected text, got a "
@@ -302,9 +297,7 @@ def _suite_sample(path: Path, data: dict[str, Any]) -> int | float | None:
         return None
     if not isinstance(sample, dict):
         raise ConfigError(f"{path}: sample: expected {{n: COUNT or FRACTION, seed: INT}}")
-    for key in sample:
-        if key not in SAMPLE_KEYS:
-            raise ConfigError(f"{path}: sample.{key}: unknown key (allowed: n, seed, stratify)")
+    check_known_keys(sample, SAMPLE_KEYS, f"{path}: sample.")
     stratify = sample.get("stratify", "category")
     if stratify != "category":  # the one stratum there is: a prompt's category
         raise ConfigError(f"{path}: sample.stratify: {terminal_text(repr(stratify), 60)} is "

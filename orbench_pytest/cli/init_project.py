@@ -63,11 +63,6 @@ def _toml_string(value: str) -> str:
     return f'"{escaped}"'
 
 
-def workflow_text() -> str:
-    return resources.files("orbench_pytest.data").joinpath(WORKFLOW_RESOURCE).read_text(
-        encoding="utf-8")
-
-
 def init_project(root: Path, *, model: str = "local", base_url: str | None = None,
                  force: bool = False) -> InitReport:
     """Write the starter files into the repository at `root`; what was done, line by line."""
@@ -78,7 +73,8 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     _write_file(root / "thresholds.yaml", starter_thresholds().read_text(encoding="utf-8"),
                 force, report, "the gate: limits per suite")
     _write_ini(root, ini_settings(model, base_url), report)
-    _write_file(root / WORKFLOW, workflow_text(), force, report,
+    workflow = resources.files("orbench_pytest.data").joinpath(WORKFLOW_RESOURCE)
+    _write_file(root / WORKFLOW, workflow.read_text(encoding="utf-8"), force, report,
                 "the gate on pull requests: edit its env block (install line, suites, system "
                 "prompt) and add the OPENAI_API_KEY secret")
     report.say("")

@@ -33,7 +33,6 @@ from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
 from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
-DEFAULT_N = 60
 SHOWN_CHARS = 4000  # of an answer on screen; the CSV keeps what the results file holds
 NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; give --suite)"
 
@@ -161,17 +160,11 @@ def _show(out: TextIO, candidate: JudgedAnswer, position: int, total: int, done:
     out.flush()
 
 
-@dataclass
-class Session:
-    labelled: int = 0  # labels given in this session
-    stopped: str = "done"
-
-
 def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str],
-                  out: TextIO) -> Session:
-    """Show each answer not yet labelled; append every label as it is given."""
+                  out: TextIO) -> str:
+    """Show each answer not yet labelled; append every label as it is given. Returns why it
+    stopped: done, quit or input ended."""
     done = {key: row for key, row in read_labels(path).items() if key in {c.id for c in chosen}}
-    session = Session()
     writer = LabelWriter(path)
     try:
         position = _next_open(chosen, done, 0)
@@ -180,11 +173,9 @@ def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str
             _show(out, candidate, position, len(chosen), len(done))
             key = next(keys, None)
             if key is None:
-                session.stopped = "input ended"
-                break
+                return "input ended"
             if key == "q":
-                session.stopped = "quit"
-                break
+                return "quit"
             if key == "b":
                 position = max(position - 1, 0)
                 out.write("back\n")
@@ -195,7 +186,6 @@ def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str
                 continue
             writer.add(candidate, label)
             done[candidate.id] = {"label": label}
-            session.labelled += 1
             if label == SKIP:
                 out.write("skipped\n")
             else:
@@ -205,7 +195,7 @@ def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str
             position = _next_open(chosen, done, position + 1)
     finally:
         writer.close()
-    return session
+    return "done"
 
 
 def _agrees(label: str, verdict: str) -> bool:
@@ -253,14 +243,14 @@ def label_command(results: Path, labels: Path, n: int, seed: int, suites: Sequen
     chosen = sample(pool, n, seed)
     keys = tty_keys(stdin) if stdin.isatty() else stdin_keys(stdin)
     try:
-        session = run_labelling(chosen, labels, keys, out)
+        stopped = run_labelling(chosen, labels, keys, out)
     except KeyboardInterrupt:
         out.write("\ninterrupted\n")
-        session = Session(stopped="interrupted")
+        stopped = "interrupted"
     given = read_labels(labels)
     left = sum(1 for c in chosen if c.id not in given)
     out.write(f"\n{sum(1 for c in chosen if c.id in given)} of {len(chosen)} labelled "
-              f"({left} left, {session.stopped}); labels in {labels}\n")
+              f"({left} left, {stopped}); labels in {labels}\n")
     if not left:
         out.write(f"next: orbench judge-check {labels}\n")
-    return 130 if session.stopped == "interrupted" else 0
+    return 130 if stopped == "interrupted" else 0

@@ -183,7 +183,6 @@ def _judge_check(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _init(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from orbench_pytest.cli.init_project import init_project
 

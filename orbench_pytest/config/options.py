@@ -4,7 +4,7 @@ The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini
 Relative paths in the ini file are relative to that file's folder; on the command line, to the
 folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
 Every pytest start imports this table (plugin/hooks.py), so it stays cheap: no dataclasses, no
-module beyond the standard library's already loaded by pytest, `choices` and `defaults`.
+module beyond the standard library's already loaded by pytest and `defaults`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.choices import JUDGE_NAMES
 
 Kind = Literal["value", "flag", "list", "text_list"]
 # How a kind is declared to pytest's ini parser: "args" splits on whitespace (shell quoting),
@@ -84,7 +83,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-thresholds", "Gate file (default: thresholds.yaml in the rootdir, else "
            "built-in defaults)", "PATH", path="path"),
     Option("--orbench-strict", "Fail every mismatch, whatever the thresholds", kind="flag"),
-    Option("--orbench-judge", f"Refusal judge: {', '.join(JUDGE_NAMES)} (default: keyword)",
+    Option("--orbench-judge",
+           f"Refusal judge: {', '.join(defaults.JUDGE_NAMES)} (default: keyword)",
            "NAME"),
     Option("--orbench-judge-model", "Model of the llm / hybrid judge", "NAME"),
     Option("--orbench-judge-base-url", "Endpoint of the judge model (default: the target's)",
@@ -271,4 +271,3 @@ def _path_or_name(text: str, base: Path) -> str:
     if is_suite_name(text):
         return text
     return str(base / os.path.expanduser(text))
-

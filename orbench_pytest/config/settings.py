@@ -18,7 +18,6 @@ from typing import Any
 
 from orbench_pytest.catalog.shards import Shard, parse_shard
 from orbench_pytest.core import defaults
-from orbench_pytest.core.choices import JUDGE_NAMES
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.types import has_lone_surrogate
@@ -33,8 +32,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
 
 
 @dataclass(frozen=True)
@@ -112,26 +109,36 @@ class Settings:
                                         or self.model.startswith("local:"))
 
 
-
-
-
-
-
-
-
-
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
                    invocation_dir: Path | None = None) -> Settings:
     """`values` maps option dest names (orbench_*) to raw command-line values."""
     env = os.environ if env is None else env
     here = invocation_dir or Path.cwd()
 
+    # Each option read by its dest name; its errors name it as typed (--orbench-max-tokens).
     def get(name: str) -> Any:
         return values.get(f"orbench_{name}")
+    def option(name: str) -> str:
+        return "--orbench-" + name.replace("_", "-")
+    def choice(name: str, allowed: tuple[str, ...]) -> str:
+        return _choice(option(name), get(name), allowed)
+    def env_name(name: str) -> str | None:
+        return _env_name(option(name), get(name))
+    def existing(name: str) -> Path | None:
+        return _existing_file(option(name), get(name), here)
+    def number(name: str, default: float, low: float, high: float | None = None) -> float:
+        return _number(option(name), get(name), default, low=low, high=high)
+    def optional_number(name: str, low: float) -> float | None:
+        return None if get(name) is None else number(name, 0.0, low)
+    def optional_whole(name: str, low: int = 1, high: int | None = None) -> int | None:
+        return _whole(option(name), get(name), low=low, high=high)
+    def whole(name: str, default: int, low: int = 1, high: int | None = None) -> int:
+        value = optional_whole(name, low, high)
+        return default if value is None else value
 
     cache_dir = default_cache_dir(env)
-    cache_mode = _choice("--orbench-cache", get("cache"), CACHE_MODES)  # `=`: an error
-    judge = _choice("--orbench-judge", get("judge") or None, JUDGE_NAMES)
+    cache_mode = choice("cache", CACHE_MODES)  # `=`: an error
+    judge = _choice("--orbench-judge", get("judge") or None, defaults.JUDGE_NAMES)
     from orbench_pytest.core.redact import register_configured_secrets
 
     base_url, judge_base_url = get("base_url"), get("judge_base_url")
@@ -169,80 +176,61 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
     return Settings(
         model=model,
         base_url=base_url,
-        api_key_env=(_env_name("--orbench-api-key-env", get("api_key_env"))
-                     or defaults.API_KEY_ENV),
+        api_key_env=env_name("api_key_env") or defaults.API_KEY_ENV,
         target=target,
         variants=_variants(get("system_prompt") or [], get("variant") or [], here),
-        temperature=_number("--orbench-temperature", get("temperature"), defaults.TEMPERATURE,
-                            low=0.0, high=2.0),
-        max_tokens=_whole("--orbench-max-tokens", get("max_tokens"), None, low=1),
-        request_seed=_whole("--orbench-request-seed", get("request_seed"), None, low=0),
-        timeout_s=_number("--orbench-timeout", get("timeout"), defaults.TIMEOUT_S, low=0.001),
-        max_duration_s=(None if get("max_duration") is None else
-                        _number("--orbench-max-duration", get("max_duration"), 0.0, low=0.001)),
-        thresholds=_existing_file("--orbench-thresholds", get("thresholds"), here),
+        temperature=number("temperature", defaults.TEMPERATURE, 0.0, high=2.0),
+        max_tokens=optional_whole("max_tokens"),
+        request_seed=optional_whole("request_seed", low=0),
+        timeout_s=number("timeout", defaults.TIMEOUT_S, 0.001),
+        max_duration_s=optional_number("max_duration", 0.001),
+        thresholds=existing("thresholds"),
         strict=bool(get("strict")),
         judge=judge,
         judge_given=get("judge") is not None,
         judge_model=get("judge_model"),
         judge_base_url=judge_base_url,
-        judge_api_key_env=(_env_name("--orbench-judge-api-key-env", get("judge_api_key_env"))
-                           or get("api_key_env") or defaults.API_KEY_ENV),
-        partial_is_refusal=_choice("--orbench-partial", get("partial"),
-                                   ("refusal", "compliance")) == "refusal",
-        empty_is_refusal=_choice("--orbench-empty", get("empty"), EMPTY_CHOICES) == "refusal",
-        concurrency=(_whole("--orbench-concurrency", get("concurrency"), defaults.CONCURRENCY,
-                            low=1) or defaults.CONCURRENCY),
+        judge_api_key_env=(env_name("judge_api_key_env") or get("api_key_env")
+                           or defaults.API_KEY_ENV),
+        partial_is_refusal=choice("partial", ("refusal", "compliance")) == "refusal",
+        empty_is_refusal=choice("empty", EMPTY_CHOICES) == "refusal",
+        concurrency=whole("concurrency", defaults.CONCURRENCY),
         fixed_concurrency=bool(get("fixed_concurrency")),
-        rpm=_whole("--orbench-rpm", get("rpm"), None, low=1),
-        tpm=_whole("--orbench-tpm", get("tpm"), None, low=1),
-        max_retries=_whole("--orbench-max-retries", get("max_retries"), defaults.MAX_RETRIES,
-                           low=0) or 0,
-        backoff_s=_number("--orbench-backoff", get("backoff"), defaults.BACKOFF_S, low=0.0),
-        price_input=(None if get("price_input") is None else
-                     _number("--orbench-price-input", get("price_input"), 0.0, low=0.0)),
-        price_output=(None if get("price_output") is None else
-                      _number("--orbench-price-output", get("price_output"), 0.0, low=0.0)),
+        rpm=optional_whole("rpm"),
+        tpm=optional_whole("tpm"),
+        max_retries=whole("max_retries", defaults.MAX_RETRIES, low=0),
+        backoff_s=number("backoff", defaults.BACKOFF_S, 0.0),
+        price_input=optional_number("price_input", 0.0),
+        price_output=optional_number("price_output", 0.0),
         cache_mode=cache_mode,
-        cache_lock_wait_s=_number("--orbench-cache-lock-wait", get("cache_lock_wait"),
-                                  defaults.CACHE_LOCK_WAIT_S, low=0.0),
+        cache_lock_wait_s=number("cache_lock_wait", defaults.CACHE_LOCK_WAIT_S, 0.0),
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
         cache_dir=cache_dir,
         sample=sample,
-        seed=_whole("--orbench-seed", get("seed"), None, low=0),
+        seed=optional_whole("seed", low=0),
         categories=tuple(get("category") or ()),
         data_dirs=data_dirs,
-        local_threads=_whole("--orbench-local-threads", get("local_threads"),
-                             defaults.LOCAL_THREADS, low=1) or defaults.LOCAL_THREADS,
+        local_threads=whole("local_threads", defaults.LOCAL_THREADS),
         results=(here / get("results")) if get("results") else None,
-        baseline=_existing_file("--orbench-baseline", get("baseline"), here),
-        samples=_whole("--orbench-samples", get("samples"), defaults.SAMPLES, low=1,
-                       high=MAX_SAMPLES) or defaults.SAMPLES,
+        baseline=existing("baseline"),
+        samples=whole("samples", defaults.SAMPLES, high=MAX_SAMPLES),
         target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),
         batch_export=(here / get("batch_export")) if get("batch_export") else None,
-        batch_imports=_existing_files("--orbench-batch-import", get("batch_import") or (), here),
-        batch_mode=(None if get("batch") is None
-                    else _choice("--orbench-batch", get("batch"), BATCH_MODES)),
-        batch_poll_s=_number("--orbench-batch-poll", get("batch_poll"), defaults.BATCH_POLL_S,
-                             low=0.0),
-        batch_max_requests=(_whole("--orbench-batch-max-requests", get("batch_max_requests"),
-                                   defaults.BATCH_MAX_REQUESTS, low=1)
-                            or defaults.BATCH_MAX_REQUESTS),
+        batch_imports=tuple(path for raw in get("batch_import") or ()
+                            if (path := _existing_file("--orbench-batch-import", raw, here))),
+        batch_mode=None if get("batch") is None else choice("batch", BATCH_MODES),
+        batch_poll_s=number("batch_poll", defaults.BATCH_POLL_S, 0.0),
+        batch_max_requests=whole("batch_max_requests", defaults.BATCH_MAX_REQUESTS),
         shard=parse_shard(get("shard")) if get("shard") is not None else None,
         shard_gate=bool(get("shard_gate")),
         print_cache_key=bool(get("cache_key")),
         require_full=bool(get("require_full")),
-        rewordings=_whole("--orbench-rewordings", get("rewordings"), None, low=1),
-        rewordings_budget=(_whole("--orbench-rewordings-budget", get("rewordings_budget"),
-                                  defaults.REWORDINGS_BUDGET, low=1)
-                           or defaults.REWORDINGS_BUDGET),
-        judge_check=_existing_file("--orbench-judge-check", get("judge_check"), here),
-        judge_calibration=_existing_file("--orbench-judge-calibration",
-                                         get("judge_calibration"), here),
+        rewordings=optional_whole("rewordings"),
+        rewordings_budget=whole("rewordings_budget", defaults.REWORDINGS_BUDGET),
+        judge_check=existing("judge_check"),
+        judge_calibration=existing("judge_calibration"),
     )
-
-
 
 
 def check_target_version(raw: Any) -> str | None:
@@ -327,10 +315,9 @@ def _number(option: str, raw: Any, default: float, *, low: float,
 _WHOLE = re.compile(r"[+-]?[0-9]{1,30}")  # ASCII digits only: no 1_0, no ٣, no 10**99
 
 
-def _whole(option: str, raw: Any, default: int | None, *, low: int,
-           high: int | None = None) -> int | None:
+def _whole(option: str, raw: Any, *, low: int, high: int | None = None) -> int | None:
     if raw is None:
-        return default
+        return None
     text = str(raw).strip()
     bound = f">= {low}" if high is None else f"from {low} to {high:,}"
     value = int(text) if _WHOLE.fullmatch(text) else None
@@ -338,11 +325,6 @@ def _whole(option: str, raw: Any, default: int | None, *, low: int,
         raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a whole number "
                           f"{bound}")
     return value
-
-
-def _existing_files(option: str, raw: Any, here: Path) -> tuple[Path, ...]:
-    return tuple(path for path in (_existing_file(option, item, here) for item in raw)
-                 if path is not None)
 
 
 def _existing_file(option: str, raw: Any, here: Path) -> Path | None:

@@ -1,4 +1,5 @@
-"""Every default of the plugin, `orbench generate` and the Batch API client, defined once.
+"""Every default of the plugin, `orbench generate` and the Batch API client, and the allowed
+values of the options that name a choice, defined once.
 
 Options' help texts, the settings parser, the dataclasses' field defaults and the clients all
 read them from here, so `git grep` finds each value in one place. Constants only: every pytest
@@ -11,6 +12,7 @@ from __future__ import annotations
 OPENAI_URL = "https://api.openai.com/v1"  # when neither the option nor $OPENAI_BASE_URL names one
 API_KEY_ENV = "OPENAI_API_KEY"  # the environment variable holding the key
 TEMPERATURE = 0.0
+JUDGE_NAMES = ("keyword", "llm", "hybrid", "llm-paper", "hybrid-paper")  # --orbench-judge
 TIMEOUT_S = 120.0  # one request (the plugin, generate, the Batch API client, the local server)
 
 # --- retries (retry.py) -------------------------------------------------------------------------

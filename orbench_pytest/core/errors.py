@@ -1,5 +1,7 @@
 """Exceptions of the core. The pytest shell turns ConfigError into a one-line UsageError."""
 
+from collections.abc import Iterable, Sequence
+
 
 class OrbenchError(Exception):
     """Base of every error this package raises on purpose."""
@@ -25,6 +27,13 @@ class BatchEnded(OrbenchError):
         super().__init__(lines[-1] if lines else "")
         self.lines = lines
         self.returncode = returncode
+
+
+def check_known_keys(keys: Iterable[object], allowed: Sequence[str], where: str) -> None:
+    """The one-line error for a key not in `allowed`: `{where}{key}: unknown key (allowed: …)`."""
+    for key in keys:
+        if key not in allowed:
+            raise ConfigError(f"{where}{key}: unknown key (allowed: {', '.join(allowed)})")
 
 
 # Everything str.splitlines() breaks on (what terminals and pytest's output split on too).

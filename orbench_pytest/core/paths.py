@@ -22,5 +22,3 @@ def data_dirs_from_env(env: Mapping[str, str]) -> tuple[Path, ...]:
     """$ORBENCH_DATA_DIR: folders separated like $PATH (':' on POSIX, ';' on Windows)."""
     parts = (env.get("ORBENCH_DATA_DIR") or "").split(os.pathsep)
     return tuple(Path(part).expanduser() for part in parts if part.strip())
-
-

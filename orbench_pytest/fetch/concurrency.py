@@ -25,7 +25,6 @@ from orbench_pytest.core import defaults
 Clock = Callable[[], float]
 
 
-
 @dataclass(frozen=True)
 class AdaptiveSettings:
     """How the adaptive concurrency limit moves between its floor and ceiling."""

@@ -38,5 +38,3 @@ def parse_target_spec(spec: str) -> tuple[str, str]:
     if not sep or not module_name or not attr:
         raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
     return module_name, attr
-
-

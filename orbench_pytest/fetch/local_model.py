@@ -21,7 +21,6 @@ plugin's server has one slot, and prompt reuse is off (`reuse_prompts`).
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import hashlib
@@ -39,7 +38,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.artefacts import replacing
@@ -185,11 +184,6 @@ def assemble_spec(spec: ModelSpec, cache_dir: Path) -> Path:
     if dest.is_file() and dest.stat().st_size == spec.size:
         return dest
     return assemble_chunks(locate_chunks(spec), dest, spec.sha256)
-
-
-def assemble_model(name: str, cache_dir: Path) -> Path:
-    """The verified GGUF file of model `name` in the cache, assembled on first use."""
-    return assemble_spec(resolve_model(name), cache_dir)
 
 
 # --- preflight checks ----------------------------------------------------------------------
@@ -405,21 +399,16 @@ def _wait_models(server: LocalServer, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def serve_forever(name: str, port: int, threads: int, *, n_parallel: int = 1,
-                  n_ctx: int = 4096, cache_dir: Path | None = None,
-                  out: TextIO | None = None) -> None:
+def serve_forever(name: str, port: int, threads: int) -> None:
     """Serve in the foreground until Ctrl-C (`orbench serve-local`)."""
-    out = out or sys.stdout
-    if cache_dir is None:
-        from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.core.paths import default_cache_dir
 
-        cache_dir = default_cache_dir(os.environ)
-    with start_local_server(name, threads=threads, n_ctx=n_ctx, n_parallel=n_parallel,
-                            port=port, cache_dir=cache_dir) as server:
+    with start_local_server(name, threads=threads, port=port,
+                            cache_dir=default_cache_dir(os.environ)) as server:
         print(f"serving {name} at {server.base_url} as model {server.model!r} "
-              f"(pid {server.pid}); Ctrl-C stops it", file=out)
+              f"(pid {server.pid}); Ctrl-C stops it")
         print(f"  pytest suites/ --orbench-model={server.model} "
-              f"--orbench-base-url={server.base_url}", file=out, flush=True)
+              f"--orbench-base-url={server.base_url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             status = server.wait()
             raise ConfigError(f"the local model server exited ({status}); "
@@ -464,26 +453,5 @@ def _start_in_process(config: dict[str, Any]) -> Any:
     return xllamacpp.Server(params)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orbench_pytest.fetch.local_model")
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("_child", help=argparse.SUPPRESS)
-    child.add_argument("config")
-    child.add_argument("ready_fd", type=int)
-    serve = commands.add_parser("serve", help="serve an embedded model until Ctrl-C")
-    serve.add_argument("--model", default="local")
-    serve.add_argument("--port", type=int, default=0)
-    serve.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    if args.command == "_child":
-        return _child(json.loads(args.config), args.ready_fd)
-    try:
-        serve_forever(args.model, args.port, args.threads)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the server's child process, started by _spawn
+    sys.exit(_child(json.loads(sys.argv[2]), int(sys.argv[3])))

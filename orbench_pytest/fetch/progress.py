@@ -44,7 +44,6 @@ class ProgressLine:
 
         return cls(write, tty)
 
-
     @property
     def rewrites(self) -> bool:
         """True when the line is rewritten in place: the caller ends it."""

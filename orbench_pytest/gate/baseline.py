@@ -190,5 +190,3 @@ def compare(current: Iterable[tuple[ItemKey, bool | None]], baseline: Baseline) 
     for key, mismatch in current:
         comparison.add(key, baseline.pairing(key, mismatch))
     return comparison
-
-

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, check_known_keys
 
 DISPUTED_FILE = "disputed.yaml"
 ENTRY_KEYS = ("reason", "decided_by")
@@ -50,10 +50,7 @@ def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
             if not isinstance(entry, dict):
                 raise ConfigError(f"{source}: {entry_at}: expected {{reason: ..., "
                                   f"decided_by: ...}}, got {type(entry).__name__}")
-            for key in entry:
-                if key not in ENTRY_KEYS:
-                    raise ConfigError(f"{source}: {entry_at}.{key}: unknown key (allowed: "
-                                      f"{', '.join(ENTRY_KEYS)})")
+            check_known_keys(entry, ENTRY_KEYS, f"{source}: {entry_at}.")
             for key in ENTRY_KEYS:
                 value = entry.get(key)
                 if not isinstance(value, str) or not value.strip():

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, check_known_keys
 from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.samples import parse_refuse_at
 
@@ -208,9 +208,8 @@ def parse_thresholds(data: Any, source: str, base: Path | None = None) -> Thresh
             _check_mapping(raw_category, source, cat_where, CATEGORY_KEYS)
             explicit.update(f"{cat_where}.{key}" for key in raw_category)
             # A category inherits its suite's limits unless it says otherwise.
-            categories[(str(suite), str(category))] = _limits(
-                raw_category, source, cat_where, suite_limits
-            )
+            categories[(str(suite), str(category))] = _limits(raw_category, source, cat_where,
+                                                              suite_limits)
     from orbench_pytest.gate.disputed import parse_disputed
 
     disputed = parse_disputed(data.get("disputed"), source, "disputed")
@@ -239,23 +238,15 @@ def _or_empty(value: Any) -> Any:
 
 def _check_mapping(value: Any, source: str, where: str, allowed: tuple[str, ...] | None) -> None:
     if not isinstance(value, dict):
-        raise ConfigError(
-            f"{source}: {where or 'top level'}: expected a mapping, got {type(value).__name__}"
-        )
+        raise ConfigError(f"{source}: {where or 'top level'}: expected a mapping, got "
+                          f"{type(value).__name__}")
     if allowed is None:
         return
-    for key in value:
-        if key not in allowed:
-            dotted = f"{where}.{key}" if where else str(key)
-            raise ConfigError(
-                f"{source}: {dotted}: unknown key (allowed: {', '.join(allowed)})"
-            )
+    check_known_keys(value, allowed, f"{source}: {where}." if where else f"{source}: ")
 
 
-def _number(
-    raw: dict[str, Any], key: str, source: str, where: str, default: float | None,
-    open_interval: bool = False,
-) -> float | None:
+def _number(raw: dict[str, Any], key: str, source: str, where: str, default: float | None,
+            open_interval: bool = False) -> float | None:
     if key not in raw or raw[key] is None:
         return default
     value = raw[key]
@@ -273,16 +264,13 @@ def _number(
 def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Limits:
     decision = raw.get("decision", inherit.decision)
     if decision not in DECISIONS:
-        raise ConfigError(
-            f"{source}: {where}.decision: {decision!r} is not allowed (allowed: point, significant)"
-        )
+        raise ConfigError(f"{source}: {where}.decision: {decision!r} is not allowed "
+                          f"(allowed: {', '.join(DECISIONS)})")
     regressions = raw.get("max_regressions", inherit.max_regressions)
-    if regressions is not None and (
-        isinstance(regressions, bool) or not isinstance(regressions, int) or regressions < 0
-    ):
-        raise ConfigError(
-            f"{source}: {where}.max_regressions: expected a whole number >= 0, got {regressions!r}"
-        )
+    if regressions is not None and (isinstance(regressions, bool)
+                                    or not isinstance(regressions, int) or regressions < 0):
+        raise ConfigError(f"{source}: {where}.max_regressions: expected a whole number >= 0, "
+                          f"got {regressions!r}")
     baseline = raw.get("baseline", inherit.baseline)
     if baseline not in BASELINE_MODES:
         raise ConfigError(f"{source}: {where}.baseline: {baseline!r} is not allowed "
@@ -293,25 +281,14 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
             refuse_at = parse_refuse_at(raw["refuse_at"], f"{source}: {where}.refuse_at")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    return Limits(
-        refuse_at=refuse_at,
-        max_over_refusal=_number(raw, "max_over_refusal", source, where, inherit.max_over_refusal),
-        max_toxic_acceptance=_number(
-            raw, "max_toxic_acceptance", source, where, inherit.max_toxic_acceptance
-        ),
-        max_error_rate=_number(raw, "max_error_rate", source, where, inherit.max_error_rate),
-        decision=decision,
-        max_regressions=regressions,
-        baseline=baseline,
-        max_fragile_rate=_number(raw, "max_fragile_rate", source, where, inherit.max_fragile_rate),
-    )
+    rates = {key: _number(raw, key, source, where, getattr(inherit, key)) for key in RATE_KEYS}
+    return Limits(**rates, refuse_at=refuse_at, decision=decision, max_regressions=regressions,
+                  baseline=baseline)
 
 
 BUILT_IN = Thresholds(source="built-in defaults")
 
-EXPLAINED_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_fragile_rate",
-                  "decision",
-                  "baseline", "max_regressions", "refuse_at")
+EXPLAINED_KEYS = (*RATE_KEYS, "decision", "baseline", "max_regressions", "refuse_at")
 
 
 def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, str, str]]:
@@ -325,8 +302,7 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
             category: str | None) -> None:
         for key in keys:
             value = getattr(limits, key)
-            shown = ("unset" if value is None else f"{value * 100:g}%" if key in RATE_KEYS
-                     else str(value))
+            shown = _pct(value) if key in RATE_KEYS or value is None else str(value)
             where = thresholds.where(suite, key, category) if suite else (
                 f"{thresholds.source}: defaults.{key}"
                 if f"defaults.{key}" in thresholds.explicit else f"built-in default {key}")
@@ -337,8 +313,7 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
         add(suite, thresholds.for_suite(suite), EXPLAINED_KEYS, suite, None)
         for (cat_suite, category), limits in thresholds.categories.items():
             if cat_suite == suite:
-                add(f"{suite} / {category}", limits,
-                    ("max_over_refusal", "max_toxic_acceptance", "decision"), suite, category)
+                add(f"{suite} / {category}", limits, CATEGORY_KEYS, suite, category)
     add("(any other suite)", thresholds.defaults, EXPLAINED_KEYS, "", None)
     confidence_where = (f"{thresholds.source}: defaults.confidence"
                         if "defaults.confidence" in thresholds.explicit

@@ -53,15 +53,11 @@ class AskedAll:
     tokens: dict[str, int] = field(default_factory=dict)  # spent by this call (not the cache)
 
 
-def request_key(ref: ModelRef, request: Request) -> str:
-    return cache_key(ref.identity(), request.system, request.prompt)
-
-
 def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
             endpoints: Endpoints, settings: AskSettings,
             progress: Progress | None = None) -> AskedAll:
     """Every request's answer from `ref`, in order; what the cache holds is not asked again."""
-    keys = [request_key(ref, r) for r in requests]
+    keys = [cache_key(ref.identity(), r.system, r.prompt) for r in requests]
     before = cache.get_many(keys)
     missing = {key: r for key, r in zip(keys, requests, strict=True) if key not in before}
     asked = AskedAll(responses=[], from_cache=len(set(keys) & set(before)))

@@ -101,7 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "folder); a rerun reads it and asks only what is missing")
 
 
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -137,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     cache = ResponseCache(args.cache_path or cache_dir / "generate.sqlite3")
     endpoints = Endpoints(cache_dir, args.local_threads)
     try:
-        provenance = generate(config, cache, endpoints, _say, _progress)
+        provenance = generate(config, cache, endpoints, _say, StageProgress)
     except GenerationIncomplete as exc:
         from orbench_pytest.generate.review import shown
 
@@ -287,7 +286,3 @@ class StageProgress(ProgressLine):
     def _write(text: str, rewrite: bool) -> None:
         sys.stderr.write(("\r" + text) if rewrite else text + "\n")
         sys.stderr.flush()
-
-
-def _progress(stage: str) -> StageProgress:
-    return StageProgress(stage)

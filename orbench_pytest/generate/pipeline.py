@@ -9,6 +9,7 @@ half the answers, and the next run asks only for what is missing.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
@@ -18,12 +19,11 @@ from typing import Any
 
 from orbench_pytest import __version__
 from orbench_pytest.core.artefacts import file_sha256
-from orbench_pytest.core.types import Response
+from orbench_pytest.core.types import Response, Verdict
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import Progress
 from orbench_pytest.generate.ask import AskSettings, Request, ask_all
 from orbench_pytest.generate.dedupe import deduplicate
-from orbench_pytest.generate.hard import ProbeResult, is_hard, judge_answers, refusals
 from orbench_pytest.generate.models import Endpoints, ModelRef
 from orbench_pytest.generate.moderate import Ballot, Tally, moderation_prompt, parse_vote
 from orbench_pytest.generate.prompts import PromptTemplate
@@ -36,6 +36,7 @@ from orbench_pytest.generate.rewrite import (
 )
 from orbench_pytest.generate.seeds import Seed, read_seeds, read_topics, seeds_from_lists
 from orbench_pytest.generate.write import write_provenance, write_review_csv, write_suites
+from orbench_pytest.judges.judge import build_judge, decide
 
 Say = Callable[[str], None]
 ProgressFactory = Callable[[str], Progress | None]
@@ -212,25 +213,44 @@ def _moderate(run: Run, candidates: list[RewrittenPrompt]) -> dict[str, Tally]:
     return tallies
 
 
+ProbeVerdict = tuple[str, Verdict]  # the probe model's name, its answer's verdict
+
+
 def _hard(run: Run, candidates: list[RewrittenPrompt], tallies: dict[str, Tally]
-          ) -> dict[str, list[ProbeResult]]:
+          ) -> dict[str, list[ProbeVerdict]]:
+    """Each safe prompt's verdicts from the probe models, judged as a test run judges (provider
+    blocks are refusals, an endpoint error never is): hard when enough probes refused it."""
     if not run.config.probes:
         return {}
     safe = [c for c in candidates if tallies[c.candidate_id].decision == "safe"]
-    results: dict[str, list[ProbeResult]] = {c.candidate_id: [] for c in safe}
+    results: dict[str, list[ProbeVerdict]] = {c.candidate_id: [] for c in safe}
     prompts = [c.prompt for c in safe]
     for probe in run.config.probes:
         responses = run.ask("hard", probe, prompts) if prompts else []
-        for candidate, verdict in zip(safe, judge_answers(prompts, responses), strict=True):
-            results[candidate.candidate_id].append(ProbeResult(probe.name, verdict))
-    hard = sum(is_hard(r, run.config.hard_min_refusals) for r in results.values())
+        for candidate, verdict in zip(safe, asyncio.run(_judged(prompts, responses)),
+                                      strict=True):
+            results[candidate.candidate_id].append((probe.name, verdict))
+    hard = sum(_is_hard(r, run.config.hard_min_refusals) for r in results.values())
     run.counts["hard"] = hard
     run.say(f"hard: {hard} of {len(safe)} safe prompts refused by at least "
             f"{run.config.hard_min_refusals} of {len(run.config.probes)} probe models")
     return results
 
 
-def _row(candidate: RewrittenPrompt, tally: Tally, probes: list[ProbeResult] | None,
+async def _judged(prompts: Sequence[str], responses: Sequence[Response]) -> list[Verdict]:
+    judge = build_judge("keyword")
+    return [await decide(p, r, judge) for p, r in zip(prompts, responses, strict=True)]
+
+
+def _refusals(probes: list[ProbeVerdict]) -> int:
+    return sum(verdict.refused() for _, verdict in probes)
+
+
+def _is_hard(probes: list[ProbeVerdict], min_refusals: int) -> bool:
+    return _refusals(probes) >= min_refusals
+
+
+def _row(candidate: RewrittenPrompt, tally: Tally, probes: list[ProbeVerdict] | None,
          config: GenerateConfig) -> dict[str, str]:
     decision = tally.decision
     row = {
@@ -245,9 +265,10 @@ def _row(candidate: RewrittenPrompt, tally: Tally, probes: list[ProbeResult] | N
         "disputed": "", "decided_by": "",
     }
     if probes is not None:
-        row["probe_refusals"] = str(refusals(probes))
-        row["probes"] = json.dumps({p.probe: p.shown() for p in probes}, ensure_ascii=False)
-        row["hard"] = "yes" if is_hard(probes, config.hard_min_refusals) else "no"
+        row["probe_refusals"] = str(_refusals(probes))
+        row["probes"] = json.dumps({name: v.label.value for name, v in probes},
+                                   ensure_ascii=False)
+        row["hard"] = "yes" if _is_hard(probes, config.hard_min_refusals) else "no"
     return row
 
 

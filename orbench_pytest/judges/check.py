@@ -229,4 +229,3 @@ def report_lines(check: JudgeCheck, max_disagreements: int = 20) -> list[str]:
                 lines.append(f"    prompt: {terminal_text(pair.prompt, SHOWN_CHARS)}")
             lines.append(f"    answer: {terminal_text(pair.response, SHOWN_CHARS) or '(empty)'}")
     return lines
-

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
-from orbench_pytest.core.choices import JUDGE_NAMES
+from orbench_pytest.core import defaults
 from orbench_pytest.core.reasoning import strip_reasoning
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.judges.classifier import ClassifierModel, bundled_model, bundled_version
@@ -516,7 +516,7 @@ async def decide(prompt: str, response: Response, judge: Judge, *,
 
 
 JUDGES: dict[str, type] = {name: OfflineJudge if name == "keyword" else OfflineThenLLMJudge
-                          for name in JUDGE_NAMES}
+                          for name in defaults.JUDGE_NAMES}
 """--orbench-judge value -> the class `build_judge` makes. The `-paper` judges ask the judge
 model with OR-Bench's rubric."""
 

@@ -58,7 +58,6 @@ def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return [(prop, str(cost[key])) for key, prop in names.items() if cost.get(key) is not None]
 
 
-
 def read_junit(path: Path) -> RunRecord:
     from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 

@@ -476,4 +476,3 @@ def append_step_summary(text: str, env: Mapping[str, str] | None = None) -> Path
     with path.open("a", encoding="utf-8") as out:
         out.write(text)
     return path
-

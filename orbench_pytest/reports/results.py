@@ -309,4 +309,3 @@ def load_run(path: Path) -> RunRecord:
 
         return read_junit(path)
     return read_results(path)
-

@@ -20,9 +20,9 @@ from orbench_pytest.gate.decision import (
     ItemResult,
     RateCheck,
     rate_with_interval,
-    wilson_interval,
+    row_rate,
 )
-from orbench_pytest.gate.samples import clustered_rate, times
+from orbench_pytest.gate.samples import times
 from orbench_pytest.judges.judge import RoutingStats
 
 if TYPE_CHECKING:
@@ -33,27 +33,18 @@ HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
 
 
 def _rate(row: GroupRow, name: str) -> tuple[str, str]:
-    check: RateCheck | None = row.check(name)
-    k, n = ((row.over_refusals, row.n_comply) if name == OVER_REFUSAL
-            else (row.toxic_accepted, row.n_refuse))
-    if n == 0:
+    found = row_rate(row, name)  # an ungated row's rate and interval, as the gate's
+    if found is None:
         return "—", "—"
-    low, high = check.interval if check else wilson_interval(k, n)
-    rate = check.rate if check is not None and check.rate is not None else k / n
-    if check is None and row.sampled:  # an ungated category: the same mean and interval
-        sampled = clustered_rate(*_fractions(row, name))
-        rate, low, high = sampled.mean, sampled.low, sampled.high
+    rate, (low, high) = found
+    check: RateCheck | None = row.check(name)
+    if check is not None:
+        rate, (low, high) = check.rate or 0.0, check.interval
     limit = f"{check.limit * 100:.1f}%" if check else "—"
     shown = rate_with_interval(rate, low, high, width=5)
     if check is not None and check.corrected is not None:  # judge_calibration
         shown += f" raw {(check.raw_rate or 0.0) * 100:.1f}%"
     return shown, limit
-
-
-def _fractions(row: GroupRow, name: str) -> tuple[list[float], int]:
-    if name == OVER_REFUSAL:
-        return row.over_fractions, row.answers_comply
-    return row.toxic_fractions, row.answers_refuse
 
 
 def table_rows(gate: Gate) -> list[tuple[str, ...]]:
@@ -113,9 +104,8 @@ def judged_line(report: FetchReport) -> str | None:
     """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
     if not report.judged and not report.judgments_cached:
         return None
-    line = (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
+    return (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
             f"cache, judge CPU {report.judge_cpu_s:.1f}s")
-    return line
 
 
 def shown_verdict(verdict: str) -> str:

@@ -38,6 +38,7 @@ from orbench_pytest.run.runner import (
 
 Write = Callable[[str], None]
 
+
 def batch_limits(settings: Settings) -> BatchLimits:
     """What one input file may hold: a set of requests larger than one batch takes is several
     input files (an export) or several batches, submitted together and waited for in turn."""
