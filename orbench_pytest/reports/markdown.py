@@ -31,8 +31,7 @@ from orbench_pytest.gate.decision import (
     wilson_interval,
 )
 from orbench_pytest.gate.samples import times
-from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord
-from orbench_pytest.reports.records import RunRecord
+from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord, RunRecord
 from orbench_pytest.reports.rewordings import markdown_lines
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
