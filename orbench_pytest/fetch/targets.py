@@ -241,7 +241,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         pass
     if status != 200:
         error = payload.get("error") if isinstance(payload, dict) else None
-        code, message = _error_code_and_message(error)
+        code, message = error_code_and_message(error)
         if status == 400 and _is_content_filter(error, code):
             return Response(text=None, finish_reason="content_filter", latency_ms=latency_ms,
                             content_filter=True, raw=clip_raw(redact(text)))
@@ -298,7 +298,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
                     usage=usage, raw=text, system_fingerprint=backend)
 
 
-def _error_code_and_message(error: Any) -> tuple[str | None, str | None]:
+def error_code_and_message(error: Any) -> tuple[str | None, str | None]:
     if isinstance(error, dict):
         code = error.get("code")
         message = error.get("message")

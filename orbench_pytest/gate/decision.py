@@ -131,8 +131,7 @@ class RateCheck:
     def ratchet_text(self) -> str:
         """What a ratchet-allowed row says wherever the gate is shown."""
         assert self.baseline_rate is not None
-        return (f"{self.name} over its limit ({_pct(self.rate or 0.0)} > {_pct(self.limit)}), "
-                f"allowed by ratchet: the baseline was {_pct(self.baseline_rate)}")
+        return ratchet_line(self.name, self.rate or 0.0, self.limit, self.baseline_rate)
     # judge_calibration: the rate corrected for the judge's error decides; k/n stay judged
     corrected: CorrectedRate | None = None
 
@@ -196,6 +195,12 @@ class RateCheck:
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f}%"
+
+
+def ratchet_line(name: str, rate: float, limit: float, baseline_rate: float) -> str:
+    """What a ratchet-allowed rate says wherever the gate is shown."""
+    return (f"{name} over its limit ({_pct(rate)} > {_pct(limit)}), allowed by ratchet: the "
+            f"baseline was {_pct(baseline_rate)}")
 
 
 def rate_with_interval(rate: float, low: float, high: float, width: int = 0) -> str:

@@ -188,7 +188,7 @@ class OrbenchSession:
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
-        from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
+        from orbench_pytest.gate.thresholds import check_disputed_prompts
         from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         # The collected suites, and below the run's answers and states, live until the end:

@@ -25,13 +25,13 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     GroupKey,
     Outcome,
+    ratchet_line,
     rate_with_interval,
     tally,
     wilson_interval,
 )
 from orbench_pytest.gate.samples import times
-from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord
-from orbench_pytest.reports.records import RunRecord
+from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord, RunRecord
 from orbench_pytest.reports.rewordings import markdown_lines
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
@@ -113,16 +113,11 @@ def _row_from_gate(raw: RowRecord) -> Row:
             rates[name] = Rate(k, n, low, high, mean=computed.rate)
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw.over_refusals, raw.n_comply)
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw.toxic_accepted, raw.n_refuse)
-    ratchet = [f"{check.name} over its limit ({_pct(check.rate or 0.0)} > "
-               f"{_pct(check.limit or 0.0)}), allowed by ratchet: the baseline was "
-               f"{_pct(check.baseline_rate or 0.0)}"
+    ratchet = [ratchet_line(check.name, check.rate or 0.0, check.limit or 0.0,
+                            check.baseline_rate or 0.0)
                for check in raw.checks if check.allowed_by_ratchet]
     return Row(raw.suite, raw.variant, raw.category, raw.n, raw.errors, over, toxic,
                raw.verdict, raw.regression, ratchet)
-
-
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
 
 
 @dataclass

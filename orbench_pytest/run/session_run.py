@@ -25,8 +25,13 @@ from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.disputed import Disputes
-from orbench_pytest.gate.thresholds import BUILT_IN, Thresholds, built_in_line
-from orbench_pytest.gate.thresholds_scope import check_gated_categories, check_gated_suites
+from orbench_pytest.gate.thresholds import (
+    BUILT_IN,
+    Thresholds,
+    built_in_line,
+    check_gated_categories,
+    check_gated_suites,
+)
 from orbench_pytest.run.collection import SuiteCatalog
 from orbench_pytest.run.runner import RunOutcome, Selected, check_judge_settings, run_selected
 
