@@ -18,9 +18,9 @@ from typing import Any
 
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
+from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME
-from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.types import has_lone_surrogate
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
