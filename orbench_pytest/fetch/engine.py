@@ -313,7 +313,7 @@ class FetchEngine:
         if cached is None:
             cached = {}
             if self.cache is not None and self.settings.read_cache:
-                cached = within_age(usable(self.cache.get_many(unique)),
+                cached = within_age(usable(self.cache.get_many(unique, usage=False)),
                                     self.settings.cache_max_age_s, time.time())
         if self.settings.revalidate:
             cached = await self._revalidate(unique, cached, sink)

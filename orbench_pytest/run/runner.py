@@ -364,7 +364,7 @@ def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
     stored by an older version are asked again, and not counted as expired)."""
     if cache is None or not fetch.read_cache:
         return {}, 0
-    found = usable(cache.get_many(keys))
+    found = usable(cache.get_many(keys, usage=False))  # a run counts the tokens it asks
     young = within_age(found, fetch.cache_max_age_s, time.time())
     return young, len(found) - len(young)
 
