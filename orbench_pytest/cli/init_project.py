@@ -21,6 +21,7 @@ from pathlib import Path
 from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.core.artefacts import write_atomically
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import is_local_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -82,7 +83,7 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     for command, why in try_commands():
         report.say(f"  {command}")
         report.say(f"      {why}")
-    if (model == "local" or model.startswith("local:")) and not _has_xllamacpp():
+    if is_local_model(model) and not _has_xllamacpp():
         report.say("The embedded model needs the [local] extra: "
                    "pip install 'orbench-pytest[local]'")
     return report
