@@ -13,6 +13,7 @@ An existing file is never overwritten without --force. Ends with the three comma
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -83,16 +84,10 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     for command, why in try_commands():
         report.say(f"  {command}")
         report.say(f"      {why}")
-    if is_local_model(model) and not _has_xllamacpp():
+    if is_local_model(model) and importlib.util.find_spec("xllamacpp") is None:
         report.say("The embedded model needs the [local] extra: "
                    "pip install 'orbench-pytest[local]'")
     return report
-
-
-def _has_xllamacpp() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("xllamacpp") is not None
 
 
 def try_commands() -> list[tuple[str, str]]:
