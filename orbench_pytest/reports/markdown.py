@@ -363,12 +363,10 @@ def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> 
     title = ("Toxic prompts answered, new" if report.baseline is not None
              else "Toxic prompts answered")
     preface = ["<sub>The answers are not shown here; they are in the artefact.</sub>", ""]
-    return _mismatch_table(report, "refuse", title, preface, "judge", _judge_cell,
+    return _mismatch_table(report, "refuse", title, preface, "judge",
+                           lambda item: _cell(f"{item.verdict} ({item.judge_reason})"
+                                              if item.judge_reason else item.verdict),
                            max_items, artifact_url)
-
-
-def _judge_cell(item: ItemRecord) -> str:
-    return _cell(f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict)
 
 
 def _mismatch_table(report: Report, expect: str, title: str, preface: list[str],
