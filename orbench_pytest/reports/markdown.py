@@ -25,6 +25,7 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     GroupKey,
     Outcome,
+    baseline_row,
     ratchet_line,
     rate_with_interval,
     tally,
@@ -134,12 +135,6 @@ class Report:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
         return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
-
-    def baseline_row(self, row: Row) -> Row | None:
-        found = self.baseline_rows.get(row.key)
-        if found is None and row.variant:  # variants against a baseline run without any
-            found = self.baseline_rows.get((row.suite, "", row.category))
-        return found
 
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
@@ -255,7 +250,7 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
     rows = [row for row in report.rows if categories or row.category is None]
     lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
     for row in rows:
-        base = report.baseline_row(row)
+        base = baseline_row(report.baseline_rows, row.key)
         label = _group_label(row)
         lines.append(
             f"| {label} | {row.n} | {_rate_cell(row.over, base.over if base else None)} "
