@@ -240,7 +240,8 @@ def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
     jobs: list[Job] = []
     for key, s in zip(keys, selected, strict=True):
-        jobs.extend(sample_jobs(key, s.case.prompt, s.variant.system_prompt, settings.samples))
+        jobs.extend(Job(k, s.case.prompt, s.variant.system_prompt)
+                    for k in sample_keys(key, settings.samples))
     return JobPlan(params, keys, jobs, fingerprint)
 
 
@@ -392,10 +393,6 @@ def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
 # the engine's concurrency, retries, progress and resume apply to every answer alike.
 def sample_keys(key: str, samples: int) -> list[str]:
     return [sample_key(key, index) for index in range(samples)]
-
-
-def sample_jobs(key: str, prompt: str, system_prompt: str | None, samples: int) -> list[Job]:
-    return [Job(k, prompt, system_prompt) for k in sample_keys(key, samples)]
 
 
 @dataclass(frozen=True, slots=True)
