@@ -128,18 +128,6 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
         settings.model
 
 
-@contextlib.contextmanager
-def _answering(settings: Settings, params: GenerationParams,
-               asks: bool) -> Iterator[tuple[Target, str]]:
-    """Who answers: the target when the cache lacks answers; else nobody (no server to start,
-    no key needed)."""
-    if asks:
-        with open_target(settings, params) as opened:
-            yield opened
-    else:
-        yield NoTarget(), settings.target or settings.model or "local"
-
-
 def generation_params(settings: Settings) -> GenerationParams:
     max_tokens = settings.max_tokens
     if max_tokens is None and settings.is_local:
@@ -303,7 +291,10 @@ def run_selected(
     if asks:
         check_target_key(settings)
     judge, judge_channel = build_run_judge(settings)
-    with _answering(settings, params, asks) as (target, label):
+    # Who answers: the target when the cache lacks answers; else nobody (no server to start,
+    # no key needed).
+    nobody = contextlib.nullcontext((NoTarget(), settings.target or settings.model or "local"))
+    with (open_target(settings, params) if asks else nobody) as (target, label):
         phase = JudgedFetch(target, judge, cache, engine_settings, progress,
                             should_stop if asks else None, judge_channel=judge_channel)
         report = fetch_and_judge(phase, jobs, cached)
