@@ -414,16 +414,13 @@ def suite_file(parent: pytest.Collector, path: Path) -> pytest.Collector:
     from orbench_pytest.plugin.items import SuiteFile
 
     rootpath = parent.config.rootpath
+    # A node id pytest would print as it is: an escaped one. None: pytest's own (the path
+    # relative to the rootdir).
     refused = forging_name(path, rootpath)
-    if refused is not None:  # a node id pytest would print as it is: an escaped one
-        shown, reason = refused
-        node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=shown)
-        node.refused = reason
-        return node
-    nodeid = node_path(path, rootpath, ready_suite_dir())
-    if nodeid is None:  # pytest's own: the path relative to the rootdir
-        return SuiteFile.from_parent(parent, path=path, name=path.name)
-    return SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
+    nodeid = refused[0] if refused is not None else node_path(path, rootpath, ready_suite_dir())
+    node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
+    node.refused = None if refused is None else refused[1]
+    return node
 
 
 def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:
