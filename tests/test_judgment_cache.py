@@ -5,6 +5,7 @@ Also: the keyword judge's shortcut (classifier skipped) gives exactly the full v
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import sqlite3
 import time
@@ -17,7 +18,12 @@ from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Response, Verdict
-from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, judgment_key
+from orbench_pytest.fetch.cache import (
+    CacheWriteError,
+    ResponseCache,
+    judgment_key,
+    judgment_keys,
+)
 from orbench_pytest.fetch.cache_merge import merge_caches
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S, FetchSettings, Job
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
@@ -75,6 +81,48 @@ PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=3
 def test_the_judgment_key_is_equal_exactly_when_all_four_parts_are(a, b) -> None:
     # No two splits of the same characters share a key: ("ab", "c") is not ("a", "bc").
     assert (judgment_key(*a) == judgment_key(*b)) == (a == b)
+
+
+def length_prefixed_sha256(*parts: str) -> str:
+    """The judgment key's definition, spelled out: every stored verdict was filed under it."""
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def test_the_judgment_key_keeps_the_bytes_stored_verdicts_were_filed_under() -> None:
+    parts = ("keyword", "v4+clf:1", "Wie töte ich einen Python-Prozess?",
+             "Mit kill -9 \u2014 oder höflicher mit SIGTERM.")
+    assert judgment_key(*parts) == length_prefixed_sha256(*parts) == (
+        "a33c2da9af53eac19ed28223568091abb370c5860133fea9d6f2c4000e56dde1")
+
+
+@given(PARTS, st.lists(st.tuples(st.text(max_size=30), st.text(max_size=30)), max_size=4))
+def test_one_judge_s_keys_are_the_keys_of_each_answer_alone(judge, answers) -> None:
+    """The judge's parts hashed once and the digest copied per answer: the same bytes."""
+    name, version, prompt, answer = judge
+    key_of = judgment_keys(name, version)
+    for p, a in [(prompt, answer), *answers]:
+        assert key_of(p, a) == judgment_key(name, version, p, a) == \
+            length_prefixed_sha256(name, version, p, a)
+
+
+def test_stored_verdicts_are_read_whatever_their_keys_hold(tmp_path: Path) -> None:
+    """Verdicts are read grouped, a group's keys joined by commas: a key with a comma (never a
+    judgment key, which is hex) is still found, and a row of wrong types is still a miss, in
+    a group of its own."""
+    cache = ResponseCache(tmp_path / "c.sqlite3")
+    keys = [f"j{i}" for i in range(1200)] + ["a,b", "a", ",", ""]
+    cache.put_many([], [(key, REFUSED if i % 3 else COMPLIED) for i, key in enumerate(keys)])
+    db = sqlite3.connect(tmp_path / "c.sqlite3", isolation_level=None)
+    db.execute("UPDATE judgments SET confident = 'yes' WHERE key IN ('j7', 'a,b')")
+    db.close()
+    found = cache.get_judgments([*keys, "b", "missing"])
+    assert found == {key: REFUSED if i % 3 else COMPLIED for i, key in enumerate(keys)
+                     if key not in ("j7", "a,b")}
+    assert cache.get_judgments([","]) == {",": REFUSED if keys.index(",") % 3 else COMPLIED}
 
 
 def test_a_read_only_cache_reads_judgments_but_never_writes_them(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ from typing import Any
 
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
+from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.ids import ENV_NAME, NAME
-from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
+from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
 from orbench_pytest.core.types import has_lone_surrogate
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
@@ -104,8 +104,7 @@ class Settings:
 
     @property
     def is_local(self) -> bool:
-        return self.target is None and (self.model is None or self.model == "local"
-                                        or self.model.startswith("local:"))
+        return self.target is None and (self.model is None or is_local_model(self.model))
 
 
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,

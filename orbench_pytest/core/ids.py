@@ -11,6 +11,11 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+def is_local_model(name: str) -> bool:
+    """`local` / `local:<name>`: the embedded model, not a model on an endpoint."""
+    return name == "local" or name.startswith("local:")
+
+
 def safe_id(value: str) -> str:
     """An id selectable with -k: only letters, digits, '_', '.', '-'."""
     return _UNSAFE_ID_CHARS.sub("-", value.strip()).strip("-").lower() or "x"

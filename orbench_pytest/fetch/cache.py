@@ -209,16 +209,31 @@ def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def judgment_keys(judge_name: str, judge_version: str) -> Callable[[str, str], str]:
+    """The judgment key of (prompt, answer) for one judge: the hash of what a judgment depends
+    on, which judge (name and version) read which answer text to which prompt. Each part is
+    length-prefixed, so no two splits of the same text share a key; a third of the cost of
+    hashing their JSON, and a re-run hashes every answer. The judge's parts are hashed once
+    and the digest copied per answer (the same bytes, so every stored verdict keeps its key)."""
+    judge = hashlib.sha256(_length_prefixed(judge_name) + _length_prefixed(judge_version))
+
+    def key(prompt: str, answer: str) -> str:
+        text, said = prompt.encode("utf-8"), answer.encode("utf-8")
+        digest = judge.copy()
+        digest.update(len(text).to_bytes(8, "big") + text + len(said).to_bytes(8, "big") + said)
+        return digest.hexdigest()
+
+    return key
+
+
 def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:
-    """Hash of what a judgment depends on: which judge (name and version) read which answer
-    text to which prompt. Each part is length-prefixed, so no two splits of the same text
-    share a key; a third of the cost of hashing their JSON, and a re-run hashes every answer."""
-    digest = hashlib.sha256()
-    for part in (judge_name, judge_version, prompt, answer):
-        data = part.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.hexdigest()
+    """The judgment key of one judge's verdict on one answer to one prompt."""
+    return judgment_keys(judge_name, judge_version)(prompt, answer)
+
+
+def _length_prefixed(part: str) -> bytes:
+    data = part.encode("utf-8")
+    return len(data).to_bytes(8, "big") + data
 
 
 _INSERT_JUDGMENT = ("INSERT OR REPLACE INTO judgments (key, label, reason, confident, judge, "
@@ -358,15 +373,17 @@ class ResponseCache:
             raise ConfigError(f"{self.path}: not an orbench response cache (its {table} "
                               "table has other columns); pass --orbench-cache-path=NEW")
 
-    def _rows_of_keys(self, select: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
-        """The rows of `select` (ending "WHERE key IN") for these keys, one query per chunk
-        of 500 (not one per key), in key order: neighbouring lookups share the index's pages
-        (a fifth less CPU than hash order)."""
+    def _rows_of_keys(self, select: str, keys: Iterable[str], then: str = ""
+                      ) -> Iterator[tuple[Any, ...]]:
+        """The rows of `select` (ending "WHERE key IN", and `then` after the keys) for these
+        keys, one query per chunk of 500 (not one per key), in key order: neighbouring
+        lookups share the index's pages (a fifth less CPU than hash order)."""
         key_list = sorted(set(keys))
         for start in range(0, len(key_list), 500):
             chunk = key_list[start:start + 500]
             self.query_clock.start()
-            yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))})", chunk)
+            yield from self._db.execute(f"{select} ({','.join('?' * len(chunk))}) {then}",
+                                        chunk)
 
     def _rows_in_table_order(self, select: str, keys: Iterable[str]
                              ) -> Iterator[tuple[Any, ...]]:
@@ -396,27 +413,42 @@ class ResponseCache:
 
     def get_judgments(self, keys: Iterable[str]) -> dict[str, Verdict]:
         """Stored verdicts of these judgment keys, in one query per chunk. A row this version
-        cannot read (an unknown label: edited, or from a newer program) is a miss."""
+        cannot read (an unknown label: edited, or from a newer program) is a miss.
+
+        A judge gives few distinct verdicts (a rerun of 1,974 answers read two), so the rows
+        come grouped by verdict, each group's keys joined in one string: a verdict is read and
+        built once a chunk, not once an answer, and equal verdicts are one object (each would
+        live, with its strings, until the run ends)."""
         if not self._has_judgments:
             return {}
         found: dict[str, Verdict] = {}
-        # Equal verdicts are one object: a judge gives few distinct ones (a rerun of 1,974
-        # answers read two), and each would live, with its strings, until the run ends.
-        shared: dict[tuple[Any, ...], Verdict] = {}
+        shared: dict[tuple[Any, ...], Verdict | None] = {}
+
+        def verdict(label: Any, reason: Any, confident: Any, judge: Any) -> Verdict | None:
+            fields = (label, reason, confident, judge)
+            if fields not in shared:
+                known = _LABELS.get(label) if isinstance(label, str) else None
+                shared[fields] = None if known is None or not isinstance(reason, str) \
+                    or not isinstance(judge, str) or not isinstance(confident, int) \
+                    else Verdict(known, reason, judge, confident=bool(confident))
+            return shared[fields]
+
+        key_list = list(keys)
+        # Joined by commas: a judgment key is hex; any other key holding one is read alone.
+        alone = [key for key in key_list if "," in key]
         try:
-            for key, *fields in self._rows_of_keys(
-                    "SELECT key, label, reason, confident, judge FROM judgments WHERE key IN",
-                    keys):
-                verdict = shared.get(row := tuple(fields))
-                if verdict is None:
-                    label, reason, confident, judge = row
-                    known = _LABELS.get(label) if isinstance(label, str) else None
-                    if known is None or not isinstance(reason, str) \
-                            or not isinstance(judge, str) or not isinstance(confident, int):
-                        continue
-                    verdict = shared[row] = Verdict(known, reason, judge,
-                                                    confident=bool(confident))
-                found[key] = verdict
+            for *fields, joined in self._rows_of_keys(
+                    "SELECT label, reason, confident, judge, group_concat(key) FROM judgments "
+                    "WHERE key IN", [key for key in key_list if "," not in key] if alone
+                    else key_list, "GROUP BY label, reason, confident, judge"):
+                if (found_verdict := verdict(*fields)) is not None:
+                    found.update(dict.fromkeys(joined.split(","), found_verdict))
+            for key in alone:
+                self.query_clock.start()
+                for fields in self._db.execute("SELECT label, reason, confident, judge FROM "
+                                               "judgments WHERE key = ?", (key,)):
+                    if (found_verdict := verdict(*fields)) is not None:
+                        found[key] = found_verdict
         except sqlite3.DatabaseError as exc:
             self.query_clock.check(exc)
             raise cache_error(self.path, exc, self.lock_wait_s) from None

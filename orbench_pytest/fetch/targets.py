@@ -101,11 +101,6 @@ class GenerationParams:
 
 # --- which model, where: one identity for the plugin, the Batch API and orbench generate ---------
 
-def is_local_model(name: str) -> bool:
-    """`local` / `local:<name>`: the embedded model, not a model on an endpoint."""
-    return name == "local" or name.startswith("local:")
-
-
 def served_url(base_url: str | None) -> str:
     """A served model's endpoint: the one given, else $OPENAI_BASE_URL, else OpenAI's."""
     return base_url or os.environ.get("OPENAI_BASE_URL") or defaults.OPENAI_URL

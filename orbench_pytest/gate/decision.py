@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from orbench_pytest.core.ids import group_name
 from orbench_pytest.core.types import Expectation
@@ -368,6 +369,7 @@ class GroupRow:
 
 
 GroupKey = tuple[str, str, str | None]  # suite, variant, category (None = whole suite)
+T = TypeVar("T")
 
 
 class Outcome(str, Enum):
@@ -545,7 +547,7 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
         if limits is not None:
             row.checks = _checks_for(row, limits, thresholds, suite, category)
             if baseline_source is not None:
-                before = _baseline_row(baseline_rates or {}, (suite, variant, category))
+                before = baseline_row(baseline_rates or {}, (suite, variant, category)) or {}
                 for check in row.checks:
                     check.baseline_mode = limits.baseline
                     check.baseline_rate = before.get(check.name)
@@ -558,12 +560,12 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
                 baseline_source=baseline_source)
 
 
-def _baseline_row(rates: GroupRates, key: GroupKey) -> Mapping[str, float]:
+def baseline_row(rows: Mapping[GroupKey, T], key: GroupKey) -> T | None:
     """A variant's row against a baseline run without variants pairs with its default row."""
-    found = rates.get(key)
+    found = rows.get(key)
     if found is None and key[1]:
-        found = rates.get((key[0], "", key[2]))
-    return found or {}
+        found = rows.get((key[0], "", key[2]))
+    return found
 
 
 def _checks_for(row: GroupRow, limits: Limits, thresholds: Thresholds, suite: str,

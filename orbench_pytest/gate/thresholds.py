@@ -166,11 +166,12 @@ class Thresholds:
         candidates = [f"suites.{suite}.{key}"]
         if category is not None:
             candidates.insert(0, f"suites.{suite}.categories.{category}.{key}")
-        candidates.append(f"defaults.{key}")
         found = next((dotted for dotted in candidates if dotted in self.explicit), None)
-        if found is None:
-            return f"built-in default {key}"
-        return f"{self.source}: {found}"
+        return f"{self.source}: {found}" if found else self.default_where(key)
+
+    def default_where(self, key: str) -> str:
+        dotted = f"defaults.{key}"
+        return f"{self.source}: {dotted}" if dotted in self.explicit else f"built-in default {key}"
 
 
 def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
@@ -307,9 +308,8 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
         for key in keys:
             value = getattr(limits, key)
             shown = _pct(value) if key in RATE_KEYS or value is None else str(value)
-            where = thresholds.where(suite, key, category) if suite else (
-                f"{thresholds.source}: defaults.{key}"
-                if f"defaults.{key}" in thresholds.explicit else f"built-in default {key}")
+            where = (thresholds.where(suite, key, category) if suite
+                     else thresholds.default_where(key))
             rows.append((label, key, shown, where))
             label = ""
 
@@ -319,10 +319,8 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
             if cat_suite == suite:
                 add(f"{suite} / {category}", limits, CATEGORY_KEYS, suite, category)
     add("(any other suite)", thresholds.defaults, EXPLAINED_KEYS, "", None)
-    confidence_where = (f"{thresholds.source}: defaults.confidence"
-                        if "defaults.confidence" in thresholds.explicit
-                        else "built-in default confidence")
-    rows.append(("(every row)", "confidence", f"{thresholds.confidence:g}", confidence_where))
+    rows.append(("(every row)", "confidence", f"{thresholds.confidence:g}",
+                 thresholds.default_where("confidence")))
     return rows
 
 

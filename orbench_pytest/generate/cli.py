@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give exactly one of --seeds FILE or --seed-topics FILE "
                           "(or --review / --rebuild on an existing --out folder)")
     config = _config(args)
-    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.core.defaults import default_cache_dir
     from orbench_pytest.fetch.cache import ResponseCache
     from orbench_pytest.generate.models import Endpoints, check_keys
     from orbench_pytest.generate.pipeline import GenerationIncomplete, generate

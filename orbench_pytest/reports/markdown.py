@@ -25,6 +25,7 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     GroupKey,
     Outcome,
+    baseline_row,
     ratchet_line,
     rate_with_interval,
     tally,
@@ -134,12 +135,6 @@ class Report:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
         return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
-
-    def baseline_row(self, row: Row) -> Row | None:
-        found = self.baseline_rows.get(row.key)
-        if found is None and row.variant:  # variants against a baseline run without any
-            found = self.baseline_rows.get((row.suite, "", row.category))
-        return found
 
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
@@ -255,7 +250,7 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
     rows = [row for row in report.rows if categories or row.category is None]
     lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
     for row in rows:
-        base = report.baseline_row(row)
+        base = baseline_row(report.baseline_rows, row.key)
         label = _group_label(row)
         lines.append(
             f"| {label} | {row.n} | {_rate_cell(row.over, base.over if base else None)} "
@@ -363,12 +358,10 @@ def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> 
     title = ("Toxic prompts answered, new" if report.baseline is not None
              else "Toxic prompts answered")
     preface = ["<sub>The answers are not shown here; they are in the artefact.</sub>", ""]
-    return _mismatch_table(report, "refuse", title, preface, "judge", _judge_cell,
+    return _mismatch_table(report, "refuse", title, preface, "judge",
+                           lambda item: _cell(f"{item.verdict} ({item.judge_reason})"
+                                              if item.judge_reason else item.verdict),
                            max_items, artifact_url)
-
-
-def _judge_cell(item: ItemRecord) -> str:
-    return _cell(f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict)
 
 
 def _mismatch_table(report: Report, expect: str, title: str, preface: list[str],

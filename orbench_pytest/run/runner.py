@@ -258,7 +258,7 @@ def answers_key(selected: Sequence[Selected], settings: Settings) -> str:
 def missing_jobs(plan: JobPlan, settings: Settings, cache: ResponseCache | None) -> list[Job]:
     """The distinct jobs the cache holds no usable answer for, in selection order."""
     unique = {job.key: job for job in plan.jobs}
-    cached, _ = _cached(cache, list(unique), fetch_settings(settings, plan.params))
+    cached, _ = cached_answers(cache, list(unique), fetch_settings(settings, plan.params))
     return [job for key, job in unique.items() if key not in cached]
 
 
@@ -294,7 +294,7 @@ def run_selected(
     # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
     should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
                                     settings.partial_is_refusal)
-    cached, expired = _cached(cache, all_keys, engine_settings)  # read once, used twice
+    cached, expired = cached_answers(cache, all_keys, engine_settings)  # read once, used twice
     for key, response in (given or {}).items():
         cached.setdefault(key, response)
     asks = len(cached) < len(set(all_keys)) or (
@@ -358,8 +358,8 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
     return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
 
 
-def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
-            ) -> tuple[dict[str, Response], int]:
+def cached_answers(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
+                   ) -> tuple[dict[str, Response], int]:
     """The cached answers young enough to reuse, and how many were too old (empty answers
     stored by an older version are asked again, and not counted as expired)."""
     if cache is None or not fetch.read_cache:
