@@ -120,7 +120,7 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
     """The LLM judge through the plugin's own engine: its concurrency, retries and cache."""
     from contextlib import ExitStack
 
-    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.core.defaults import default_cache_dir
     from orbench_pytest.fetch.cache import ResponseCache
     from orbench_pytest.fetch.engine import FetchSettings, Job
     from orbench_pytest.fetch.requests import JudgeChannel

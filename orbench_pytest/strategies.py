@@ -52,7 +52,7 @@ def load_safe_prompts(suite: str, category: str | None = None,
     in file order; ValueError when there are none (a mistyped category)."""
     from orbench_pytest.catalog.ready import ready_suite_dir, resolve_suite
     from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-    from orbench_pytest.core.paths import data_dirs_from_env
+    from orbench_pytest.core.defaults import data_dirs_from_env
 
     path = resolve_suite(suite, base or Path.cwd(), option="safe_prompts")
     options = SuiteOptions(data_dirs=data_dirs_from_env(os.environ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from tests.batch_files import (
     SAFE,
@@ -266,8 +265,7 @@ def test_a_gate_over_imported_answers_needs_no_key(pytester: pytest.Pytester,
     run_orbench(pytester, plugin_args, "--orbench-cache=read", url=remote, cache="c.sqlite3",
                 retries=0).assert_outcomes(passed=10)
     # A prompt the cache lacks: now the key is needed, and its absence is one line.
-    (pytester.path / "suites" / "t.yaml").write_text(yaml.safe_dump(
-        {"name": "t", "prompts": [{"prompt": "a new question", "expect": "comply"}]}))
+    write_suite(pytester, [{"prompt": "a new question", "expect": "comply"}], "t")
     missing = run_orbench(pytester, plugin_args, url=remote, cache="c.sqlite3", retries=0)
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["ERROR: OPENAI_API_KEY is not set: export the API key for "

@@ -17,8 +17,8 @@ import yaml
 
 from orbench_pytest.catalog import datasets
 from orbench_pytest.catalog.datasets import DataOptions, load_rows
+from orbench_pytest.core.defaults import data_dirs_from_env
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import data_dirs_from_env
 from tests.helpers import shared_data
 from tests.hub_server import HubServer
 

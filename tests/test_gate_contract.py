@@ -212,9 +212,8 @@ def test_the_plots_point_is_the_gates_rate(raw, sampled, variants, refuse_at) ->
     from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemResult, evaluate
     from orbench_pytest.gate.samples import refused_by_rule
     from orbench_pytest.gate.thresholds import parse_thresholds
-    from orbench_pytest.reports.document import Document, ItemRecord
+    from orbench_pytest.reports.document import Document, ItemRecord, RunRecord
     from orbench_pytest.reports.plot import points_of
-    from orbench_pytest.reports.records import RunRecord
     from orbench_pytest.reports.results import build_results
 
     thresholds = parse_thresholds({"defaults": {"refuse_at": refuse_at}}, "t.yaml")

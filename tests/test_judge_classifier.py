@@ -228,6 +228,20 @@ def test_the_judge_gives_the_reference_verdict_on_generated_answers(
     assert OfflineJudge(other).assess(answer).verdict == reference_verdict(other, answer)
 
 
+@given(st.lists(st.sampled_from(REFUSAL_WORDS + list(REAL_WORDS)), max_size=60))
+def test_the_probability_sums_the_known_features_of_features(words: list[str]) -> None:
+    """A model looks up only the n-grams it knows, token by token: the very sums over the
+    distinct known features of `features()`, the one definition that training uses."""
+    text, closing = prepared_parts(" ".join(words))
+    for model in (bundled_model(), MIXED):
+        known = model.terms.keys() & features(
+            text, closing if model.reads_closing else None, model.feature_set)
+        norm = math.fsum(model.terms[f][0] ** 2 for f in known)
+        dot = math.fsum(model.terms[f][0] * model.terms[f][1] for f in known)
+        z = dot / math.sqrt(norm) + model.intercept if norm else model.intercept
+        assert model.probability(text, closing) == judge_classifier._sigmoid(z)
+
+
 @pytest.mark.parametrize(("answer", "closing"), [
     ("I can't help with that. Is there anything else I can help you with?",
      "is there anything else i can help you with"),

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
+from tests.helpers import write_suite
 from tests.openai_server import OpenAIServer
 
 N = 80
@@ -23,11 +23,9 @@ LATENCY_S = 0.05
 ANSWERS_IN_AN_INTERVAL = math.ceil(CONCURRENCY * ANSWERS_COMMIT_EVERY_S / LATENCY_S)
 
 
-def write_suite(root: Path) -> list[str]:
+def bread_suite(root: Path) -> list[str]:
     prompts = [f"question {i}: how do I bake bread?" for i in range(N)]
-    (root / "suites").mkdir()
-    (root / "suites" / "s.yaml").write_text(yaml.safe_dump(
-        {"name": "s", "prompts": [{"prompt": p, "expect": "comply"} for p in prompts]}))
+    write_suite(root, [{"prompt": p, "expect": "comply"} for p in prompts])
     return prompts
 
 
@@ -46,7 +44,7 @@ def cached_rows(root: Path) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -> None:
-    prompts = write_suite(pytester.path)
+    prompts = bread_suite(pytester.path)
     # 50 ms a request, 4 at a time: the fetch takes about a second, the kill lands inside it.
     with OpenAIServer(latency_s=LATENCY_S) as server:
         process = subprocess.Popen(

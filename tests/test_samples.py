@@ -15,7 +15,7 @@ from orbench_pytest.fetch.engine import Answer
 from orbench_pytest.gate.decision import wilson_interval
 from orbench_pytest.gate.samples import clustered_rate, refused_by_rule, sample_key, signed_rank
 from orbench_pytest.gate.thresholds import parse_thresholds
-from orbench_pytest.run.sampled import combine
+from orbench_pytest.run.runner import combine
 
 
 def test_sample_zero_keeps_the_key_and_the_others_differ() -> None:

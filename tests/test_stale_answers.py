@@ -12,10 +12,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import yaml
 
 from orbench_pytest.reports.results import load_run
-from tests.helpers import run_orbench
+from tests.helpers import questions, run_orbench, write_suite
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 from tests.stale_app import APP, HELPFUL, REFUSING
 
@@ -55,11 +54,7 @@ def server(model: Model):
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Path:
-    (pytester.path / "suites").mkdir()
-    prompts = [{"prompt": f"question {i}: how do I bake bread?", "expect": "comply"}
-               for i in range(N)]
-    (pytester.path / "suites" / "s.yaml").write_text(
-        yaml.safe_dump({"name": "s", "prompts": prompts}))
+    write_suite(pytester, questions(N))
     return pytester.path
 
 

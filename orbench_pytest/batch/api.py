@@ -12,6 +12,7 @@ callback, and gives up after `max_wait_s` (then the batch keeps running; a rerun
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from orbench_pytest.fetch.targets import (
     RETRY_STATUSES,
     FaultKind,
     TransientFault,
+    error_code_and_message,
     retry_after_seconds,
 )
 
@@ -182,11 +184,7 @@ def _error_of(content: bytes) -> tuple[str | None, str | None]:
         error = json.loads(content).get("error")
     except (ValueError, RecursionError, AttributeError):  # not JSON, not an object
         return None, None
-    if not isinstance(error, dict):
-        return None, None
-    code, message = error.get("code"), error.get("message")
-    return (str(code) if code is not None else None,
-            str(message)[:200] if message is not None else None)
+    return error_code_and_message(error) if isinstance(error, dict) else (None, None)
 
 
 def _count(counts: dict[str, Any], name: str) -> int:
@@ -209,10 +207,7 @@ def wait(client: BatchClient, batch_id: str, *, poll_s: float, max_wait_s: float
             report(status)
         if status.finished:
             return status
-        if max_wait_s is not None:
-            left = max_wait_s - (clock() - started)
-            if left <= 0:
-                return status
-            sleep(min(poll_s, left))
-        else:
-            sleep(poll_s)
+        left = math.inf if max_wait_s is None else max_wait_s - (clock() - started)
+        if left <= 0:
+            return status
+        sleep(min(poll_s, left))

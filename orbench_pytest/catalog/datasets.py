@@ -26,8 +26,8 @@ from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.artefacts import file_sha256, replacing
+from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
 
 Progress = Callable[[int, "int | None"], None]
 

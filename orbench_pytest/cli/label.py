@@ -216,7 +216,7 @@ def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]
     results file keeps the prompts of failed items only)."""
     from orbench_pytest.catalog.ready import resolve_suite
     from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-    from orbench_pytest.core.paths import data_dirs_from_env
+    from orbench_pytest.core.defaults import data_dirs_from_env
 
     # a path list, as for the plugin (OR-Bench's and XSTest's files may sit in two folders)
     options = SuiteOptions(sample=1.0, data_dirs=data_dirs_from_env(os.environ))

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest.catalog.shards import Shard, parse_shard
+from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
+from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import data_dirs_from_env, default_cache_dir
+from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
 from orbench_pytest.core.types import has_lone_surrogate
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
@@ -28,10 +29,8 @@ from orbench_pytest.fetch.freshness import DEFAULT_MAX_AGE_S, parse_max_age
 CACHE_MODES = ("on", "off", "read", "refresh")
 BATCH_MODES = ("submit", "status")
 EMPTY_CHOICES = ("error", "refusal")  # what an empty answer counts as; the first is the default
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
-_VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
@@ -105,8 +104,7 @@ class Settings:
 
     @property
     def is_local(self) -> bool:
-        return self.target is None and (self.model is None or self.model == "local"
-                                        or self.model.startswith("local:"))
+        return self.target is None and (self.model is None or is_local_model(self.model))
 
 
 def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = None,
@@ -250,7 +248,7 @@ def _variants(system_prompts: list[str], named: list[str], here: Path) -> tuple[
     variants: list[Variant] = []
     for spec in named:
         name, sep, text = spec.partition("=")
-        if not sep or not _VARIANT_NAME.match(name):
+        if not sep or not NAME.match(name):
             raise ConfigError(f"--orbench-variant: {spec!r} is not NAME=TEXT or NAME=@FILE "
                               "(NAME: letters, digits, '-', '_', '.')")
         variants.append(Variant(name, _text_or_file("--orbench-variant", text, here)))
@@ -291,7 +289,7 @@ def _env_name(option: str, raw: Any) -> str | None:
     """The NAME of a variable; never echo the value, which may be a key pasted by mistake."""
     if raw is None:
         return None
-    if not _ENV_NAME.match(str(raw)):
+    if not ENV_NAME.match(str(raw)):
         raise ConfigError(f"{option}: expects the name of an environment variable (letters, "
                           "digits, '_'), not the key itself; the value is not shown")
     return str(raw)

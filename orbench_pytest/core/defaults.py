@@ -1,12 +1,16 @@
-"""Every default of the plugin, `orbench generate` and the Batch API client, and the allowed
-values of the options that name a choice, defined once.
+"""Every default of the plugin, `orbench generate` and the Batch API client, the allowed values
+of the options that name a choice, and the cache and data folders, each defined once.
 
 Options' help texts, the settings parser, the dataclasses' field defaults and the clients all
-read them from here, so `git grep` finds each value in one place. Constants only: every pytest
-start imports this module (through the option table), so it imports nothing.
+read them from here, so `git grep` finds each value in one place. Every pytest start imports this
+module (through the option table), so it imports nothing pytest has not loaded already.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
 
 # --- the endpoint -------------------------------------------------------------------------------
 OPENAI_URL = "https://api.openai.com/v1"  # when neither the option nor $OPENAI_BASE_URL names one
@@ -54,3 +58,20 @@ BATCH_MAX_BYTES = 200_000_000  # per input file: 200 MB in decimal units, below 
 # --- downloads (datasets.py) --------------------------------------------------------------------
 DOWNLOAD_CONNECT_TIMEOUT_S = 30.0
 DOWNLOAD_READ_TIMEOUT_S = TIMEOUT_S  # a stalled download fails as a stalled request does
+
+
+# --- where orbench keeps its files, from the environment ----------------------------------------
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$ORBENCH_CACHE_DIR, else $XDG_CACHE_HOME/orbench-pytest, else ~/.cache/orbench-pytest."""
+    env = os.environ if env is None else env
+    configured = env.get("ORBENCH_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "orbench-pytest"
+
+
+def data_dirs_from_env(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """$ORBENCH_DATA_DIR: folders separated like $PATH (':' on POSIX, ';' on Windows)."""
+    parts = (env.get("ORBENCH_DATA_DIR") or "").split(os.pathsep)
+    return tuple(Path(part).expanduser() for part in parts if part.strip())

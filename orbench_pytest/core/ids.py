@@ -1,10 +1,24 @@
-"""The one home of an item's id: how a (suite, variant, case) names its test item, and back."""
+"""The one home of an item's id: how a (suite, variant, case) names its test item, and back;
+and what a name or id a user writes may hold."""
 
 from __future__ import annotations
 
 import re
 
 ItemKey = tuple[str, str, str]  # suite, variant ("" for the default), case id
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a suite's or variant's: letters, digits, -_.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # an environment variable's
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def is_local_model(name: str) -> bool:
+    """`local` / `local:<name>`: the embedded model, not a model on an endpoint."""
+    return name == "local" or name.startswith("local:")
+
+
+def safe_id(value: str) -> str:
+    """An id selectable with -k: only letters, digits, '_', '.', '-'."""
+    return _UNSAFE_ID_CHARS.sub("-", value.strip()).strip("-").lower() or "x"
 
 
 def item_name(suite: str, case_id: str, variant: str = "") -> str:

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.reasoning import strip_reasoning
 from orbench_pytest.core.redact import redact
-from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
 from orbench_pytest.fetch.costs import TokenCount

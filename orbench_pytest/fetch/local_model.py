@@ -401,7 +401,7 @@ def _wait_models(server: LocalServer, deadline: float) -> None:
 
 def serve_forever(name: str, port: int, threads: int) -> None:
     """Serve in the foreground until Ctrl-C (`orbench serve-local`)."""
-    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.core.defaults import default_cache_dir
 
     with start_local_server(name, threads=threads, port=port,
                             cache_dir=default_cache_dir(os.environ)) as server:

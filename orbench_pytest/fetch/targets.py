@@ -101,11 +101,6 @@ class GenerationParams:
 
 # --- which model, where: one identity for the plugin, the Batch API and orbench generate ---------
 
-def is_local_model(name: str) -> bool:
-    """`local` / `local:<name>`: the embedded model, not a model on an endpoint."""
-    return name == "local" or name.startswith("local:")
-
-
 def served_url(base_url: str | None) -> str:
     """A served model's endpoint: the one given, else $OPENAI_BASE_URL, else OpenAI's."""
     return base_url or os.environ.get("OPENAI_BASE_URL") or defaults.OPENAI_URL
@@ -241,7 +236,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         pass
     if status != 200:
         error = payload.get("error") if isinstance(payload, dict) else None
-        code, message = _error_code_and_message(error)
+        code, message = error_code_and_message(error)
         if status == 400 and _is_content_filter(error, code):
             return Response(text=None, finish_reason="content_filter", latency_ms=latency_ms,
                             content_filter=True, raw=clip_raw(redact(text)))
@@ -298,7 +293,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
                     usage=usage, raw=text, system_fingerprint=backend)
 
 
-def _error_code_and_message(error: Any) -> tuple[str | None, str | None]:
+def error_code_and_message(error: Any) -> tuple[str | None, str | None]:
     if isinstance(error, dict):
         code = error.get("code")
         message = error.get("message")

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from orbench_pytest.core.ids import group_name
 from orbench_pytest.core.types import Expectation
@@ -131,8 +132,7 @@ class RateCheck:
     def ratchet_text(self) -> str:
         """What a ratchet-allowed row says wherever the gate is shown."""
         assert self.baseline_rate is not None
-        return (f"{self.name} over its limit ({_pct(self.rate or 0.0)} > {_pct(self.limit)}), "
-                f"allowed by ratchet: the baseline was {_pct(self.baseline_rate)}")
+        return ratchet_line(self.name, self.rate or 0.0, self.limit, self.baseline_rate)
     # judge_calibration: the rate corrected for the judge's error decides; k/n stay judged
     corrected: CorrectedRate | None = None
 
@@ -196,6 +196,12 @@ class RateCheck:
 
 def _pct(value: float) -> str:
     return f"{value * 100:.1f}%"
+
+
+def ratchet_line(name: str, rate: float, limit: float, baseline_rate: float) -> str:
+    """What a ratchet-allowed rate says wherever the gate is shown."""
+    return (f"{name} over its limit ({_pct(rate)} > {_pct(limit)}), allowed by ratchet: the "
+            f"baseline was {_pct(baseline_rate)}")
 
 
 def rate_with_interval(rate: float, low: float, high: float, width: int = 0) -> str:
@@ -363,6 +369,7 @@ class GroupRow:
 
 
 GroupKey = tuple[str, str, str | None]  # suite, variant, category (None = whole suite)
+T = TypeVar("T")
 
 
 class Outcome(str, Enum):
@@ -540,7 +547,7 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
         if limits is not None:
             row.checks = _checks_for(row, limits, thresholds, suite, category)
             if baseline_source is not None:
-                before = _baseline_row(baseline_rates or {}, (suite, variant, category))
+                before = baseline_row(baseline_rates or {}, (suite, variant, category)) or {}
                 for check in row.checks:
                     check.baseline_mode = limits.baseline
                     check.baseline_rate = before.get(check.name)
@@ -553,12 +560,12 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
                 baseline_source=baseline_source)
 
 
-def _baseline_row(rates: GroupRates, key: GroupKey) -> Mapping[str, float]:
+def baseline_row(rows: Mapping[GroupKey, T], key: GroupKey) -> T | None:
     """A variant's row against a baseline run without variants pairs with its default row."""
-    found = rates.get(key)
+    found = rows.get(key)
     if found is None and key[1]:
-        found = rates.get((key[0], "", key[2]))
-    return found or {}
+        found = rows.get((key[0], "", key[2]))
+    return found
 
 
 def _checks_for(row: GroupRow, limits: Limits, thresholds: Thresholds, suite: str,

@@ -1,16 +1,20 @@
-"""thresholds.yaml: schema, validation, and the lookup of the limit that applies to a group.
+"""thresholds.yaml: schema, validation, the lookup of the limit that applies to a group, and
+what a file may name that the run lacks.
 
 Every problem is a ConfigError naming the file, the dotted key and what is allowed.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError, check_known_keys
+from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.gate.disputed import Disputes
 from orbench_pytest.gate.samples import parse_refuse_at
 
@@ -162,11 +166,12 @@ class Thresholds:
         candidates = [f"suites.{suite}.{key}"]
         if category is not None:
             candidates.insert(0, f"suites.{suite}.categories.{category}.{key}")
-        candidates.append(f"defaults.{key}")
         found = next((dotted for dotted in candidates if dotted in self.explicit), None)
-        if found is None:
-            return f"built-in default {key}"
-        return f"{self.source}: {found}"
+        return f"{self.source}: {found}" if found else self.default_where(key)
+
+    def default_where(self, key: str) -> str:
+        dotted = f"defaults.{key}"
+        return f"{self.source}: {dotted}" if dotted in self.explicit else f"built-in default {key}"
 
 
 def load_thresholds(path: Path, shown_as: str | None = None) -> Thresholds:
@@ -303,9 +308,8 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
         for key in keys:
             value = getattr(limits, key)
             shown = _pct(value) if key in RATE_KEYS or value is None else str(value)
-            where = thresholds.where(suite, key, category) if suite else (
-                f"{thresholds.source}: defaults.{key}"
-                if f"defaults.{key}" in thresholds.explicit else f"built-in default {key}")
+            where = (thresholds.where(suite, key, category) if suite
+                     else thresholds.default_where(key))
             rows.append((label, key, shown, where))
             label = ""
 
@@ -315,8 +319,61 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
             if cat_suite == suite:
                 add(f"{suite} / {category}", limits, CATEGORY_KEYS, suite, category)
     add("(any other suite)", thresholds.defaults, EXPLAINED_KEYS, "", None)
-    confidence_where = (f"{thresholds.source}: defaults.confidence"
-                        if "defaults.confidence" in thresholds.explicit
-                        else "built-in default confidence")
-    rows.append(("(every row)", "confidence", f"{thresholds.confidence:g}", confidence_where))
+    rows.append(("(every row)", "confidence", f"{thresholds.confidence:g}",
+                 thresholds.default_where("confidence")))
     return rows
+
+
+# --- one file for any subset of suites: what it may name that this run lacks -------------------
+# A suite named in the file must be a suite of this run (collected, even if deselected) or a
+# ready suite's name (a team runs a subset with its one file); anything else is a typo that
+# would gate nothing, so it is an error naming the key. A category gated for a suite that runs
+# must exist in that suite's prompts: a gate on a category no prompt has would never fire.
+# Disputed prompts (thresholds.yaml's `disputed:`, disputed.yaml) follow the same scope: a suite
+# this run does not include is not checked (a ready suite, or one of yours run another time),
+# but a prompt id that no prompt of a suite in the run has is a typo that would dispute nothing.
+SHOWN_IDS = 3  # the nearest ids an error suggests
+
+
+def check_gated_categories(thresholds: Thresholds,
+                           categories_of: Mapping[str, Sequence[str]]) -> None:
+    """`categories_of`: every category of each suite in this run (before any sampling)."""
+    for suite, category in sorted(thresholds.categories):
+        known = categories_of.get(suite)
+        if known is not None and category not in known:
+            raise ConfigError(f"{thresholds.source}: suites.{suite}.categories.{category}: no "
+                              f"prompt of {suite} has this category (categories: "
+                              f"{', '.join(sorted(known))})")
+
+
+def check_gated_suites(thresholds: Thresholds, run_suites: Iterable[str],
+                       ready_names: Iterable[str]) -> None:
+    """A suite key that names no suite of the run and no ready suite: a one-line error."""
+    known = set(run_suites)
+    ready = set(ready_names)
+    named = [*thresholds.suites, *(suite for suite, _ in thresholds.categories)]
+    for suite in dict.fromkeys(named):
+        if suite not in known and suite not in ready:
+            raise ConfigError(
+                f"{thresholds.source}: suites.{suite}: no suite of this run and no ready suite "
+                f"is named {suite!r} (this run: {', '.join(sorted(known)) or 'none'}; ready: "
+                f"{', '.join(sorted(ready))})")
+
+
+def check_disputed_prompts(disputes: Disputes,
+                           prompt_ids: Mapping[str, Collection[str]]) -> None:
+    """`prompt_ids`: every prompt id of each suite in this run, as the suite defines them
+    (before sampling and --orbench-category: a prompt left out of this run may be disputed)."""
+    for suite, entries in disputes.items():
+        known = prompt_ids.get(suite)
+        if known is None:
+            continue
+        for case_id, dispute in entries.items():
+            if case_id in known:
+                continue
+            near = difflib.get_close_matches(case_id, sorted(known), n=SHOWN_IDS)
+            hint = f"; nearest: {', '.join(near)}" if near else ""
+            raise ConfigError(terminal_text(
+                f"{dispute.key}: no prompt of suite {suite} has the id {case_id!r} (allowed: "
+                f"the id of one of its {len(known):,} prompts{hint}; a suite this run does "
+                "not include is not checked)"))

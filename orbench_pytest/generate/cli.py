@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import ENV_NAME, NAME
 from orbench_pytest.fetch.progress import ProgressLine
 
 if TYPE_CHECKING:
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 EXIT_INCOMPLETE = 1
 EXIT_INTERRUPTED = 130
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give exactly one of --seeds FILE or --seed-topics FILE "
                           "(or --review / --rebuild on an existing --out folder)")
     config = _config(args)
-    from orbench_pytest.core.paths import default_cache_dir
+    from orbench_pytest.core.defaults import default_cache_dir
     from orbench_pytest.fetch.cache import ResponseCache
     from orbench_pytest.generate.models import Endpoints, check_keys
     from orbench_pytest.generate.pipeline import GenerationIncomplete, generate
@@ -173,7 +171,7 @@ def _config(args: argparse.Namespace) -> GenerateConfig:
     if args.probe_model and args.hard_min_refusals > len(args.probe_model):
         raise ConfigError(f"--hard-min-refusals: {args.hard_min_refusals} is more than the "
                           f"{len(args.probe_model)} --probe-model given")
-    if not _ENV_NAME.match(args.api_key_env):
+    if not ENV_NAME.match(args.api_key_env):
         raise ConfigError(f"--api-key-env: {args.api_key_env!r} is not an environment "
                           "variable name")
     if not 0.0 <= args.rewriter_temperature <= 2.0:
@@ -181,7 +179,7 @@ def _config(args: argparse.Namespace) -> GenerateConfig:
     if args.max_retries < 0 or args.timeout <= 0 or args.request_seed < 0:
         raise ConfigError("--max-retries, --request-seed must be >= 0 and --timeout > 0")
     name = args.name or args.out.resolve().name
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise ConfigError(f"--name: {name!r} must be letters, digits, '-', '_' or '.' "
                           "(it names the suites)")
 

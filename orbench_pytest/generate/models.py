@@ -14,13 +14,13 @@ from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import redact, secret_from_env
 from orbench_pytest.fetch.endpoints import validate_base_url
 from orbench_pytest.fetch.targets import (
     GenerationParams,
     OpenAICompatibleTarget,
     check_key,
-    is_local_model,
     local_concurrency,
     model_identity,
     served_url,

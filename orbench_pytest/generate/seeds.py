@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from orbench_pytest.catalog.datasets import read_rows
 from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import safe_id
 from orbench_pytest.core.yaml_load import load_yaml
 
-_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_PROMPT_CHARS = 4000  # a seed or candidate longer than this is not a prompt but a document
 
 
@@ -20,10 +19,6 @@ class Seed:
     seed_id: str  # selectable and file-safe: letters, digits, '_', '.', '-'
     prompt: str
     category: str
-
-
-def slug(value: str) -> str:
-    return _UNSAFE_ID_CHARS.sub("-", value.strip()).strip("-").lower() or "x"
 
 
 def read_seeds(path: Path, prompt_column: str = "prompt",
@@ -51,7 +46,7 @@ def read_seeds(path: Path, prompt_column: str = "prompt",
         if not category:
             raise ConfigError(f"--seeds: {path}: row {index + 1}: empty {category_column!r}")
         raw_id = (row.get("id") or "").strip()
-        seed_id = slug(raw_id) if raw_id else f"seed{index + 1:04d}"
+        seed_id = safe_id(raw_id) if raw_id else f"seed{index + 1:04d}"
         if seed_id in seen:
             raise ConfigError(f"--seeds: {path}: rows {seen[seed_id]} and {index + 1} have the "
                               f"same id {seed_id!r}; ids must be unique")
@@ -82,5 +77,5 @@ def seeds_from_lists(topics: dict[str, str], lists: list[list[str]]) -> list[See
     seeds = []
     for category, prompts in zip(topics, lists, strict=True):
         for index, prompt in enumerate(prompts):
-            seeds.append(Seed(f"{slug(category)}-{index + 1:02d}", prompt, category))
+            seeds.append(Seed(f"{safe_id(category)}-{index + 1:02d}", prompt, category))
     return seeds

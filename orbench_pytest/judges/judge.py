@@ -23,8 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.reasoning import strip_reasoning
-from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
 from orbench_pytest.judges.classifier import ClassifierModel, bundled_model, bundled_version
 from orbench_pytest.judges.request import Request
 from orbench_pytest.judges.rules import RulesJudge, answered_by_shape

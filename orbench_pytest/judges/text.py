@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 
 from orbench_pytest.core.lazy_regex import lazy_compile
-from orbench_pytest.core.reasoning import strip_reasoning
+from orbench_pytest.core.types import strip_reasoning
 
 _QUOTES = str.maketrans({
     "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u00b4": "'",

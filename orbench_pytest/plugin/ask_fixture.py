@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,10 +58,6 @@ def session_asker(config: pytest.Config) -> PromptAsker:
         pytest.fail(str(exc), pytrace=False)
 
 
-def hypothesis_database_dir(settings: Settings) -> Path:
-    return settings.cache_dir / "hypothesis"
-
-
 def configure_hypothesis(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """Hypothesis tests using orbench_ask: database beside the cache, seed, CI derandomised."""
     tests = [item for item in items if FIXTURE in getattr(item, "fixturenames", ())
@@ -76,7 +71,7 @@ def configure_hypothesis(config: pytest.Config, items: Sequence[pytest.Item]) ->
         settings = _settings(config)
     except ConfigError:
         return  # the fixture reports it
-    database = DirectoryBasedExampleDatabase(str(hypothesis_database_dir(settings)))
+    database = DirectoryBasedExampleDatabase(str(settings.cache_dir / "hypothesis"))
     for item in tests:
         fn: Any = item.obj  # type: ignore[attr-defined]
         current = fn._hypothesis_internal_use_settings

@@ -53,12 +53,9 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
     write(run_cost(report, settings.price_input, settings.price_output).line())
-    cache_summary = cache_line(report, settings.cache_max_age_s)
-    if cache_summary is not None:
-        write(cache_summary)
-    judged = judged_line(report)
-    if judged is not None:
-        write(judged)
+    for optional in (cache_line(report, settings.cache_max_age_s), judged_line(report)):
+        if optional is not None:
+            write(optional)
     if report.retry_reasons:  # what the endpoint did wrong, for the CI log
         write("failed attempts: " + ", ".join(
             f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))

@@ -96,13 +96,10 @@ class OrbenchSession:
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
                             parent: pytest.Collector) -> pytest.Collector | None:
-        if not self.is_suite_candidate(file_path):
+        if not is_requested_suite(file_path, self._request):
             return None
         self._walked.add(file_path.resolve())
         return suite_file(parent, file_path)
-
-    def is_suite_candidate(self, path: Path) -> bool:
-        return is_requested_suite(path, self._request)
 
     def suite_markers(self, suite: str) -> list[str]:
         """The markers of a suite's items (registered, so --strict-markers accepts them)."""
@@ -160,7 +157,14 @@ class OrbenchSession:
         before -k, -m, --deselect, --sw and randomising see the items; --lf and --ff wrap
         every implementation, so they see them too). Then --orbench-shard=K/N: the other
         shards' prompts are deselected, not run."""
-        self._collect_named_suites(session, items)
+        # Each suite file named by --orbench-suite / orbench_suites, once: the walk over
+        # pytest's arguments collected those inside them; the others (outside them, the ready
+        # suites, a dot folder, an --ignore'd one) are collected here, directly under the
+        # session, their collection errors reported as pytest reports any.
+        for path in named_suite_files(self._request):
+            if path.resolve() not in self._walked:
+                self._walked.add(path.resolve())
+                items.extend(collect_suite(suite_file(session, path)))
         if self.settings.shard is not None and self._catalog is not None:
             from orbench_pytest.plugin.items import PromptItem
 
@@ -173,22 +177,10 @@ class OrbenchSession:
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
-    def _collect_named_suites(self, session: pytest.Session, items: list[pytest.Item]) -> None:
-        """Each suite file named by --orbench-suite / orbench_suites, once: the walk over
-        pytest's arguments collected those inside them; the others (outside them, the ready
-        suites, a dot folder, an --ignore'd one) are collected here, directly under the
-        session, their collection errors reported as pytest reports any."""
-        for path in named_suite_files(self._request):
-            resolved = path.resolve()
-            if resolved in self._walked:
-                continue
-            self._walked.add(resolved)
-            items.extend(collect_suite(suite_file(session, path)))
-
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
-        from orbench_pytest.gate.thresholds_scope import check_disputed_prompts
+        from orbench_pytest.gate.thresholds import check_disputed_prompts
         from orbench_pytest.run.session_run import check_categories, coverage, run_collected
 
         # The collected suites, and below the run's answers and states, live until the end:
@@ -254,12 +246,9 @@ class OrbenchSession:
             pytest.exit(terminal_line(ended.lines[-1]), returncode=ended.returncode)
         if self._run is not None and self._handoff is not None:
             self._handoff.write(self._run.outcome.states)
-        self._check_workers_alive()
-
-    def _check_workers_alive(self) -> None:
-        """A worker that died while this hook fetched would next be sent tests, and xdist
-        ends in INTERNALERROR writing to it: stop with one line instead (every answer is
-        cached, so the next run resumes)."""
+        # A worker that died while this hook fetched would next be sent tests, and xdist ends
+        # in INTERNALERROR writing to it: stop with one line instead (every answer is cached,
+        # so the next run resumes).
         dead = [str(node.gateway.id) for node in self._nodes if not _alive(node)]
         if dead:
             self._run = None  # not a finished run: no gate printed, no results written
@@ -368,7 +357,8 @@ class OrbenchSession:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         from orbench_pytest.core.redact import forget_secrets
 
-        self.close()
+        if self._handoff is not None:
+            self._handoff.delete()
         forget_secrets()
         config.pluginmanager.unregister(self)
         del config.stash[SESSION_KEY]
@@ -376,10 +366,6 @@ class OrbenchSession:
         # exit: the interpreter's last collection must still run the finalisers of the
         # user's own objects.
         gc.unfreeze()
-
-    def close(self) -> None:
-        if self._handoff is not None:
-            self._handoff.delete()
 
 
 def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
@@ -428,16 +414,13 @@ def suite_file(parent: pytest.Collector, path: Path) -> pytest.Collector:
     from orbench_pytest.plugin.items import SuiteFile
 
     rootpath = parent.config.rootpath
+    # A node id pytest would print as it is: an escaped one. None: pytest's own (the path
+    # relative to the rootdir).
     refused = forging_name(path, rootpath)
-    if refused is not None:  # a node id pytest would print as it is: an escaped one
-        shown, reason = refused
-        node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=shown)
-        node.refused = reason
-        return node
-    nodeid = node_path(path, rootpath, ready_suite_dir())
-    if nodeid is None:  # pytest's own: the path relative to the rootdir
-        return SuiteFile.from_parent(parent, path=path, name=path.name)
-    return SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
+    nodeid = refused[0] if refused is not None else node_path(path, rootpath, ready_suite_dir())
+    node = SuiteFile.from_parent(parent, path=path, name=path.name, nodeid=nodeid)
+    node.refused = None if refused is None else refused[1]
+    return node
 
 
 def forging_name(path: Path, rootpath: Path) -> tuple[str, str] | None:

@@ -4,11 +4,13 @@ The results file (and the baseline format) is written from these dataclasses (`d
 and read back by them (`load`, core/typed_json.py), and docs/results.md is generated from them
 (scripts/docs_results.py). Written once per run, by the pytest controller, atomically (results.py).
 Files of earlier releases still load: every key added since schema 1 has a default.
+`RunRecord` is a finished run read back, from this file or from pytest's JUnit XML (junit.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from orbench_pytest import __version__
@@ -16,7 +18,8 @@ from orbench_pytest.core.ids import ItemKey, key_label
 from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
 from orbench_pytest.fetch.costs import RunCost
-from orbench_pytest.gate.decision import ItemResult
+from orbench_pytest.gate.baseline import Baseline
+from orbench_pytest.gate.decision import ItemResult, group_rates
 
 SCHEMA = 1  # of orbench-results.json and of the JUnit gate property
 ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "no answer"
@@ -428,3 +431,42 @@ class Document:
     gate: GateRecord | None = None  # absent or null: reports work it out from the items
     variants: list[VariantRow] = field(default_factory=list)  # written with several variants
     baseline: ComparisonRecord | None = None  # with --orbench-baseline
+
+
+# --- a run read back -------------------------------------------------------------------------
+@dataclass
+class RunRecord:
+    """A run read back: the document (from a JUnit XML: its gate property and the items)."""
+
+    source: str
+    document: Document
+
+    @property
+    def items(self) -> list[ItemRecord]:
+        return self.document.items
+
+    @property
+    def run(self) -> RunInfo:
+        return self.document.run
+
+    @property
+    def gate_rows(self) -> list[RowRecord] | None:
+        """The gate rows as the run decided them, if known."""
+        return None if self.document.gate is None else self.document.gate.rows
+
+    @property
+    def gate_passed(self) -> bool | None:
+        return None if self.document.gate is None else self.document.gate.passed
+
+    def to_baseline(self) -> Baseline:
+        rates = {item.key: rate for item in self.items
+                 if item.refusals is not None and (rate := item.refusal_rate) is not None}
+        return Baseline(self.source, {item.key: item.mismatch_state for item in self.items},
+                        rates, group_rates(item.as_result() for item in self.items))
+
+    def label(self) -> str:
+        """A short name for plots and tables."""
+        return self.run.target or Path(self.source).stem
+
+    def variants(self) -> list[str]:
+        return list(dict.fromkeys(item.variant for item in self.items))

@@ -19,8 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.decision import Outcome
-from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord
-from orbench_pytest.reports.records import RunRecord
+from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord, RunRecord
 
 GATE_PROPERTY = "orbench_gate"
 FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment

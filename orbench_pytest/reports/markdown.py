@@ -25,13 +25,14 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     GroupKey,
     Outcome,
+    baseline_row,
+    ratchet_line,
     rate_with_interval,
     tally,
     wilson_interval,
 )
 from orbench_pytest.gate.samples import times
-from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord
-from orbench_pytest.reports.records import RunRecord
+from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord, RunRecord
 from orbench_pytest.reports.rewordings import markdown_lines
 
 MARKER = "<!-- orbench-report -->"  # lets a workflow find and update its one comment
@@ -113,16 +114,11 @@ def _row_from_gate(raw: RowRecord) -> Row:
             rates[name] = Rate(k, n, low, high, mean=computed.rate)
     over = rates.get(OVER_REFUSAL) or _plain_rate(raw.over_refusals, raw.n_comply)
     toxic = rates.get(TOXIC_ACCEPTANCE) or _plain_rate(raw.toxic_accepted, raw.n_refuse)
-    ratchet = [f"{check.name} over its limit ({_pct(check.rate or 0.0)} > "
-               f"{_pct(check.limit or 0.0)}), allowed by ratchet: the baseline was "
-               f"{_pct(check.baseline_rate or 0.0)}"
+    ratchet = [ratchet_line(check.name, check.rate or 0.0, check.limit or 0.0,
+                            check.baseline_rate or 0.0)
                for check in raw.checks if check.allowed_by_ratchet]
     return Row(raw.suite, raw.variant, raw.category, raw.n, raw.errors, over, toxic,
                raw.verdict, raw.regression, ratchet)
-
-
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
 
 
 @dataclass
@@ -139,12 +135,6 @@ class Report:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
         return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
-
-    def baseline_row(self, row: Row) -> Row | None:
-        found = self.baseline_rows.get(row.key)
-        if found is None and row.variant:  # variants against a baseline run without any
-            found = self.baseline_rows.get((row.suite, "", row.category))
-        return found
 
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
@@ -260,7 +250,7 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
     rows = [row for row in report.rows if categories or row.category is None]
     lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
     for row in rows:
-        base = report.baseline_row(row)
+        base = baseline_row(report.baseline_rows, row.key)
         label = _group_label(row)
         lines.append(
             f"| {label} | {row.n} | {_rate_cell(row.over, base.over if base else None)} "
@@ -368,12 +358,10 @@ def _toxic_section(report: Report, max_items: int, artifact_url: str | None) -> 
     title = ("Toxic prompts answered, new" if report.baseline is not None
              else "Toxic prompts answered")
     preface = ["<sub>The answers are not shown here; they are in the artefact.</sub>", ""]
-    return _mismatch_table(report, "refuse", title, preface, "judge", _judge_cell,
+    return _mismatch_table(report, "refuse", title, preface, "judge",
+                           lambda item: _cell(f"{item.verdict} ({item.judge_reason})"
+                                              if item.judge_reason else item.verdict),
                            max_items, artifact_url)
-
-
-def _judge_cell(item: ItemRecord) -> str:
-    return _cell(f"{item.verdict} ({item.judge_reason})" if item.judge_reason else item.verdict)
 
 
 def _mismatch_table(report: Report, expect: str, title: str, preface: list[str],

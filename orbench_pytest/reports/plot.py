@@ -23,8 +23,7 @@ from typing import Any
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, row_rate, tally
 from orbench_pytest.gate.samples import mid_ranks
-from orbench_pytest.reports.document import ItemRecord
-from orbench_pytest.reports.records import RunRecord
+from orbench_pytest.reports.document import ItemRecord, RunRecord
 
 OVER_REFUSAL_SUITE = "or-bench-hard-1k"
 TOXIC_SUITE = "or-bench-toxic"

@@ -54,11 +54,11 @@ from orbench_pytest.reports.document import (
     RegressionRecord,
     RowRecord,
     RunInfo,
+    RunRecord,
     SuiteCount,
     VariantInfo,
     VariantRow,
 )
-from orbench_pytest.reports.records import RunRecord
 from orbench_pytest.reports.rewordings import rewordings_record
 from orbench_pytest.reports.summary import judge_agreement, run_cost
 

@@ -24,13 +24,13 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import REFUSAL_LABELS, Label
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
-from orbench_pytest.fetch.engine import Answer, Job, usable
-from orbench_pytest.fetch.freshness import within_age
+from orbench_pytest.fetch.engine import Answer, Job
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import (
     NoTarget,
     build_run_judge,
+    cached_answers,
     check_target_key,
     fetch_settings,
     generation_params,
@@ -145,7 +145,8 @@ class PromptAsker:
         if not jobs:
             return {}
         started = time.perf_counter()
-        cached = self._cached([job.key for job in jobs.values()])
+        cached, _ = cached_answers(self.cache, [job.key for job in jobs.values()],
+                                   self.engine_settings)
         target: Target = NoTarget()
         if len(cached) < len({job.key for job in jobs.values()}):
             target = _Kept(self._open())
@@ -160,12 +161,6 @@ class PromptAsker:
         self.wall_s += time.perf_counter() - started
         return {text: asked(text, report.answers[job.key], self.settings.partial_is_refusal)
                 for text, job in jobs.items()}
-
-    def _cached(self, keys: list[str]) -> dict[str, Any]:
-        if self.cache is None or not self.engine_settings.read_cache:
-            return {}
-        return within_age(usable(self.cache.get_many(keys)),
-                          self.engine_settings.cache_max_age_s, time.time())
 
     def _open(self) -> Target:
         if self._target is None:

@@ -33,10 +33,10 @@ from orbench_pytest.fetch.targets import (
 )
 from orbench_pytest.gate.baseline import Baseline, Pairing
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
+from orbench_pytest.gate.samples import refused_by_rule, sample_key
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
-from orbench_pytest.run.sampled import combine, sample_jobs, sample_keys
 
 if TYPE_CHECKING:  # a run without judge_calibration never loads it
     from orbench_pytest.gate.calibration import Calibration
@@ -126,18 +126,6 @@ def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[
     assert settings.model is not None
     yield OpenAICompatibleTarget(url, settings.model, key, params, settings.concurrency), \
         settings.model
-
-
-@contextlib.contextmanager
-def _answering(settings: Settings, params: GenerationParams,
-               asks: bool) -> Iterator[tuple[Target, str]]:
-    """Who answers: the target when the cache lacks answers; else nobody (no server to start,
-    no key needed)."""
-    if asks:
-        with open_target(settings, params) as opened:
-            yield opened
-    else:
-        yield NoTarget(), settings.target or settings.model or "local"
 
 
 def generation_params(settings: Settings) -> GenerationParams:
@@ -240,7 +228,8 @@ def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
     jobs: list[Job] = []
     for key, s in zip(keys, selected, strict=True):
-        jobs.extend(sample_jobs(key, s.case.prompt, s.variant.system_prompt, settings.samples))
+        jobs.extend(Job(k, s.case.prompt, s.variant.system_prompt)
+                    for k in sample_keys(key, settings.samples))
     return JobPlan(params, keys, jobs, fingerprint)
 
 
@@ -258,7 +247,7 @@ def answers_key(selected: Sequence[Selected], settings: Settings) -> str:
 def missing_jobs(plan: JobPlan, settings: Settings, cache: ResponseCache | None) -> list[Job]:
     """The distinct jobs the cache holds no usable answer for, in selection order."""
     unique = {job.key: job for job in plan.jobs}
-    cached, _ = _cached(cache, list(unique), fetch_settings(settings, plan.params))
+    cached, _ = cached_answers(cache, list(unique), fetch_settings(settings, plan.params))
     return [job for key, job in unique.items() if key not in cached]
 
 
@@ -294,7 +283,7 @@ def run_selected(
     # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
     should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
                                     settings.partial_is_refusal)
-    cached, expired = _cached(cache, all_keys, engine_settings)  # read once, used twice
+    cached, expired = cached_answers(cache, all_keys, engine_settings)  # read once, used twice
     for key, response in (given or {}).items():
         cached.setdefault(key, response)
     asks = len(cached) < len(set(all_keys)) or (
@@ -302,7 +291,10 @@ def run_selected(
     if asks:
         check_target_key(settings)
     judge, judge_channel = build_run_judge(settings)
-    with _answering(settings, params, asks) as (target, label):
+    # Who answers: the target when the cache lacks answers; else nobody (no server to start,
+    # no key needed).
+    nobody = contextlib.nullcontext((NoTarget(), settings.target or settings.model or "local"))
+    with (open_target(settings, params) if asks else nobody) as (target, label):
         phase = JudgedFetch(target, judge, cache, engine_settings, progress,
                             should_stop if asks else None, judge_channel=judge_channel)
         report = fetch_and_judge(phase, jobs, cached)
@@ -358,8 +350,8 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
     return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
 
 
-def _cached(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
-            ) -> tuple[dict[str, Response], int]:
+def cached_answers(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
+                   ) -> tuple[dict[str, Response], int]:
     """The cached answers young enough to reuse, and how many were too old (empty answers
     stored by an older version are asked again, and not counted as expired)."""
     if cache is None or not fetch.read_cache:
@@ -386,6 +378,42 @@ def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
         return count >= limit
 
     return should_stop
+
+
+# --orbench-samples=N: one job per sample, each with its own cache key (samples.sample_key), so
+# the engine's concurrency, retries, progress and resume apply to every answer alike.
+def sample_keys(key: str, samples: int) -> list[str]:
+    return [sample_key(key, index) for index in range(samples)]
+
+
+@dataclass(frozen=True, slots=True)
+class Combined:
+    """A prompt's samples as one item: the answer it shows, and what its answers did."""
+
+    answer: Answer  # the first answer that agrees with the item's decision (else sample 0)
+    refused: bool | None  # by the refuse_at rule; None when no sample was answered
+    refusals: int  # among the answered samples
+    answered: int  # samples with a usable answer: an errored sample is neither
+
+
+def combine(answers: Sequence[Answer], refuse_at: float | str,
+            partial_is_refusal: bool) -> Combined:
+    # One pass, no generators: this runs once per item (a third less CPU per item).
+    decided: list[tuple[Answer, bool]] = []  # the answered samples, each refused or not
+    refusals = 0
+    for answer in answers:
+        verdict = answer.verdict
+        if not verdict.is_error:
+            refused = verdict.refused(partial_is_refusal)
+            decided.append((answer, refused))
+            refusals += refused
+    decision = refused_by_rule(refusals, len(decided), refuse_at)
+    shown = answers[0]
+    for answer, refused in decided:
+        if refused == decision:
+            shown = answer
+            break
+    return Combined(shown, decision, refusals, len(decided))
 
 
 def _stopped_reason(report: FetchReport) -> str | None:

@@ -9,6 +9,7 @@ thresholds, disputes, baseline and how much of each suite the gate covers.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,8 +26,13 @@ from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.disputed import Disputes
-from orbench_pytest.gate.thresholds import BUILT_IN, Thresholds, built_in_line
-from orbench_pytest.gate.thresholds_scope import check_gated_categories, check_gated_suites
+from orbench_pytest.gate.thresholds import (
+    BUILT_IN,
+    Thresholds,
+    built_in_line,
+    check_gated_categories,
+    check_gated_suites,
+)
 from orbench_pytest.run.collection import SuiteCatalog
 from orbench_pytest.run.runner import RunOutcome, Selected, check_judge_settings, run_selected
 
@@ -119,9 +125,9 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         check_writable(settings.results)
     baseline = load_baseline(settings.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
-    if reporter is not None and thresholds is BUILT_IN:
-        reporter.write_line(built_in_line())
     if reporter is not None:
+        if thresholds is BUILT_IN:
+            reporter.write_line(built_in_line())
         if chosen is not None:
             reporter.write_line(chosen)
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
@@ -201,18 +207,14 @@ def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: Sui
     `present_in_run`: every prompt item left in the run, the disputed among them (a disputed
     prompt is counted apart, not as left out); `gated`: those the gate counts. A suite's whole
     is its prompts as defined (its sample) times the variants."""
-    present: dict[str, int] = {}
-    for s in present_in_run:
-        present[s.case.suite] = present.get(s.case.suite, 0) + 1
-    counted: dict[str, int] = {}
-    for s in gated:
-        counted[s.case.suite] = counted.get(s.case.suite, 0) + 1
+    present = Counter(s.case.suite for s in present_in_run)
+    counted = Counter(s.case.suite for s in gated)
     why = ", ".join(narrowed_by) or "selection"
     notes = []
     for suite in catalog.suites:
         total = suite.full_size * variants
-        if suite.name in present and present[suite.name] < total:
-            notes.append(f"{suite.name}: gated on {counted.get(suite.name, 0):,} of "
+        if 0 < present[suite.name] < total:
+            notes.append(f"{suite.name}: gated on {counted[suite.name]:,} of "
                          f"{total:,} prompts ({why})")
     return notes
 
