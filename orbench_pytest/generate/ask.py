@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
-from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
     FetchEngine,
     FetchReport,
@@ -57,7 +57,8 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
             endpoints: Endpoints, settings: AskSettings,
             progress: Progress | None = None) -> AskedAll:
     """Every request's answer from `ref`, in order; what the cache holds is not asked again."""
-    keys = [cache_key(ref.identity(), r.system, r.prompt) for r in requests]
+    key_of = cache_keys(ref.identity())  # the model's identity serialised once, not per request
+    keys = [key_of(r.system, r.prompt) for r in requests]
     before = cache.get_many(keys)
     missing = {key: r for key, r in zip(keys, requests, strict=True) if key not in before}
     asked = AskedAll(responses=[], from_cache=len(set(keys) & set(before)))
