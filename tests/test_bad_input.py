@@ -648,8 +648,8 @@ def test_any_cache_row_is_read_or_ignored_and_merged_or_skipped(tmp_path_factory
 
     from orbench_pytest.fetch.cache import ResponseCache
     from orbench_pytest.fetch.cache_merge import merge_caches
+    from orbench_pytest.fetch.engine import usable
     from orbench_pytest.fetch.freshness import within_age
-    from orbench_pytest.run.runner import usable
 
     folder = tmp_path_factory.mktemp("fuzz")
     path = folder / "c.sqlite3"

@@ -144,6 +144,17 @@ def usable(cached: dict[str, Response]) -> dict[str, Response]:
     return {key: r for key, r in cached.items() if has_answer(r)}
 
 
+def cached_answers(cache: ResponseCache | None, keys: Iterable[str], fetch: FetchSettings
+                   ) -> tuple[dict[str, Response], int]:
+    """The cached answers young enough to reuse, and how many were too old (empty answers
+    stored by an older version are asked again, and not counted as expired)."""
+    if cache is None or not fetch.read_cache:
+        return {}, 0
+    found = usable(cache.get_many(keys, usage=False))  # a run counts the tokens it asks
+    young = within_age(found, fetch.cache_max_age_s, time.time())
+    return young, len(found) - len(young)
+
+
 class CacheWriter:
     """Answers (and a persistent judge's verdicts) written through to the cache.
 
@@ -311,10 +322,7 @@ class FetchEngine:
         sink.expect(len(unique))
         self.requests.start()
         if cached is None:
-            cached = {}
-            if self.cache is not None and self.settings.read_cache:
-                cached = within_age(usable(self.cache.get_many(unique, usage=False)),
-                                    self.settings.cache_max_age_s, time.time())
+            cached, _ = cached_answers(self.cache, unique, self.settings)
         if self.settings.revalidate:
             cached = await self._revalidate(unique, cached, sink)
         todo: list[Job] = []

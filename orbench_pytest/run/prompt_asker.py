@@ -24,13 +24,12 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import REFUSAL_LABELS, Label
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
-from orbench_pytest.fetch.engine import Answer, Job
+from orbench_pytest.fetch.engine import Answer, Job, cached_answers
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import (
     NoTarget,
     build_run_judge,
-    cached_answers,
     check_target_key,
     fetch_settings,
     generation_params,

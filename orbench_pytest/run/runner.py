@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,9 +16,16 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Label, PromptCase, Response
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
-from orbench_pytest.fetch.engine import Answer, FetchReport, FetchSettings, Job, Progress, usable
+from orbench_pytest.fetch.engine import (
+    Answer,
+    FetchReport,
+    FetchSettings,
+    Job,
+    Progress,
+    cached_answers,
+)
 from orbench_pytest.fetch.fingerprint import target_fingerprint
-from orbench_pytest.fetch.freshness import probe_key, within_age
+from orbench_pytest.fetch.freshness import probe_key
 from orbench_pytest.fetch.requests import JudgeChannel
 from orbench_pytest.fetch.targets import (
     CallableTarget,
@@ -348,17 +354,6 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
 
     check = check_labels(labels, settings.partial_is_refusal)
     return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
-
-
-def cached_answers(cache: ResponseCache | None, keys: list[str], fetch: FetchSettings
-                   ) -> tuple[dict[str, Response], int]:
-    """The cached answers young enough to reuse, and how many were too old (empty answers
-    stored by an older version are asked again, and not counted as expired)."""
-    if cache is None or not fetch.read_cache:
-        return {}, 0
-    found = usable(cache.get_many(keys, usage=False))  # a run counts the tokens it asks
-    young = within_age(found, fetch.cache_max_age_s, time.time())
-    return young, len(found) - len(young)
 
 
 def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
