@@ -135,9 +135,6 @@ def local_concurrency(wanted: int, slots: int = defaults.LOCAL_SLOTS) -> int:
 
 
 class Target(Protocol):
-    def identity(self) -> dict[str, Any]:
-        """What the cache key needs to know about the target (never a secret)."""
-
     async def complete(self, system_prompt: str | None, prompt: str) -> Response: ...
 
     async def aclose(self) -> None: ...
@@ -156,10 +153,6 @@ class OpenAICompatibleTarget:
         self._api_key = api_key
         self._concurrency = concurrency
         self._session: Any = None  # aiohttp.ClientSession, made inside the running loop
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "openai", "base_url": self.base_url, "model": self.model,
-                **self.params.body_fields()}
 
     def _client(self) -> Any:
         if self._session is None:
@@ -357,9 +350,6 @@ class CallableTarget:
         self._is_async = inspect.iscoroutinefunction(self._fn)
         self._threads = _DaemonThreads()
         self._loop_thread = _LoopThread()
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "callable", "spec": self.spec}
 
     async def aclose(self) -> None:
         self._threads.close()

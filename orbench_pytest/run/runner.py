@@ -425,9 +425,6 @@ class NoTarget:
     """Stands in when every answer is already known (the cache, given answers): asking it is
     a bug."""
 
-    def identity(self) -> dict[str, Any]:
-        return {}
-
     async def complete(self, system_prompt: str | None, prompt: str) -> Any:
         raise AssertionError("no request may be sent when every answer is known")
 
