@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orbench_pytest.config.arg_types import positive_int
+from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 
 EXIT_USAGE = 2
@@ -87,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                                 help="Serve the embedded local model on 127.0.0.1")
     serve.add_argument("--model", default="local", help="local, local:qwen, local:smollm2")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--threads", type=positive_int, default=1)
+    serve.add_argument("--threads", type=positive_int, default=defaults.LOCAL_THREADS)
     serve.set_defaults(run=_serve_local)
 
     from orbench_pytest.generate.cli import add_arguments as add_generate_arguments

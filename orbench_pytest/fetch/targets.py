@@ -85,7 +85,7 @@ class ConfigFault(Exception):
 class GenerationParams:
     """The generation parameters sent with every prompt (part of the cache key)."""
 
-    temperature: float = 0.0
+    temperature: float = defaults.TEMPERATURE
     max_tokens: int | None = None
     seed: int | None = None
     timeout_s: float = defaults.TIMEOUT_S

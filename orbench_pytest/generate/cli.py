@@ -61,11 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models.add_argument("--probe-model", action="append", default=[], metavar="MODEL",
                         help="Answers the safe prompts for the hard subset; repeatable")
     models.add_argument("--probe-base-url", metavar="URL")
-    models.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+    models.add_argument("--api-key-env", default=defaults.API_KEY_ENV, metavar="NAME",
                         help="Environment variable holding the API key (default: "
-                             "OPENAI_API_KEY); the key itself is never an option")
-    models.add_argument("--local-threads", type=positive_int, default=1, metavar="N",
-                        help="CPU threads of the embedded model (default: 1)")
+                             "%(default)s); the key itself is never an option")
+    models.add_argument("--local-threads", type=positive_int, default=defaults.LOCAL_THREADS,
+                        metavar="N", help="CPU threads of the embedded model (default: "
+                                          "%(default)s)")
 
     stages = parser.add_argument_group("stages")
     stages.add_argument("--per-seed", type=positive_int, default=5, metavar="N",
