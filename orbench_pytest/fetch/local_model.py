@@ -399,22 +399,6 @@ def _wait_models(server: LocalServer, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def serve_forever(name: str, port: int, threads: int) -> None:
-    """Serve in the foreground until Ctrl-C (`orbench serve-local`)."""
-    from orbench_pytest.core.defaults import default_cache_dir
-
-    with start_local_server(name, threads=threads, port=port,
-                            cache_dir=default_cache_dir(os.environ)) as server:
-        print(f"serving {name} at {server.base_url} as model {server.model!r} "
-              f"(pid {server.pid}); Ctrl-C stops it")
-        print(f"  pytest suites/ --orbench-model={server.model} "
-              f"--orbench-base-url={server.base_url}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            status = server.wait()
-            raise ConfigError(f"the local model server exited ({status}); "
-                              f"see {server.log_path}")
-
-
 # --- the child process ---------------------------------------------------------------------
 
 
