@@ -3,6 +3,7 @@ warnings, terminal output or error messages, even when the server echoes it back
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -311,8 +312,6 @@ def test_a_base_urls_credentials_reach_the_server_and_no_output(
     """user:password@ and ?api_key= in --orbench-base-url, no --orbench-model (the endpoint's
     one model is chosen and the line says so): sent as Basic auth and as the query, printed
     and written nowhere: terminal, results, JUnit XML, log, the cache file's bytes."""
-    import base64
-
     user, password, query = credentials
     write_suite(pytester, cases(SAFE, TOXIC), "mini")
     with OpenAIServer() as server:
@@ -328,12 +327,13 @@ def test_a_base_urls_credentials_reach_the_server_and_no_output(
                 "--orbench-cache-path=cache.sqlite3")
             again.assert_outcomes(passed=len(SAFE), failed=len(TOXIC))
         auth, targets = list(server.auth_headers), list(server.targets)
-    # They travelled (otherwise this test could not fail): Basic auth, the query after the path.
+    # They travelled (otherwise this test could not fail): Basic auth, the query after the path,
+    # from aiohttp (the answers) and from httpx (the model list) alike.
     basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     assert asked == len(SAFE + TOXIC) == server.requests
     assert auth == [basic] * asked
-    assert targets.count(f"/v1/chat/completions?api_key={query}") == asked
-    assert f"/v1/models?api_key={query}" in targets
+    assert targets.count((f"/v1/chat/completions?api_key={query}", basic)) == asked
+    assert (f"/v1/models?api_key={query}", basic) in targets
     result.assert_outcomes(passed=len(SAFE), failed=len(TOXIC))
     shown = server.url  # http://127.0.0.1:PORT/v1
     result.stdout.fnmatch_lines([f"orbench: testing test-model, the one model {shown} serves"])
@@ -346,19 +346,24 @@ def test_a_base_urls_credentials_reach_the_server_and_no_output(
     assert_no_credentials(credentials, result, files)
 
 
-@pytest.mark.parametrize("case", ["serves no model", "dead port", "dead port, model named"])
+@pytest.mark.parametrize("case", ["serves no model", "serves no model, $OPENAI_BASE_URL",
+                                  "dead port", "dead port, model named"])
 def test_a_base_url_that_fails_shows_it_without_credentials(
-        pytester, plugin_args, credentials, case) -> None:
+        pytester, plugin_args, credentials, case, monkeypatch) -> None:
     write_suite(pytester, cases(SAFE[:2]), "mini")
     with OpenAIServer() as server:
         server.models = []
-        port = server.port if case == "serves no model" else 9  # 9: nothing listens
-        model = ["--orbench-model=m", "--orbench-max-retries=0"] if "named" in case else []
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", f"--orbench-base-url={with_credentials(port, credentials)}",
-            *model, *URL_OUTPUTS)
+        port = server.port if case.startswith("serves no model") else 9  # 9: nothing listens
+        url = with_credentials(port, credentials)
+        given = [f"--orbench-base-url={url}"]
+        if case.endswith("$OPENAI_BASE_URL"):
+            monkeypatch.setenv("OPENAI_BASE_URL", url)
+            given = []
+        if "named" in case:
+            given += ["--orbench-model=m", "--orbench-max-retries=0"]
+        result = pytester.runpytest_subprocess(*plugin_args, "suites", *given, *URL_OUTPUTS)
     shown = f"http://127.0.0.1:{port}/v1"
-    if case == "serves no model":
+    if case.startswith("serves no model"):
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"ERROR: --orbench-base-url: {shown} serves no model "
                                      "(GET /models); name one with --orbench-model=NAME"])
@@ -371,6 +376,29 @@ def test_a_base_url_that_fails_shows_it_without_credentials(
         assert f"cannot connect to {shown} " in (pytester.path / "junit.xml").read_text()
         assert (pytester.path / "results.json").is_file()
     assert_no_credentials(credentials, result, every_file(pytester.path))
+
+
+def test_a_judge_base_urls_credentials_reach_the_judge_and_no_output(
+        pytester, plugin_args, credentials) -> None:
+    """The LLM judge on --orbench-judge-base-url with user:password@ and ?api_key=: sent, not
+    shown, not keyed (a rerun with another password asks the judge nothing)."""
+    from tests.helpers import judge_server
+
+    user, password, query = credentials
+    write_suite(pytester, cases(SAFE[:2], TOXIC), "mini")
+    with OpenAIServer() as server, judge_server({}) as judge:
+        for run_password in (password, "another-password"):
+            url = with_credentials(judge.port, (user, run_password, query))
+            result = pytester.runpytest_subprocess(
+                *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+                "--orbench-judge=llm", "--orbench-judge-model=judge-m",
+                f"--orbench-judge-base-url={url}", *URL_OUTPUTS)
+            result.assert_outcomes(passed=2, failed=1)  # the judge says "direct_answer"
+            assert judge.requests == 3  # the second run: every verdict from the cache
+            assert_no_credentials(credentials, result, every_file(pytester.path))
+        targets = list(judge.targets)
+    assert targets == [("/v1/chat/completions?api_key=" + query, "Basic " + base64.b64encode(
+        f"{user}:{password}".encode()).decode())] * 3
 
 
 def test_orbench_init_writes_no_password_into_the_ini(tmp_path: Path, credentials) -> None:
