@@ -420,6 +420,7 @@ def test_a_url_without_credentials_keys_the_cache_as_before_and_with_them_the_sa
     from orbench_pytest.batch.state import request_set_key
     from orbench_pytest.config.settings import build_settings
     from orbench_pytest.fetch.cache import cache_key
+    from orbench_pytest.fetch.endpoints import validate_base_url
     from orbench_pytest.fetch.targets import (
         GenerationParams,
         OpenAICompatibleTarget,
@@ -446,6 +447,9 @@ def test_a_url_without_credentials_keys_the_cache_as_before_and_with_them_the_sa
                 "http://a-token-as-the-user-name@127.0.0.1:8000/v1?key=k&x=1#frag"):
         assert keys(url) == before, url
     assert keys("http://127.0.0.1:8001/v1") != before  # another endpoint: its own keys
+    # A trailing "/" is dropped before a query too, as without one: the same endpoint.
+    assert validate_base_url("http://127.0.0.1:8000/v1/?api_key=k") == \
+        "http://127.0.0.1:8000/v1?api_key=k"
 
 
 _UNRESERVED = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"

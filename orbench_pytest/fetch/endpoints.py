@@ -22,7 +22,8 @@ def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
                           "(e.g. http://127.0.0.1:8000/v1)")
     if port == 0:
         raise ConfigError(f"{option}: {shown!r}: port 0 is not a port (1-65535)")
-    return url.rstrip("/")
+    base, sep, query = url.partition("?")  # `/v1/?k=v` is `/v1?k=v`: the same cache
+    return base.rstrip("/") + sep + query
 
 
 def endpoint_url(base_url: str, path: str) -> str:
