@@ -137,9 +137,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         provenance = generate(config, cache, endpoints, _say, StageProgress)
     except GenerationIncomplete as exc:
-        from orbench_pytest.generate.review import shown
+        from orbench_pytest.core.untrusted import inert_text
 
-        _say(f"incomplete: {shown(str(exc), 600)}")
+        _say(f"incomplete: {inert_text(exc, 600)}")
         return EXIT_INCOMPLETE
     except KeyboardInterrupt:
         _say("interrupted: the answers that came are cached; run the same command again to "
