@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--github-step-summary", action="store_true",
                         help="Also append it to $GITHUB_STEP_SUMMARY")
     report.add_argument("--max-items", type=positive_int, default=10, metavar="N",
-                        help="Prompts listed per section (default: 10)")
+                        help="Prompts listed per section (default: %(default)s)")
     report.add_argument("--artifact-url", metavar="URL",
                         help="Link to the full results (default: this GitHub Actions run)")
     report.add_argument("--fail-on-gate", action="store_true",
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--baseline", type=Path, metavar="PATH",
                       help="Results of the baseline run: drawn with an arrow to each run")
     plot.add_argument("-o", "--output", type=Path, default=Path("orbench-plot"),
-                      metavar="STEM", help="Output name without suffix (default: orbench-plot)")
+                      metavar="STEM", help="Output name without suffix (default: %(default)s)")
     plot.add_argument("--title", help="Plot title")
     plot.set_defaults(run=_plot)
 
@@ -119,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("root", type=Path, nargs="?", default=Path("."), metavar="DIR",
                       help="The repository (default: here)")
     init.add_argument("--model", default="local",
-                      help="The model under test (default: local, the embedded model)")
+                      help="The model under test (default: %(default)s, the embedded model)")
     init.add_argument("--base-url", metavar="URL",
                       help="Its OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                            "OpenAI's)")
@@ -149,11 +149,11 @@ def _parser() -> argparse.ArgumentParser:
                       "(keys c r p s b q; from stdin when it is not a terminal)")
     label.add_argument("results", type=Path, help="orbench-results.json or JUnit XML of a run")
     label.add_argument("-o", "--output", type=Path, default=Path("labels.csv"), metavar="CSV",
-                       help="Labels file, appended to as you label (default: labels.csv)")
+                       help="Labels file, appended to as you label (default: %(default)s)")
     label.add_argument("--n", type=positive_int, default=60, metavar="N",
                        help="Answers in the sample, stratified by verdict and suite "
-                            "(default: 60)")
-    label.add_argument("--seed", type=int, default=0, help="Sample seed (default: 0)")
+                            "(default: %(default)s)")
+    label.add_argument("--seed", type=int, default=0, help="Sample seed (default: %(default)s)")
     label.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
                        help="Suite whose prompts to show (a results file keeps the prompts of "
                             "failed items only); repeatable")
@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
                             "refusal-rate error with a 95%% interval, disagreements")
     check.add_argument("labels", type=Path, help="Labels CSV written by orbench label")
     check.add_argument("--max-disagreements", type=int, default=20, metavar="N",
-                       help="Disagreements listed (default: 20)")
+                       help="Disagreements listed (default: %(default)s)")
     check.set_defaults(run=_judge_check)
     return parser
 

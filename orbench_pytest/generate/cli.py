@@ -28,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--seed-topics", type=Path, metavar="FILE",
                         help="YAML of category: description; the rewriter writes the seeds")
     source.add_argument("--seeds-per-topic", type=positive_int, default=5, metavar="N",
-                        help="Seeds written per topic with --seed-topics (default: 5)")
+                        help="Seeds written per topic with --seed-topics (default: %(default)s)")
     source.add_argument("--seed-column", default="prompt", metavar="NAME",
-                        help="Column of the seed prompt (default: prompt)")
+                        help="Column of the seed prompt (default: %(default)s)")
     source.add_argument("--category-column", default="category", metavar="NAME",
-                        help="Column of the category (default: category)")
+                        help="Column of the category (default: %(default)s)")
 
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, required=True, metavar="DIR",
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="List the rows to review, disagreements first (after generating, "
                           "or alone on an existing folder)")
     out.add_argument("--review-rows", type=positive_int, default=20, metavar="N",
-                     help="Rows listed by --review (default: 20)")
+                     help="Rows listed by --review (default: %(default)s)")
     out.add_argument("--rebuild", action="store_true",
                      help="Rebuild the suites and their sha256 pins from the reviewed "
                           "generated.csv (a row with a 'disputed' cell goes to disputed.yaml: "
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models.add_argument("--rewriter-model", metavar="MODEL")
     models.add_argument("--rewriter-base-url", metavar="URL")
     models.add_argument("--rewriter-temperature", type=float, default=0.7, metavar="T",
-                        help="Default: 0.7 (moderators and probes use 0)")
+                        help="Default: %(default)s (moderators and probes use 0)")
     models.add_argument("--moderator", action="append", default=[], metavar="MODEL",
                         help="A moderator; repeat for an ensemble (an odd number avoids ties)")
     models.add_argument("--moderator-base-url", metavar="URL")
@@ -70,13 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     stages = parser.add_argument_group("stages")
     stages.add_argument("--per-seed", type=positive_int, default=5, metavar="N",
-                        help="Safe rewrites asked per seed (default: 5)")
+                        help="Safe rewrites asked per seed (default: %(default)s)")
     stages.add_argument("--hard-min-refusals", type=positive_int, default=1, metavar="K",
-                        help="Probe refusals that make a prompt hard (default: 1)")
+                        help="Probe refusals that make a prompt hard (default: %(default)s)")
     stages.add_argument("--dedupe-ngram", type=positive_int, default=3, metavar="N",
-                        help="Word n-gram size of the near-duplicate test (default: 3)")
+                        help="Word n-gram size of the near-duplicate test (default: %(default)s)")
     stages.add_argument("--dedupe-threshold", type=_fraction, default=0.6, metavar="F",
-                        help="Jaccard overlap at which a candidate is a duplicate (default: 0.6)")
+                        help="Jaccard overlap at which a candidate is a duplicate "
+                             "(default: %(default)s)")
     stages.add_argument("--rewrite-prompt", type=Path, metavar="FILE",
                         help="Own rewriting template ($seed, $count, $category)")
     stages.add_argument("--moderation-prompt", type=Path, metavar="FILE",
@@ -90,11 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fetch.add_argument("--max-retries", type=int, default=defaults.MAX_RETRIES, metavar="N")
     fetch.add_argument("--timeout", type=float, default=defaults.TIMEOUT_S, metavar="SECONDS")
     fetch.add_argument("--request-seed", type=int, default=0, metavar="N",
-                       help="Sampling seed sent with every request (default: 0)")
+                       help="Sampling seed sent with every request (default: %(default)s)")
     fetch.add_argument("--max-tokens", type=positive_int, metavar="N",
                        help="Cap on every answer (default: sized per role)")
     fetch.add_argument("--probe-max-tokens", type=positive_int, default=128, metavar="N",
-                       help="Cap on a probe's answer: its opening tells a refusal (default: 128)")
+                       help="Cap on a probe's answer: its opening tells a refusal "
+                            "(default: %(default)s)")
     fetch.add_argument("--cache-path", type=Path, metavar="PATH",
                        help="Response cache (default: generate.sqlite3 in the orbench cache "
                             "folder); a rerun reads it and asks only what is missing")
