@@ -87,6 +87,8 @@ class OpenAIServer:
         self.connections = 0  # TCP connections accepted: shows the client's pooling
         self.prompts: list[str] = []
         self.auth_headers: list[str | None] = []
+        # Each request's path with its query, and its Authorization header, as sent.
+        self.targets: list[tuple[str, str | None]] = []
         self.bodies: list[dict[str, Any]] = []
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -148,6 +150,8 @@ class OpenAIServer:
     async def _respond(self, method: str, path: str, headers: dict[str, str], body: bytes,
                        writer: asyncio.StreamWriter) -> bool:
         """Returns False when the connection must not be reused."""
+        self.targets.append((path, headers.get("authorization")))
+        path = path.partition("?")[0]  # routed by path: a base URL may carry a query
         if method == "GET" and path.endswith("/stats"):
             # Counters for a server run in another process (benchmarks, kill-and-resume).
             stats = {"requests": self.requests, "max_in_flight": self.max_in_flight,

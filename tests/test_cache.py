@@ -306,3 +306,19 @@ def test_any_endpoint_text_is_stored_and_read_back_as_utf_8(tmp_path_factory, te
     cache = ResponseCache(tmp_path_factory.mktemp("c") / "c.sqlite3")
     cache.put("k", Response(text=text, raw=text))
     assert cache.get_many(["k"])["k"].text == response.text
+
+
+@pytest.mark.parametrize("seed, key", [
+    (None, "29600a4b8ffdf1d6b32b299be283bd33817345ed6457991d30dfbe4b1b1bde75"),
+    (7, "d4b754bd53c63d9d1e4eb1bb66586f9d158ce0f1b574d2f20f6f84e06a6f336f")])
+def test_the_llm_judges_cache_keys_are_those_users_caches_hold(seed, key) -> None:
+    """Computed before the judge's identity became model_identity (which keeps an unset seed
+    as null): a changed key would ask every cached judge reply again."""
+    from orbench_pytest.fetch.requests import JudgeChannel
+    from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+
+    params = GenerationParams(temperature=0.0, max_tokens=200, seed=seed)
+    target = OpenAICompatibleTarget("http://127.0.0.1:8000/v1", "judge-m", None, params, 4)
+    messages = [{"role": "user", "content": "Is this a refusal?"}]
+    assert cache_key(JudgeChannel(target, 4).identity, None,
+                     json.dumps(messages, ensure_ascii=False)) == key

@@ -499,17 +499,16 @@ def test_orbench_data_dir_is_a_path_list_looked_in_in_order(tmp_path: Path) -> N
         assert rows == [{"prompt": expected}]
 
 
-def test_80k_rows_load_in_well_under_a_second(tmp_path: Path) -> None:
-    import time
-
+def test_80k_rows_load_whole_and_in_order(tmp_path: Path) -> None:
+    # How fast: benchmarks/collect_80k.py (a wall-time bound here failed on a loaded machine)
     lines = [f"Prompt number {i} about a borderline topic,{'cat' + str(i % 10)}"
              for i in range(80_359)]
     (tmp_path / "big.csv").write_text("prompt,category\n" + "\n".join(lines) + "\n")
-    start = time.perf_counter()
     rows = load_rows("big.csv", base_dir=tmp_path, sha256=None,
                      options=DataOptions(cache_dir=tmp_path))
     assert len(rows) == 80_359 and rows[-1]["category"] == "cat8"
-    assert time.perf_counter() - start < 1.0
+    assert [row["prompt"] for row in rows[:2]] == [
+        "Prompt number 0 about a borderline topic", "Prompt number 1 about a borderline topic"]
 
 
 # --------------------------------------------------------------------------- the ready suites

@@ -134,3 +134,25 @@ def test_links_between_pages_resolve() -> None:
             if target.endswith("thresholds.md") and not (page.parent / target).exists():
                 continue  # the thresholds reference comes from the gate branch (issue 31)
             assert (page.parent / target).exists(), f"{page.relative_to(REPO)}: {target}"
+
+
+def test_a_default_the_prose_states_is_the_one_in_force() -> None:
+    """Where a sentence needs a default's value (arithmetic, a table of bounds), the value
+    stated is core/defaults.py's; elsewhere the prose links to the generated options.md."""
+    from orbench_pytest.core import defaults
+
+    word = ("zero", "one", "two", "three", "four")
+    stated = {
+        "large-runs.md": [f"the default ceiling of {defaults.CONCURRENCY} in flight"],
+        "concurrency.md": [f"The embedded model keeps {word[defaults.LOCAL_SLOTS]} fixed slot"],
+        "embedded-model.md": [f"{word[defaults.LOCAL_THREADS]} CPU thread by default",
+                              f"serves {word[defaults.LOCAL_SLOTS]} slot",
+                              f"keeps {word[defaults.GENERATE_LOCAL_SLOTS]} slots"],
+        "batch.md": [f"{defaults.BATCH_MAX_REQUESTS:,} requests or "
+                     f"{defaults.BATCH_MAX_BYTES // 10**6} MB a file"],
+        "hostile-input.md": [f"samples ≤ {defaults.MAX_REQUESTS:,} |",
+                             f"| {defaults.CACHE_LOCK_WAIT_S:g} s in all "],
+    }
+    for page, phrases in stated.items():
+        text = " ".join((REPO / "docs" / page).read_text(encoding="utf-8").split())
+        assert [p for p in phrases if p not in text] == [], page

@@ -11,11 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import register_secret
 from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import inert_text
 from orbench_pytest.generate.dedupe import deduplicate, jaccard, ngrams
 from orbench_pytest.generate.moderate import Ballot, Tally, moderation_prompt, parse_vote
 from orbench_pytest.generate.prompts import builtin, load_template
-from orbench_pytest.generate.review import shown
+from orbench_pytest.generate.review import SHOWN_CHARS
 from orbench_pytest.generate.rewrite import parse_prompt_list, rewrite_prompt
 from orbench_pytest.generate.seeds import Seed, read_seeds, read_topics
 from orbench_pytest.generate.write import (
@@ -256,7 +258,10 @@ def test_review_puts_disagreements_first_and_keeps_order_otherwise() -> None:
 
 
 def test_untrusted_text_is_shown_on_one_inert_line() -> None:
-    text = shown("line\n::error::x\x1b[31mred\x07 @octocat " + "z" * 300)
+    text = inert_text("line\n::error::x\x1b[31mred\x07 @octocat " + "z" * 300, SHOWN_CHARS)
     assert "\n" not in text and "\x1b" not in text and "\x07" not in text
     assert "@octocat" not in text and "[at]octocat" in text
     assert len(text) == 160 and text.endswith("…")
+    # Redacted before the mention is defused: a secret holding "@" is not shown altered.
+    register_secret("pass@word-0123")
+    assert inert_text("key pass@word-0123 @me", 40) == "key [REDACTED] [at]me"

@@ -4,13 +4,16 @@ llama.cpp server answering a chat completion and leaving no process or port behi
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import textwrap
+import threading
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -171,12 +174,28 @@ def test_wrong_chunk_version_is_refused(fake_model: tuple[lm.ModelSpec, bytes],
 # --- preflight --------------------------------------------------------------------------------
 
 
-def test_extra_not_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # how Python marks a module absent
-    with pytest.raises(ConfigError) as exc:
-        lm.start_local_server("local", cache_dir=tmp_path)
-    assert "pip install 'orbench-pytest[local]'" in one_line(exc)
-    assert not (tmp_path / "models").exists()  # failed before assembling anything
+def python_without(package: str, where: Path) -> Path:
+    """A virtualenv with everything this one has but `package` (linked, not installed)."""
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if not entry.name.startswith(package):
+            (site / entry.name).symlink_to(entry)
+    return venv / "bin" / "python"
+
+
+def test_extra_not_installed(tmp_path: Path) -> None:
+    """`orbench serve-local` where the [local] extra is missing: one line, nothing assembled."""
+    python = python_without("xllamacpp", tmp_path)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ORBENCH_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([python, "-m", "orbench_pytest.cli.main", "serve-local", "--port", "0"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()  # one line, no traceback
+    assert "needs xllamacpp" in line and "pip install 'orbench-pytest[local]'" in line
+    assert not (cache / "models").exists()  # failed before assembling anything
 
 
 def test_not_enough_memory() -> None:
@@ -211,29 +230,27 @@ def test_bind_error_in_the_server_log_becomes_port_in_use(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(not HAS_XLLAMACPP, reason="needs the [local] extra")
 def test_unloadable_weights_fail_with_the_servers_reason(
-        fake_model: tuple[lm.ModelSpec, bytes], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_model: tuple[lm.ModelSpec, bytes], tmp_path: Path) -> None:
     """The real child process and its ready channel, on weights llama.cpp cannot load."""
     spec, _ = fake_model
-    monkeypatch.setitem(lm.MODELS, "fake", spec)
-    spawned = record_spawns(monkeypatch)
+    spawned, spawn = record_spawns()
     with pytest.raises(ConfigError) as exc:
-        lm.start_local_server("local:fake", cache_dir=tmp_path, timeout_s=60)
+        lm.start_local_server("local:fake", cache_dir=tmp_path, timeout_s=60,
+                              models={"fake": spec}, spawn=spawn)
     assert "failed to start" in one_line(exc) and "GGUF" in one_line(exc)
     assert spawned[0].poll() is not None
 
 
-def record_spawns(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+def record_spawns() -> tuple[list[subprocess.Popen[bytes]], lm.Spawn]:
+    """The real spawn, keeping each child it starts."""
     spawned: list[subprocess.Popen[bytes]] = []
-    real = lm._spawn
 
     def spy(config: dict[str, Any], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-        proc, fd = real(config, log_path)
+        proc, fd = lm._spawn(config, log_path)
         spawned.append(proc)
         return proc, fd
 
-    monkeypatch.setattr(lm, "_spawn", spy)
-    return spawned
+    return spawned, spy
 
 
 # --- the real model (pytest -m model) ---------------------------------------------------------
@@ -326,17 +343,29 @@ def test_stop_leaves_no_process_and_no_port(model_cache: Path) -> None:
 
 
 @pytest.mark.model
-def test_interrupt_while_starting_kills_the_child(model_cache: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    spawned = record_spawns(monkeypatch)
+def test_interrupt_while_starting_kills_the_child(model_cache: Path) -> None:
+    """A real Ctrl-C (SIGINT to this process) 0.1 s after the child started: it takes about
+    2 s to load the weights, so the interrupt lands while start_local_server waits for it."""
+    spawned, spy = record_spawns()
+    kept: list[int] = []
 
-    def ctrl_c(*_: object) -> None:
-        raise KeyboardInterrupt
+    def spawn_then_ctrl_c(config: dict[str, Any],
+                          log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+        proc, ready_fd = spy(config, log_path)
+        # The ready pipe stays open: a child whose ready line met a closed pipe would die of
+        # that by itself, and hide a missing kill.
+        kept.append(os.dup(ready_fd))
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return proc, ready_fd
 
-    monkeypatch.setattr(lm, "_wait_models", ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        lm.start_local_server("local", n_ctx=2048, n_parallel=1, cache_dir=model_cache)
-    assert server_gone(spawned[0].pid)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lm.start_local_server("local", n_ctx=2048, n_parallel=1, cache_dir=model_cache,
+                                  spawn=spawn_then_ctrl_c)
+        assert server_gone(spawned[0].pid)
+    finally:
+        for fd in kept:
+            os.close(fd)
 
 
 @pytest.mark.model
@@ -430,25 +459,24 @@ def test_local_model_requests_never_outnumber_its_server_slots() -> None:
     assert effective_concurrency(few) == 1
 
 
-def test_the_plugins_server_has_one_slot_and_no_prompt_reuse(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the child is told: the two settings that make answers deterministic."""
+def test_the_plugins_server_has_one_slot_and_no_prompt_reuse(tmp_path: Path) -> None:
+    """What the run asks of the server (its defaults included): the two settings that make
+    answers deterministic."""
     from orbench_pytest.config.settings import build_settings
     from orbench_pytest.run.runner import generation_params, open_target
 
     told: list[dict[str, Any]] = []
 
-    def spawn(config: dict[str, Any], log_path: Path) -> Any:
-        told.append(config)
+    def start(*args: Any, **kwargs: Any) -> lm.LocalServer:
+        call = inspect.signature(lm.start_local_server).bind(*args, **kwargs)
+        call.apply_defaults()
+        told.append(call.arguments)
         raise ConfigError("stop here")
 
-    monkeypatch.setattr(lm, "_spawn", spawn)
-    monkeypatch.setattr(lm, "require_xllamacpp", lambda: None)
-    monkeypatch.setattr(lm, "assemble_spec", lambda spec, cache_dir: tmp_path / "m.gguf")
     settings = build_settings({"orbench_model": "local", "orbench_concurrency": "16"},
                               env={"ORBENCH_CACHE_DIR": str(tmp_path)})
     with pytest.raises(ConfigError, match="stop here"):
-        with open_target(settings, generation_params(settings)):
+        with open_target(settings, generation_params(settings), start_local=start):
             pass
     assert told[0]["n_parallel"] == 1 and told[0]["reuse_prompts"] is False
 

@@ -3,6 +3,8 @@ warnings, terminal output or error messages, even when the server echoes it back
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import secrets
 from pathlib import Path
@@ -10,6 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.helpers import cases, orbench_cli, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
@@ -267,3 +271,207 @@ def test_a_key_given_inside_the_model_name_is_written_nowhere(pytester, plugin_a
     assert '"model": "gpt-4o [REDACTED]"' in results  # the field is there, redacted
     assert_nowhere(fake_key, {"stdout": result.stdout.str(), "stderr": result.stderr.str()},
                    every_file(pytester.path))
+
+
+# --- a base URL's credentials: user:password@ and ?api_key= ----------------------------------
+
+PINNED_URL = "http://127.0.0.1:8000/v1"
+
+
+@pytest.fixture
+def credentials() -> tuple[str, str, str]:
+    """A user, a password and a query key, each distinctive enough to grep for."""
+    return (f"orbench-user-{secrets.token_hex(4)}", f"pw-{secrets.token_hex(8)}",
+            f"qk-{secrets.token_hex(8)}")
+
+
+def with_credentials(port: int, credentials: tuple[str, str, str]) -> str:
+    user, password, query = credentials
+    return f"http://{user}:{password}@127.0.0.1:{port}/v1?api_key={query}"
+
+
+URL_OUTPUTS = ("--orbench-results=results.json", "--junitxml=junit.xml", "-o",
+               "junit_logging=all", "--orbench-cache-path=cache.sqlite3", "--log-file=run.log",
+               "-rA", "-vv", "-W", "always")
+
+
+def assert_no_credentials(credentials: tuple[str, str, str], result: pytest.RunResult,
+                          files: list[Path]) -> None:
+    printed = {"stdout": result.stdout.str(), "stderr": result.stderr.str()}
+    for secret in credentials:
+        assert_nowhere(secret, printed, files)
+
+
+def test_a_base_urls_credentials_reach_the_server_and_no_output(
+        pytester, plugin_args, credentials) -> None:
+    """user:password@ and ?api_key= in --orbench-base-url, no --orbench-model (the endpoint's
+    one model is chosen and the line says so): sent as Basic auth and as the query, printed
+    and written nowhere: terminal, results, JUnit XML, log, the cache file's bytes."""
+    user, password, query = credentials
+    write_suite(pytester, cases(SAFE, TOXIC), "mini")
+    with OpenAIServer() as server:
+        url = with_credentials(server.port, credentials)
+        result = pytester.runpytest_subprocess(*plugin_args, "suites",
+                                               f"--orbench-base-url={url}", *URL_OUTPUTS)
+        asked = server.requests
+        # The same endpoint keeps its cache when its password changes, or with none at all.
+        rotated = with_credentials(server.port, (user, "another-password", query))
+        for url in (rotated, server.url):
+            again = pytester.runpytest_inprocess(
+                "-p", "no:hypothesispytest", *plugin_args, "suites", f"--orbench-base-url={url}",
+                "--orbench-cache-path=cache.sqlite3")
+            again.assert_outcomes(passed=len(SAFE), failed=len(TOXIC))
+        auth, targets = list(server.auth_headers), list(server.targets)
+    # They travelled (otherwise this test could not fail): Basic auth, the query after the path,
+    # from aiohttp (the answers) and from httpx (the model list) alike.
+    basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    assert asked == len(SAFE + TOXIC) == server.requests
+    assert auth == [basic] * asked
+    assert targets.count((f"/v1/chat/completions?api_key={query}", basic)) == asked
+    assert (f"/v1/models?api_key={query}", basic) in targets
+    result.assert_outcomes(passed=len(SAFE), failed=len(TOXIC))
+    shown = server.url  # http://127.0.0.1:PORT/v1
+    result.stdout.fnmatch_lines([f"orbench: testing test-model, the one model {shown} serves"])
+    results = json.loads((pytester.path / "results.json").read_text())
+    assert results["run"]["parameters"]["base_url"] == shown
+    files = every_file(pytester.path)  # includes the SQLite WAL files while they exist
+    cache = pytester.path / "cache.sqlite3"
+    assert {"junit.xml", "results.json", "run.log"} <= {p.name for p in files}
+    assert cache in files and cache.read_bytes().startswith(b"SQLite format 3")
+    assert_no_credentials(credentials, result, files)
+
+
+@pytest.mark.parametrize("case", ["serves no model", "serves no model, $OPENAI_BASE_URL",
+                                  "dead port", "dead port, model named"])
+def test_a_base_url_that_fails_shows_it_without_credentials(
+        pytester, plugin_args, credentials, case, monkeypatch) -> None:
+    write_suite(pytester, cases(SAFE[:2]), "mini")
+    with OpenAIServer() as server:
+        server.models = []
+        port = server.port if case.startswith("serves no model") else 9  # 9: nothing listens
+        url = with_credentials(port, credentials)
+        given = [f"--orbench-base-url={url}"]
+        if case.endswith("$OPENAI_BASE_URL"):
+            monkeypatch.setenv("OPENAI_BASE_URL", url)
+            given = []
+        if "named" in case:
+            given += ["--orbench-model=m", "--orbench-max-retries=0"]
+        result = pytester.runpytest_subprocess(*plugin_args, "suites", *given, *URL_OUTPUTS)
+    shown = f"http://127.0.0.1:{port}/v1"
+    if case.startswith("serves no model"):
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --orbench-base-url: {shown} serves no model "
+                                     "(GET /models); name one with --orbench-model=NAME"])
+    elif case == "dead port":
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --orbench-base-url: cannot list the models of "
+                                     f"{shown} (ConnectError)*"])
+    else:  # each prompt an error item, its reason written to JUnit and results
+        result.assert_outcomes(errors=2)
+        assert f"cannot connect to {shown} " in (pytester.path / "junit.xml").read_text()
+        assert (pytester.path / "results.json").is_file()
+    assert_no_credentials(credentials, result, every_file(pytester.path))
+
+
+def test_a_judge_base_urls_credentials_reach_the_judge_and_no_output(
+        pytester, plugin_args, credentials) -> None:
+    """The LLM judge on --orbench-judge-base-url with user:password@ and ?api_key=: sent, not
+    shown, not keyed (a rerun with another password asks the judge nothing)."""
+    from tests.helpers import judge_server
+
+    user, password, query = credentials
+    write_suite(pytester, cases(SAFE[:2], TOXIC), "mini")
+    with OpenAIServer() as server, judge_server({}) as judge:
+        for run_password in (password, "another-password"):
+            url = with_credentials(judge.port, (user, run_password, query))
+            result = pytester.runpytest_subprocess(
+                *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
+                "--orbench-judge=llm", "--orbench-judge-model=judge-m",
+                f"--orbench-judge-base-url={url}", *URL_OUTPUTS)
+            result.assert_outcomes(passed=2, failed=1)  # the judge says "direct_answer"
+            assert judge.requests == 3  # the second run: every verdict from the cache
+            assert_no_credentials(credentials, result, every_file(pytester.path))
+        targets = list(judge.targets)
+    assert targets == [("/v1/chat/completions?api_key=" + query, "Basic " + base64.b64encode(
+        f"{user}:{password}".encode()).decode())] * 3
+
+
+def test_orbench_init_writes_no_password_into_the_ini(tmp_path: Path, credentials) -> None:
+    from orbench_pytest.cli.init_project import init_project
+    from orbench_pytest.core.errors import ConfigError
+
+    url = with_credentials(8000, credentials)
+    with pytest.raises(ConfigError) as refused:
+        init_project(tmp_path, model="m", base_url=url)
+    assert str(refused.value).startswith("--base-url: http://127.0.0.1:8000/v1 carries a "
+                                         "password or a key")
+    assert not any(secret in str(refused.value) for secret in credentials)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_url_without_credentials_keys_the_cache_as_before_and_with_them_the_same() -> None:
+    """Keys computed before URLs were keyed by shown_url: old caches still hit. The same
+    endpoint with user:password@ or a query keys the same (no password hashed in)."""
+    from orbench_pytest.batch.state import request_set_key
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.fetch.cache import cache_key
+    from orbench_pytest.fetch.endpoints import validate_base_url
+    from orbench_pytest.fetch.targets import GenerationParams, model_identity
+    from orbench_pytest.run.runner import generation_params, target_identity
+
+    def keys(url: str) -> list[str]:
+        settings = build_settings({"orbench_model": "m", "orbench_base_url": url}, env={})
+        # the LLM judge's identity: model_identity less its unset fields (fetch/requests.py)
+        judge = {k: v for k, v in model_identity("judge", url, GenerationParams()).items()
+                 if v is not None}
+        return [cache_key(model_identity("m", url, GenerationParams()), None,
+                          "How do I bake bread?"),
+                cache_key(judge, None, "x"),
+                cache_key(target_identity(settings, generation_params(settings)), "sys",
+                          "How do I bake bread?"),
+                request_set_key(url, ["b", "a"])]
+
+    before = ["7557840bacfc2381c54648268853afd87581f2d620c74495238b0f90774abb5e",
+              "55929546097f6be7007f29e4d908e8497243c82204949ce11b657ab5d3a93890",
+              "99b1eaeb357287a8269da54337f0caa8049e80c6393b86632efda25348aa4582",
+              "15a107a21604fbd5a43ffd22c8e481aea49e88f122832401c04d2ea603bb2e04"]
+    assert keys(PINNED_URL) == before
+    for url in ("http://u:pw@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1?api_key=k",
+                "http://a-token-as-the-user-name@127.0.0.1:8000/v1?key=k&x=1#frag"):
+        assert keys(url) == before, url
+    assert keys("http://127.0.0.1:8001/v1") != before  # another endpoint: its own keys
+    # A trailing "/" is dropped before a query too, as without one: the same endpoint.
+    assert validate_base_url("http://127.0.0.1:8000/v1/?api_key=k") == \
+        "http://127.0.0.1:8000/v1?api_key=k"
+
+
+_UNRESERVED = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"
+_SUB_DELIMS = "!$&'()*+,;="
+segments = st.text(_UNRESERVED + _SUB_DELIMS + ":%", min_size=1, max_size=12)
+bare_urls = st.builds(
+    lambda scheme, host, port, path: f"{scheme}://{host}{port}{path}",
+    st.sampled_from(["http", "https"]),
+    st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?|\[::1\]|127\.0\.0\.1", fullmatch=True),
+    st.one_of(st.just(""), st.integers(1, 65535).map(lambda port: f":{port}")),
+    st.lists(segments, max_size=4).map(lambda parts: "".join(f"/{p}" for p in parts)))
+userinfos = st.one_of(
+    st.text(_UNRESERVED + _SUB_DELIMS + "%", min_size=1, max_size=24),  # a token as the user
+    st.builds(lambda user, password: f"{user}:{password}",
+              st.text(_UNRESERVED + "%", max_size=12),
+              st.text(_UNRESERVED + _SUB_DELIMS + ":%", max_size=24)))
+# A query or fragment may hold "/", "?", "@" and ":" (RFC 3986); no space or "#" in a query.
+queries = st.text(_UNRESERVED + _SUB_DELIMS + ":@/?%", max_size=30)
+
+
+@given(url=bare_urls, userinfo=st.one_of(st.none(), userinfos),
+       query=st.one_of(st.none(), queries), fragment=st.one_of(st.none(), queries))
+def test_shown_url_drops_userinfo_query_and_fragment_and_nothing_else(
+        url: str, userinfo: str | None, query: str | None, fragment: str | None) -> None:
+    from orbench_pytest.core.redact import shown_url
+
+    assert shown_url(url) == url  # nothing to drop: unchanged (so it keys as before)
+    scheme, _, rest = url.partition("://")
+    full = (f"{scheme}://{'' if userinfo is None else userinfo + '@'}{rest}"
+            f"{'' if query is None else '?' + query}{'' if fragment is None else '#' + fragment}")
+    assert shown_url(full) == url
+    assert shown_url(shown_url(full)) == url

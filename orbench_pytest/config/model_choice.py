@@ -14,6 +14,9 @@ from typing import Any
 
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import shown_url
+from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.fetch.endpoints import endpoint_url
 
 CHOICES = ("--orbench-model=NAME (a model your endpoint serves, e.g. gpt-4o-mini)",
            "--orbench-model=local (the embedded model, no network)",
@@ -35,15 +38,17 @@ def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
         raise ConfigError(f"no model to test: give {'; or '.join(CHOICES)} "
                           "(or orbench_model in the ini file)")
     models = (served or served_models)(url, settings)
+    shown = shown_url(url)
     if len(models) == 1:
+        model = terminal_text(models[0], _ID_CHARS)  # the endpoint's text: inert, bounded
         return (dataclasses.replace(settings, model=models[0]),
-                f"orbench: testing {_shown(models[0])}, the one model {url} serves")
+                f"orbench: testing {model}, the one model {shown} serves")
     if not models:
-        raise ConfigError(f"--orbench-base-url: {url} serves no model (GET /models); "
+        raise ConfigError(f"--orbench-base-url: {shown} serves no model (GET /models); "
                           "name one with --orbench-model=NAME")
-    listed = ", ".join(_shown(model) for model in models[:_SHOWN_MODELS])
+    listed = ", ".join(terminal_text(model, _ID_CHARS) for model in models[:_SHOWN_MODELS])
     more = f", … ({len(models)} in all)" if len(models) > _SHOWN_MODELS else ""
-    raise ConfigError(f"--orbench-base-url: {url} serves several models ({listed}{more}); "
+    raise ConfigError(f"--orbench-base-url: {shown} serves several models ({listed}{more}); "
                       "pick one with --orbench-model=NAME")
 
 
@@ -55,26 +60,20 @@ def served_models(url: str, settings: Settings) -> list[str]:
 
     key = secret_from_env(settings.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    address = url.rstrip("/") + "/models"
+    address = endpoint_url(url, "models")
+    shown = shown_url(address)
     try:
         response = httpx.get(address, headers=headers, timeout=min(settings.timeout_s, 30.0))
     except httpx.HTTPError as exc:
-        raise ConfigError(f"--orbench-base-url: cannot list the models of {url} "
+        raise ConfigError(f"--orbench-base-url: cannot list the models of {shown_url(url)} "
                           f"({type(exc).__name__}); name one with --orbench-model=NAME") from None
     if response.status_code != 200:
-        raise ConfigError(f"--orbench-base-url: GET {address} answered HTTP "
+        raise ConfigError(f"--orbench-base-url: GET {shown} answered HTTP "
                           f"{response.status_code}; name the model with --orbench-model=NAME")
     try:
         data: Any = response.json()
         ids = [entry["id"] for entry in data["data"]]
     except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"--orbench-base-url: GET {address} did not answer an OpenAI model "
+        raise ConfigError(f"--orbench-base-url: GET {shown} did not answer an OpenAI model "
                           "list; name the model with --orbench-model=NAME") from None
     return [model for model in ids if isinstance(model, str) and model.strip()]
-
-
-def _shown(model: str) -> str:
-    """An endpoint's text, printed so that it cannot forge terminal output (no control
-    characters, bounded length); every line it appears in starts with our own words."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in model)
-    return text if len(text) <= _ID_CHARS else text[:_ID_CHARS] + "…"

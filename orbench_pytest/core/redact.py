@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import unquote_plus
 
 # Shapes of API keys and bearer tokens seen in the wild (OpenAI sk-…, HF hf_…, Azure hex, JWT).
 _KEY_SHAPES = re.compile(
@@ -53,12 +54,34 @@ WELL_KNOWN_KEY_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "OPENROUTER_API
 def register_configured_secrets(env: Mapping[str, str], key_vars: Iterable[str],
                                 urls: Iterable[str | None] = ()) -> None:
     """Every key this run could use (target's, judge's, the usual variables) and the
-    passwords of URLs, before anything is read or printed: an answer, an error or a target's
-    exception that quotes one is redacted in every output."""
+    secrets of URLs (password, query keys), before anything is read or printed: an answer,
+    an error or a target's exception that quotes one is redacted in every output."""
     for name in (*key_vars, *WELL_KNOWN_KEY_VARS):
         register_secret(env.get(name))
     for url in urls:
-        register_secret(url_password(url))
+        register_url_secrets(url)
+
+
+# Query parameters that carry credentials (`?api_key=`, `?code=` of Azure Functions, `?sig=` of
+# a SAS URL, `?access_token=`); others (`?api-version=2024-10-21`) are no secret to redact.
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|pass|auth|code|credential", re.IGNORECASE)
+
+
+def register_url_secrets(url: str | None) -> None:
+    """A URL's secrets, redacted wherever they appear (an HTTP library's error may quote the
+    whole URL); shown_url keeps them out of our own text."""
+    for secret in url_secrets(url):
+        register_secret(secret)
+        register_secret(unquote_plus(secret))  # as a library may print it, decoded
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The password of a URL's userinfo and the values of its query's credentials."""
+    password = url_password(url)
+    query = (url or "").partition("#")[0].partition("?")[2]
+    return [*([password] if password else []),
+            *(value for name, _, value in (pair.partition("=") for pair in query.split("&"))
+              if value and _SECRET_PARAM.search(name))]
 
 
 def url_password(url: str | None) -> str | None:
@@ -80,12 +103,20 @@ def secret_from_env(name: str) -> str | None:
     return value
 
 
-def without_userinfo(url: str) -> str:
-    """A URL as shown in messages: `user:password@` becomes `***@`, whatever its length."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return redact(url)
-    authority, _, _ = rest.partition("/")
-    if "@" not in authority:
-        return redact(url)
-    return redact(f"{scheme}://***@{rest[len(authority.rpartition('@')[0]) + 1:]}")
+# A URL's `scheme:` and the slashes after it; its authority runs to the first "/", "?" or "#".
+_URL_HEAD = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?/*")
+_AUTHORITY_END = re.compile(r"[/?#]")
+_QUERY_OR_FRAGMENT = re.compile(r"[?#]")
+
+
+def shown_url(url: str) -> str:
+    """A URL as it may be printed, written or keyed: without its userinfo (`user:password@`,
+    a token as the user) and without its query and fragment (`?api_key=…` is common); a URL
+    without them is returned unchanged. Cut by hand rather than parsed: a malformed URL must
+    not carry its secret into the error message that rejects it."""
+    head = _URL_HEAD.match(url)
+    start = head.end() if head else 0
+    rest = url[start:]
+    end = _AUTHORITY_END.search(rest)
+    authority, tail = (rest[:end.start()], rest[end.start():]) if end else (rest, "")
+    return url[:start] + authority.rpartition("@")[2] + _QUERY_OR_FRAGMENT.split(tail, 1)[0]

@@ -67,6 +67,12 @@ def terminal_text(text: object, limit: int | None = None) -> str:
     return _no_commands(clip(_visible(folded), limit))
 
 
+def inert_text(text: object, limit: int | None = None) -> str:
+    """terminal_text for a line often pasted into a pull-request comment (generate's review):
+    no mention either (`@name` shown as `[at]name`), the secrets redacted before."""
+    return clip(terminal_text(text).replace("@", "[at]"), limit)
+
+
 _MARKDOWN = str.maketrans({
     "\\": "\\\\", "`": "\\`", "*": "\\*", "_": "\\_", "~": "\\~", "[": "\\[", "]": "\\]",
     "(": "\\(", ")": "\\)", "!": "\\!", "#": "\\#", "|": "\\|", "<": "&lt;", ">": "&gt;",

@@ -3,8 +3,8 @@
 Every row of every input is kept (answers and judge replies alike: both live in the one
 responses table); a key held by several inputs keeps its newest row, ties broken by the row's
 content, so the result does not depend on the order of the inputs. The judgments table is
-carried the same way (an input from before it simply has none). The output is built in a
-temporary file and moved into place: an interrupted merge leaves no half cache.
+carried the same way (an input from before it simply has none). The output is built through
+core.artefacts.replacing(): an interrupted merge leaves no half cache.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orbench_pytest.core.artefacts import mode_for, resolved_target
+from orbench_pytest.core.artefacts import mode_for, replacing, resolved_target
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.fetch.cache import (
     JUDGMENT_COLUMNS,
@@ -59,27 +59,27 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
         raise ConfigError(f"-o {output}: exists; pass --force to overwrite it")
     for path in inputs:
         _check_input(path)
-    temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
-    _remove(temporary)
     clock = QueryClock()
     try:
-        ResponseCache(temporary).close()  # the schema, as the plugin writes it
-        db = sqlite3.connect(str(temporary), isolation_level=None)
-        clock.attach(db)
-        try:
-            columns = columns_of(db, "responses")
-            rows_read = skipped = 0
-            for path in inputs:
-                read, left_out = _merge_one(db, path, columns, clock)
-                rows_read += read
-                skipped += left_out
-            rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
-            judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
-        os.chmod(temporary, mode_for(target))
-        os.replace(temporary, target)
+        with replacing(target) as temporary:
+            ResponseCache(temporary).close()  # the schema, as the plugin writes it
+            db = sqlite3.connect(str(temporary), isolation_level=None)
+            clock.attach(db)
+            try:
+                columns = columns_of(db, "responses")
+                rows_read = skipped = 0
+                for path in inputs:
+                    read, left_out = _merge_one(db, path, columns, clock)
+                    rows_read += read
+                    skipped += left_out
+                rows = int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
+                judgments = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()
+                for file in journal_files(temporary):  # replacing() removes the file itself
+                    file.unlink(missing_ok=True)
+            os.chmod(temporary, mode_for(target))
     except sqlite3.Error as exc:
         clock.check(exc)
         if interrupted(exc):
@@ -89,8 +89,6 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
     except OSError as exc:
         raise ConfigError(f"-o {output}: cannot write the merged cache ({exc.strerror})") \
             from None
-    finally:
-        _remove(temporary)
     return MergeReport(len(inputs), rows_read, rows, judgments, skipped)
 
 
@@ -160,7 +158,3 @@ _MERGE_JUDGMENTS = (
     + " WHERE (coalesce(excluded.created, 0), excluded.label, excluded.reason) > "
     "(coalesce(judgments.created, 0), judgments.label, judgments.reason)")
 
-
-def _remove(path: Path) -> None:
-    for file in (path, *journal_files(path)):
-        file.unlink(missing_ok=True)

@@ -6,14 +6,12 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.redact import register_secret, url_password, without_userinfo
+from orbench_pytest.core.redact import register_url_secrets, shown_url
 
 
 def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
-    password = url_password(url)
-    if password:  # https://user:KEY@host/v1: the key must never be printed
-        register_secret(password)
-    shown = without_userinfo(url)[:100]
+    register_url_secrets(url)  # https://user:KEY@host/v1?api_key=KEY: never printed
+    shown = shown_url(url)[:100]
     try:
         parsed = urlparse(url)
         port = parsed.port  # raises on :99999 or :abc
@@ -24,7 +22,15 @@ def validate_base_url(url: str, option: str = "--orbench-base-url") -> str:
                           "(e.g. http://127.0.0.1:8000/v1)")
     if port == 0:
         raise ConfigError(f"{option}: {shown!r}: port 0 is not a port (1-65535)")
-    return url.rstrip("/")
+    base, sep, query = url.partition("?")  # `/v1/?k=v` is `/v1?k=v`: the same cache
+    return base.rstrip("/") + sep + query
+
+
+def endpoint_url(base_url: str, path: str) -> str:
+    """`path` under a base URL, the base's query after it (`http://h/v1?api-version=1` and
+    `chat/completions`: `http://h/v1/chat/completions?api-version=1`); no fragment (never sent)."""
+    base, sep, query = base_url.partition("#")[0].partition("?")
+    return f"{base.rstrip('/')}/{path}{sep}{query}"
 
 
 def is_loopback(url: str) -> bool:

@@ -1,7 +1,7 @@
 """When a cached answer may stand in for the candidate: its age, and the provider's
 `system_fingerprint`.
 
-Age: an answer older than `--orbench-cache-max-age` (default 30 days) is asked again.
+Age: an answer older than `--orbench-cache-max-age` (default: `defaults.MAX_AGE`) is asked again.
 
 system_fingerprint: providers that return one change it when their backend changes. Each
 answer is stored with the fingerprint it came with. A run whose cached answers carry one asks

@@ -35,7 +35,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,12 +114,12 @@ MODELS: dict[str, ModelSpec] = {
 DEFAULT_MODEL = "qwen"
 
 
-def resolve_model(name: str) -> ModelSpec:
-    """`local` → the default; `local:<key>` → that row of MODELS."""
+def resolve_model(name: str, models: Mapping[str, ModelSpec] = MODELS) -> ModelSpec:
+    """`local` → the default; `local:<key>` → that row of `models`."""
     key = DEFAULT_MODEL if name == "local" else name.removeprefix("local:")
-    spec = MODELS.get(key)
+    spec = models.get(key)
     if spec is None:
-        choices = ", ".join(["local", *(f"local:{k}" for k in MODELS)])
+        choices = ", ".join(["local", *(f"local:{k}" for k in models)])
         raise ConfigError(f"--orbench-model: {name!r} is not an embedded model; choose {choices}")
     return spec
 
@@ -285,11 +285,16 @@ def _kill(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
             proc.wait()
 
 
+# How the server's child is started: (config, log path) → (the process, its ready fd).
+Spawn = Callable[[dict[str, Any], Path], tuple[subprocess.Popen[bytes], int]]
+
+
 def start_local_server(name: str, *, threads: int = defaults.LOCAL_THREADS,
                        n_ctx: int = defaults.LOCAL_CONTEXT, n_parallel: int = defaults.LOCAL_SLOTS,
                        port: int = 0, cache_dir: Path, timeout_s: float = defaults.TIMEOUT_S,
-                       reuse_prompts: bool = False,
-                       tuning: dict[str, Any] | None = None) -> LocalServer:
+                       reuse_prompts: bool = False, tuning: dict[str, Any] | None = None,
+                       models: Mapping[str, ModelSpec] = MODELS,
+                       spawn: Spawn | None = None) -> LocalServer:
     """Assemble model `name` if needed and serve it on 127.0.0.1; returns once it answers.
 
     n_ctx is one KV cache shared by the n_parallel slots (llama.cpp's unified KV): any one
@@ -297,8 +302,9 @@ def start_local_server(name: str, *, threads: int = defaults.LOCAL_THREADS,
     prompt reuse keep answers deterministic (the module's docstring says why); more slots or
     `reuse_prompts` are faster but an answer then depends on the other requests. `tuning`
     sets further llama.cpp server parameters by name (benchmarks try settings with it).
+    `models` (the table `name` is looked up in) and `spawn` (_spawn by default) are for tests.
     """
-    spec = resolve_model(name)
+    spec = resolve_model(name, models)
     require_xllamacpp()
     check_port_free(port)
     check_memory(spec, available_memory_mb())
@@ -307,7 +313,7 @@ def start_local_server(name: str, *, threads: int = defaults.LOCAL_THREADS,
     config = {"model_path": str(path), "alias": spec.alias, "threads": threads, "n_ctx": n_ctx,
               "n_parallel": n_parallel, "port": port, "reuse_prompts": reuse_prompts,
               "tuning": tuning or {}}
-    proc, ready_fd = _spawn(config, log_path)
+    proc, ready_fd = (spawn or _spawn)(config, log_path)
     try:
         url = _read_ready(proc, ready_fd, time.monotonic() + timeout_s, log_path, port)
         server = LocalServer(proc, url, spec, log_path)
@@ -397,22 +403,6 @@ def _wait_models(server: LocalServer, deadline: float) -> None:
             raise ConfigError(f"the local model server did not answer {url} in time; "
                               f"see {server.log_path}")
         time.sleep(0.05)
-
-
-def serve_forever(name: str, port: int, threads: int) -> None:
-    """Serve in the foreground until Ctrl-C (`orbench serve-local`)."""
-    from orbench_pytest.core.defaults import default_cache_dir
-
-    with start_local_server(name, threads=threads, port=port,
-                            cache_dir=default_cache_dir(os.environ)) as server:
-        print(f"serving {name} at {server.base_url} as model {server.model!r} "
-              f"(pid {server.pid}); Ctrl-C stops it")
-        print(f"  pytest suites/ --orbench-model={server.model} "
-              f"--orbench-base-url={server.base_url}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            status = server.wait()
-            raise ConfigError(f"the local model server exited ({status}); "
-                              f"see {server.log_path}")
 
 
 # --- the child process ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ from orbench_pytest.fetch.targets import (
     FaultKind,
     OpenAICompatibleTarget,
     TransientFault,
+    model_identity,
 )
 
 
@@ -230,7 +231,10 @@ class JudgeChannel:
     def __init__(self, target: OpenAICompatibleTarget, concurrency: int) -> None:
         self.target = target
         self.concurrency = concurrency
-        self.identity = {"judge": target.identity()}
+        # model_identity less its unset fields (max_tokens, seed): the judge cache's keys as
+        # they were before the identity was one formula (tests/test_cache.py pins them).
+        identity = model_identity(target.model, target.base_url, target.params)
+        self.identity = {"judge": {k: v for k, v in identity.items() if v is not None}}
         self._layer: RequestLayer | None = None
         self._slots: AdaptiveLimiter | None = None
         self._lookup: Lookup = lambda key: None

@@ -28,10 +28,15 @@ from urllib.parse import urlparse
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import BodyTooLarge, clip_answer, clip_raw, read_body
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.redact import redact, redact_known, without_userinfo
+from orbench_pytest.core.redact import redact, redact_known, shown_url
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_text
-from orbench_pytest.fetch.endpoints import is_loopback, parse_target_spec, validate_base_url
+from orbench_pytest.fetch.endpoints import (
+    endpoint_url,
+    is_loopback,
+    parse_target_spec,
+    validate_base_url,
+)
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
 CONTENT_FILTER_CODES = frozenset({"content_filter", "invalid_prompt", "content_policy_violation"})
@@ -85,7 +90,7 @@ class ConfigFault(Exception):
 class GenerationParams:
     """The generation parameters sent with every prompt (part of the cache key)."""
 
-    temperature: float = 0.0
+    temperature: float = defaults.TEMPERATURE
     max_tokens: int | None = None
     seed: int | None = None
     timeout_s: float = defaults.TIMEOUT_S
@@ -109,12 +114,14 @@ def served_url(base_url: str | None) -> str:
 def model_identity(model: str, base_url: str | None,
                    params: GenerationParams) -> dict[str, Any]:
     """What the cache key knows of a model (`base_url` None: the embedded one, pinned by
-    sha256 in local_model, so its name identifies it); computable without starting anything."""
+    sha256 in local_model, so its name identifies it); computable without starting anything.
+    The endpoint as shown_url gives it: no password in the key, the same key when only the
+    credentials change, and a URL without userinfo or query keys as it always did."""
     body = {"temperature": params.temperature, "max_tokens": params.max_tokens,
             "seed": params.seed}
     if base_url is None:
         return {"kind": "local", "model": model, **body}
-    return {"kind": "openai", "base_url": base_url, "model": model, **body}
+    return {"kind": "openai", "base_url": shown_url(base_url), "model": model, **body}
 
 
 def check_key(url: str, api_key_env: str, *, whose: str = "the API key",
@@ -124,7 +131,7 @@ def check_key(url: str, api_key_env: str, *, whose: str = "the API key",
     if is_loopback(url) or os.environ.get(api_key_env):
         return
     of = f" ({asker})" if asker else ""
-    raise ConfigError(f"{api_key_env} is not set: export {whose} for {redact(url)}{of} "
+    raise ConfigError(f"{api_key_env} is not set: export {whose} for {shown_url(url)}{of} "
                       f"(or name another variable with {hint})")
 
 
@@ -135,9 +142,6 @@ def local_concurrency(wanted: int, slots: int = defaults.LOCAL_SLOTS) -> int:
 
 
 class Target(Protocol):
-    def identity(self) -> dict[str, Any]:
-        """What the cache key needs to know about the target (never a secret)."""
-
     async def complete(self, system_prompt: str | None, prompt: str) -> Response: ...
 
     async def aclose(self) -> None: ...
@@ -149,17 +153,15 @@ class OpenAICompatibleTarget:
         self.base_url = validate_base_url(base_url)
         if api_key and urlparse(self.base_url).username is not None:
             # aiohttp cannot send both; say so rather than fail inside the first request.
-            raise ConfigError(f"base URL {without_userinfo(self.base_url)[:100]!r} carries "
+            raise ConfigError(f"base URL {shown_url(self.base_url)[:100]!r} carries "
                               "user:password@ and an API key is set too: give one of them")
         self.model = model
         self.params = params
+        self._chat_url = endpoint_url(self.base_url, "chat/completions")
+        self._shown_chat_url = shown_url(self._chat_url)
         self._api_key = api_key
         self._concurrency = concurrency
         self._session: Any = None  # aiohttp.ClientSession, made inside the running loop
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "openai", "base_url": self.base_url, "model": self.model,
-                **self.params.body_fields()}
 
     def _client(self) -> Any:
         if self._session is None:
@@ -190,10 +192,9 @@ class OpenAICompatibleTarget:
     async def chat(self, body: dict[str, Any]) -> Response:
         import aiohttp
 
-        url = f"{self.base_url}/chat/completions"
         started = time.perf_counter()
         try:
-            async with self._client().post(url, json=body) as resp:
+            async with self._client().post(self._chat_url, json=body) as resp:
                 status = resp.status
                 headers = resp.headers
                 raw = await read_body(resp.content)
@@ -208,12 +209,13 @@ class OpenAICompatibleTarget:
                                  f"truncated body ({type(exc).__name__})") from None
         except aiohttp.ClientConnectorError as exc:
             raise TransientFault(FaultKind.CONNECTION,
-                                 f"cannot connect to {self.base_url} ({exc.os_error})") from None
+                                 f"cannot connect to {shown_url(self.base_url)} "
+                                 f"({exc.os_error})") from None
         except aiohttp.ClientError as exc:
             raise TransientFault(FaultKind.CONNECTION,
                                  f"connection error ({type(exc).__name__}: {exc})") from None
         latency_ms = (time.perf_counter() - started) * 1000
-        return parse_chat_response(status, headers, raw, latency_ms, url)
+        return parse_chat_response(status, headers, raw, latency_ms, self._shown_chat_url)
 
 
 def chat_request_body(model: str, params: GenerationParams, system_prompt: str | None,
@@ -357,9 +359,6 @@ class CallableTarget:
         self._is_async = inspect.iscoroutinefunction(self._fn)
         self._threads = _DaemonThreads()
         self._loop_thread = _LoopThread()
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "callable", "spec": self.spec}
 
     async def aclose(self) -> None:
         self._threads.close()

@@ -61,11 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models.add_argument("--probe-model", action="append", default=[], metavar="MODEL",
                         help="Answers the safe prompts for the hard subset; repeatable")
     models.add_argument("--probe-base-url", metavar="URL")
-    models.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+    models.add_argument("--api-key-env", default=defaults.API_KEY_ENV, metavar="NAME",
                         help="Environment variable holding the API key (default: "
-                             "OPENAI_API_KEY); the key itself is never an option")
-    models.add_argument("--local-threads", type=positive_int, default=1, metavar="N",
-                        help="CPU threads of the embedded model (default: 1)")
+                             "%(default)s); the key itself is never an option")
+    models.add_argument("--local-threads", type=positive_int, default=defaults.LOCAL_THREADS,
+                        metavar="N", help="CPU threads of the embedded model (default: "
+                                          "%(default)s)")
 
     stages = parser.add_argument_group("stages")
     stages.add_argument("--per-seed", type=positive_int, default=5, metavar="N",
@@ -136,9 +137,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         provenance = generate(config, cache, endpoints, _say, StageProgress)
     except GenerationIncomplete as exc:
-        from orbench_pytest.generate.review import shown
+        from orbench_pytest.core.untrusted import inert_text
 
-        _say(f"incomplete: {shown(str(exc), 600)}")
+        _say(f"incomplete: {inert_text(exc, 600)}")
         return EXIT_INCOMPLETE
     except KeyboardInterrupt:
         _say("interrupted: the answers that came are cached; run the same command again to "

@@ -15,7 +15,7 @@ from typing import Any
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
-from orbench_pytest.core.redact import redact, secret_from_env
+from orbench_pytest.core.redact import redact, secret_from_env, shown_url
 from orbench_pytest.fetch.endpoints import validate_base_url
 from orbench_pytest.fetch.targets import (
     GenerationParams,
@@ -47,8 +47,8 @@ class ModelRef:
 
     def describe(self) -> dict[str, Any]:
         """For the provenance: model and endpoint, never a key."""
-        return {"model": self.name,
-                "endpoint": "embedded" if self.is_local else redact(self.base_url or ""),
+        endpoint = "embedded" if self.is_local else redact(shown_url(self.base_url or ""))
+        return {"model": self.name, "endpoint": endpoint,
                 "temperature": self.params.temperature, "max_tokens": self.params.max_tokens,
                 "seed": self.params.seed}
 

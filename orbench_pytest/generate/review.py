@@ -9,7 +9,7 @@ from typing import Any
 
 from orbench_pytest.catalog.datasets import read_rows
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.untrusted import inert_text
 from orbench_pytest.generate.write import (
     COLUMNS,
     OPTIONAL_COLUMNS,
@@ -24,12 +24,6 @@ from orbench_pytest.generate.write import (
 )
 
 SHOWN_CHARS = 160
-
-
-def shown(text: str, limit: int = SHOWN_CHARS) -> str:
-    """Untrusted text on one inert line (see untrusted.terminal_text); the review is often
-    pasted into a comment, so a mention is defused too."""
-    return terminal_text(text.replace("@", "[at]"), limit)
 
 
 def read_review_rows(out: Path) -> list[dict[str, str]]:
@@ -71,9 +65,9 @@ def review_lines(rows: Sequence[dict[str, str]], limit: int) -> list[str]:
              f"{sum(is_disputed(r) for r in rows)} marked disputed by a reviewer"]
     for row in ordered[:limit]:
         flag = " [disputed]" if is_disputed(row) else ""
-        lines.append(f"  {shown(row['id'], 40)}  {row['decision']:<11} "
-                     f"votes {shown(row['votes'], 120)}{flag}")
-        lines.append(f"      {shown(row['prompt'])}")
+        lines.append(f"  {inert_text(row['id'], 40)}  {row['decision']:<11} "
+                     f"votes {inert_text(row['votes'], 120)}{flag}")
+        lines.append(f"      {inert_text(row['prompt'], SHOWN_CHARS)}")
     if len(ordered) > limit:
         lines.append(f"  … {len(ordered) - limit} more rows in {REVIEW_FILE}")
     lines.append(f"To dispute a row, write why in its 'disputed' cell in {REVIEW_FILE} (and "

@@ -289,7 +289,7 @@ class Parameters:
     judge_model: str | None = None
     judge_base_url: str | None = None
     partial_is_refusal: bool = False
-    sample: int | float | None = None  # --orbench-sample: a count or a fraction
+    sample: int | float | None = None  # --orbench-subset: a count or a fraction
     seed: int | None = None
     categories: list[str] = field(default_factory=list)
     concurrency: int = 0

@@ -16,13 +16,12 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
-from orbench_pytest.core.redact import redact
+from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.baseline import Comparison, Pairing
 from orbench_pytest.gate.calibration import METHOD, MIN_LABELS, Calibration
@@ -164,11 +163,7 @@ def parameters(settings: Settings) -> Parameters:
 
 def _safe_url(url: str | None) -> str | None:
     """A URL without user:password@ and without a key in its query."""
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return redact(urlunsplit((parts.scheme, netloc, parts.path, "", "")))
+    return None if url is None else redact(shown_url(url))
 
 
 def _redacted(text: str | None) -> str | None:

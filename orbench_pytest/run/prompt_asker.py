@@ -94,9 +94,6 @@ class _Kept:
     def __init__(self, inner: Target) -> None:
         self.inner = inner
 
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
-
     async def complete(self, system_prompt: str | None, prompt: str) -> Any:
         return await self.inner.complete(system_prompt, prompt)
 

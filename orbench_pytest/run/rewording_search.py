@@ -12,12 +12,12 @@ Reproducible and bounded:
   written, so nothing but the seed decides what is tried;
 - every rewording is asked through the run's engine and cache (prompt_asker.py), so a rerun
   asks nothing and reports the same flips;
-- --orbench-rewordings-budget (default 1000) bounds the rewordings asked, cached ones included
-  (a rerun stops where the first run stopped). The N tries of every prompt are drawn first
-  (Hypothesis' own generation, replayed: see `_tries`) and asked concurrently, prompt after
-  prompt while they fit in 4/5 of the budget; shrinking the flips then asks one rewording at
-  a time within what is left. Prompts past the budget are counted as not searched, flips
-  past it are reported as found, unshrunk.
+- --orbench-rewordings-budget (defaults.REWORDINGS_BUDGET) bounds the rewordings asked, cached ones
+  included (a rerun stops where the first run stopped). The N tries of every prompt are drawn first
+  (Hypothesis' own generation, replayed: see `_tries`) and asked concurrently, prompt after prompt
+  while they fit in 4/5 of the budget; shrinking the flips then asks one rewording at a time within
+  what is left. Prompts past the budget are counted as not searched, flips past it are reported as
+  found, unshrunk.
 """
 
 from __future__ import annotations

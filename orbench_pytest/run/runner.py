@@ -45,6 +45,7 @@ from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 
 if TYPE_CHECKING:  # a run without judge_calibration never loads it
+    from orbench_pytest.fetch.local_model import LocalServer
     from orbench_pytest.gate.calibration import Calibration
 
 
@@ -108,19 +109,24 @@ def check_target_key(settings: Settings) -> None:
 
 
 @contextlib.contextmanager
-def open_target(settings: Settings, params: GenerationParams) -> Iterator[tuple[Target, str]]:
-    """The target to ask, and a label for reports; a local model server lives only inside."""
+def open_target(settings: Settings, params: GenerationParams,
+                start_local: Callable[..., LocalServer] | None = None,
+                ) -> Iterator[tuple[Target, str]]:
+    """The target to ask, and a label for reports; a local model server lives only inside
+    (started by `start_local`, local_model.start_local_server unless a test gives another)."""
     if settings.target is not None:
         yield CallableTarget(settings.target, params.timeout_s), settings.target
         return
     if settings.is_local:
-        from orbench_pytest.fetch.local_model import start_local_server
+        if start_local is None:
+            from orbench_pytest.fetch.local_model import start_local_server
+
+            start_local = start_local_server
 
         name = settings.model or "local"
-        server = start_local_server(name, threads=settings.local_threads,
-                                    n_parallel=effective_concurrency(settings),
-                                    n_ctx=defaults.LOCAL_CONTEXT,
-                                    cache_dir=settings.cache_dir)
+        server = start_local(name, threads=settings.local_threads,
+                             n_parallel=effective_concurrency(settings),
+                             n_ctx=defaults.LOCAL_CONTEXT, cache_dir=settings.cache_dir)
         try:
             yield (OpenAICompatibleTarget(server.base_url, server.model, None, params,
                                           settings.concurrency), name)
@@ -424,9 +430,6 @@ def _stopped_reason(report: FetchReport) -> str | None:
 class NoTarget:
     """Stands in when every answer is already known (the cache, given answers): asking it is
     a bug."""
-
-    def identity(self) -> dict[str, Any]:
-        return {}
 
     async def complete(self, system_prompt: str | None, prompt: str) -> Any:
         raise AssertionError("no request may be sent when every answer is known")

@@ -129,7 +129,7 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         if thresholds is BUILT_IN:
             reporter.write_line(built_in_line())
         if chosen is not None:
-            reporter.write_line(chosen)
+            reporter.write_line(terminal_line(chosen))
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
     cache = (None if settings.cache_mode == "off"
              else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read",
