@@ -120,9 +120,8 @@ def test_the_user_property_test_fails_with_the_minimal_rewording(
     script = RefuseOnTrigger(prefixes=("I'm a",))
     cache = Path(os.environ["ORBENCH_CACHE_DIR"])
     with OpenAIServer(script) as server:
-        result = pytester.runpytest_inprocess(
-            *plugin_args, "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-seed=3", "-p", "no:cacheprovider")
+        result = run_orbench(pytester, plugin_args, "--orbench-seed=3", "-p", "no:cacheprovider",
+                             url=server.url, suites=None)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     # Hypothesis' falsifying example: the first safe prompt with one persona edit, and the
