@@ -14,7 +14,6 @@ import math
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 from orbench_pytest.config.settings import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
-from tests.helpers import cases, no_crash, run_orbench, write_suite
+from tests.helpers import FakeClock, no_crash, orbench_cli, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
 EXAMPLES = int(os.environ.get("ORBENCH_BAD_INPUT_EXAMPLES", "15"))
@@ -448,11 +447,6 @@ def test_bad_option_value_is_one_line_naming_the_option(pytester, plugin_args, s
 
 # --- round 2 (issue 32): caches, batch files, options, suites added since the first round ----
 
-def mini_suite(root: Path, n: int = 3, name: str = "ok") -> None:
-    write_suite(root, cases((f"How do I bake bread, take {i}?" for i in range(n)),
-                            safe_category="food"), name)
-
-
 def corrupt_rows(path: Path, column: str, value: Any) -> None:
     """Every row of a cache gets `value` (of another type) in `column`."""
     import sqlite3
@@ -468,7 +462,7 @@ WRONG_TYPES = [("created", "yesterday"), ("text", b"\x00\xffbinary"), ("latency_
 @pytest.mark.parametrize("column, value", WRONG_TYPES)
 def test_cache_rows_of_wrong_types_are_asked_again_with_one_line(pytester, plugin_args, server,
                                                                   column, value) -> None:
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     cache = pytester.path / "c.sqlite3"
     args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
             f"--orbench-cache-path={cache}"]
@@ -483,13 +477,6 @@ def test_cache_rows_of_wrong_types_are_asked_again_with_one_line(pytester, plugi
                                  "crafted) ignored; their prompts were asked again"])
     # ...and overwritten: the next run reads them.
     assert run_case(pytester, plugin_args, args).ret == 0 and server.requests - before == 3
-
-
-def orbench(*args: str, cwd: Path, timeout: float = 60, env: dict | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
 
 
 def filled_cache(path: Path, texts: dict[str, str], created: float = 1.7e9) -> None:
@@ -516,7 +503,7 @@ def test_cache_merge_skips_rows_of_wrong_types_in_either_order(tmp_path, column,
     corrupt_rows(bad, column, value)
     for order in ((good, bad), (bad, good)):
         out = tmp_path / f"out-{order[0].stem}.sqlite3"
-        done = orbench("cache", "merge", *map(str, order), "-o", str(out), cwd=tmp_path)
+        done = orbench_cli("cache", "merge", *order, "-o", out, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
         assert "skipped 2 rows of wrong types" in done.stdout
@@ -544,7 +531,7 @@ def test_a_crafted_cache_with_a_view_is_refused_at_once(pytester, plugin_args, s
                                                         mode) -> None:
     import time
 
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     cache = pytester.path / "crafted.sqlite3"
     crafted_view_cache(cache)
     started = time.monotonic()
@@ -561,8 +548,8 @@ def test_cache_merge_refuses_a_crafted_cache_at_once(tmp_path) -> None:
     good, crafted = tmp_path / "good.sqlite3", tmp_path / "crafted.sqlite3"
     filled_cache(good, {"k1": "a"})
     crafted_view_cache(crafted)
-    done = orbench("cache", "merge", str(good), str(crafted), "-o", str(tmp_path / "o.sqlite3"),
-                   cwd=tmp_path, timeout=30)
+    done = orbench_cli("cache", "merge", good, crafted, "-o", tmp_path / "o.sqlite3",
+                       cwd=tmp_path, timeout=30)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "crafted.sqlite3: not an orbench response cache (it holds the view" in done.stderr
@@ -575,11 +562,10 @@ def test_a_query_past_its_bound_is_interrupted(tmp_path) -> None:
     from orbench_pytest.core.types import Response
     from orbench_pytest.fetch.cache import QueryClock, ResponseCache
 
-    ticks = iter(itertools.count(step=100.0))
     cache = ResponseCache(tmp_path / "c.sqlite3")
     cache.put_many([(f"k{i}", Response(text="a")) for i in range(3000)])
     assert len(cache.get_many([f"k{i}" for i in range(3000)])) == 3000  # the real clock
-    cache.query_clock = QueryClock(clock=lambda: next(ticks))
+    cache.query_clock = QueryClock(clock=FakeClock(step=100.0))
     cache.query_clock.attach(cache._db)
     with pytest.raises(ConfigError, match=r"c.sqlite3: a query on the response cache ran past "
                                           r"30 s"):
@@ -591,19 +577,19 @@ def test_cache_merge_refuses_a_device_and_writes_through_a_symlink(tmp_path) -> 
 
     good = tmp_path / "good.sqlite3"
     filled_cache(good, {"k1": "a"})
-    done = orbench("cache", "merge", str(good), "-o", "/dev/null", "--force", cwd=tmp_path)
+    done = orbench_cli("cache", "merge", good, "-o", "/dev/null", "--force", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == ("orbench cache: error: -o: /dev/null is not a regular file "
                                    "(a device, FIFO or socket); give a file name")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    done = orbench("cache", "merge", str(good), "-o", str(fifo), "--force", cwd=tmp_path)
+    done = orbench_cli("cache", "merge", good, "-o", fifo, "--force", cwd=tmp_path)
     assert done.returncode == 2 and "is not a regular file" in done.stderr
     assert Path(fifo).exists() and not Path(fifo).is_file()
     real = tmp_path / "real.sqlite3"
     link = tmp_path / "link.sqlite3"
     link.symlink_to(real)
-    done = orbench("cache", "merge", str(good), "-o", str(link), cwd=tmp_path)
+    done = orbench_cli("cache", "merge", good, "-o", link, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert link.is_symlink() and real.is_file()  # written through; the link stays
     assert sqlite3.connect(real).execute("SELECT text FROM responses").fetchone() == ("a",)
@@ -613,7 +599,7 @@ def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
                                                           server) -> None:
     import sqlite3
 
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     path = pytester.path / "c.sqlite3"
     filled_cache(path, {"k": "x"})
     holder = sqlite3.connect(path, isolation_level=None)
@@ -685,7 +671,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
 
     from tests.openai_server import Reply
 
-    mini_suite(pytester.path, n=8)
+    write_suite(pytester, questions(8, "food"), "ok")
     path = pytester.path / "c.sqlite3"
     released = threading.Event()
 
@@ -698,7 +684,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
         released.set()
 
     def script(prompt: str, system: str | None, body: Any) -> Reply:
-        if "take 0" in prompt:
+        if prompt.startswith("question 0:"):
             threading.Thread(target=hold_lock, daemon=True).start()
             time.sleep(0.3)  # the lock is taken before the next answers arrive
         return Reply(text="Sure, flour and water.")
@@ -719,7 +705,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
 def exported_requests(pytester: pytest.Pytester, plugin_args: list[str]) -> list[dict]:
     from tests.batch_files import read_requests
 
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     done = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
                                             "--orbench-base-url=http://127.0.0.1:9/v1",
                                             "--orbench-batch-export=requests.jsonl"])
@@ -844,7 +830,7 @@ def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> 
 ])
 def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
                                             expected) -> None:
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     before = server.requests
     result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
                                               f"--orbench-base-url={server.url}", *args])
@@ -855,7 +841,7 @@ def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
 def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args,
                                                               server) -> None:
     # The real bound: 10,001 prompts × the most samples (100) is one request past it.
-    mini_suite(pytester.path, n=defaults.MAX_REQUESTS // MAX_SAMPLES + 1)
+    write_suite(pytester, questions(defaults.MAX_REQUESTS // MAX_SAMPLES + 1, "food"), "ok")
     before = server.requests
     result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
                                               f"--orbench-base-url={server.url}",
@@ -868,7 +854,7 @@ def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_a
 
 
 def test_minus_zero_temperature_is_the_cache_key_of_zero(pytester, plugin_args, server) -> None:
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
             "--orbench-cache-path=c.sqlite3"]
     assert run_case(pytester, plugin_args, [*args, "--orbench-temperature=0"]).ret == 0
@@ -897,7 +883,7 @@ def test_a_bad_suite_sample_is_one_line(pytester, plugin_args, server, sample, e
 ])
 def test_a_key_given_twice_in_a_thresholds_file_is_one_line(pytester, plugin_args, server,
                                                              name, text) -> None:
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / name).write_text(text)
     result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
                                               f"--orbench-base-url={server.url}",
@@ -917,7 +903,7 @@ def test_a_key_given_twice_in_a_suite_is_one_line(pytester, plugin_args, server)
 def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, server) -> None:
     from orbench_pytest.catalog.sampling import parse_shard
 
-    mini_suite(pytester.path, n=3)
+    write_suite(pytester, questions(3, "food"), "ok")
     shard = next(f"{k}/1000" for k in range(1, 1001)  # one that holds none of the 3 prompts
                  if not any(parse_shard(f"{k}/1000").holds(("ok", "", f"food-{i:04d}"))
                             for i in range(3)))
@@ -974,14 +960,13 @@ def generate_world(rewrites: str, vote: str = "safe") -> Any:
     return script
 
 
-def run_generate(tmp_path: Path, url: str, env: dict | None = None,
-                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_generate(tmp_path: Path, url: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "seeds.csv").write_text(GENERATE_SEEDS)
-    return orbench("generate", "--seeds", "seeds.csv", "--out", "bank", "--rewriter-model",
-                   "rewriter", "--rewriter-base-url", url, "--moderator", "mod1",
-                   "--moderator", "mod2", "--moderator-base-url", url, "--per-seed", "3",
-                   "--max-retries", "0", "--cache-path", "cache.sqlite3", cwd=tmp_path,
-                   env=env, timeout=timeout)
+    return orbench_cli("generate", "--seeds", "seeds.csv", "--out", "bank", "--rewriter-model",
+                       "rewriter", "--rewriter-base-url", url, "--moderator", "mod1",
+                       "--moderator", "mod2", "--moderator-base-url", url, "--per-seed", "3",
+                       "--max-retries", "0", "--cache-path", "cache.sqlite3", cwd=tmp_path,
+                       timeout=120)
 
 
 @pytest.mark.parametrize("role", ["rewriter", "moderator"])
@@ -1024,7 +1009,7 @@ FORGING_NAME = "a\n::error title=forged::filename\x1b[2J.yaml"
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
 def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xdist) -> None:
     """Git accepts such a name from a pull request; pytest prints node ids as they are."""
-    mini_suite(pytester.path)
+    write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / "suites" / FORGING_NAME).write_text(yaml.safe_dump(GOOD_SUITE))
     result = pytester.runpytest_subprocess(
         *plugin_args, "-p", "no:cacheprovider", "suites", "--orbench-model=m",
@@ -1053,7 +1038,7 @@ def test_generate_rebuild_of_a_provenance_nested_too_deep_is_one_line(tmp_path) 
                                        "decision": "safe"}
     (tmp_path / "bank" / "generated.csv").write_text(
         ",".join(COLUMNS) + "\n" + ",".join(row[c] for c in COLUMNS) + "\n")
-    done = orbench("generate", "--rebuild", "--out", "bank", cwd=tmp_path)
+    done = orbench_cli("generate", "--rebuild", "--out", "bank", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
     assert "provenance.json: unreadable (nested too deeply)" in done.stderr

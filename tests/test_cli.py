@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.main import main
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.reports.plot import published_spearman, spearman
-from tests.helpers import REPO, results_file
+from tests.helpers import REPO, orbench_cli, results_file
 
 
 def test_spearman_by_hand() -> None:
@@ -72,7 +70,6 @@ def test_argument_errors_exit_2_with_usage(capsys) -> None:
 
 
 def test_module_runs_as_a_command(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "compare",
-                           "--published"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = orbench_cli("compare", "--published", cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "0.893" in done.stdout

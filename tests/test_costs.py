@@ -79,10 +79,9 @@ def test_a_hand_edited_cost_is_a_one_line_error(bad: object) -> None:
 
 def cost_run(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
              *args: str, name: str = "") -> pytest.RunResult:
-    return pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        "--orbench-cache-path=cache.sqlite3", f"--orbench-results=r{name}.json",
-        f"--junitxml=j{name}.xml", "--orbench-backoff=0", *args)
+    return helpers.run_orbench(pytester, plugin_args, f"--orbench-results=r{name}.json",
+                               f"--junitxml=j{name}.xml", "--orbench-backoff=0", *args,
+                               url=server.url, cache="cache.sqlite3")
 
 
 def suite_properties(path: str) -> dict[str, str]:
@@ -171,9 +170,8 @@ def test_a_price_must_be_a_number(pytester: pytest.Pytester, plugin_args: list[s
 
 def cache_key(pytester: pytest.Pytester, plugin_args: list[str], server: OpenAIServer,
               *args: str) -> str:
-    result = pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        "--orbench-cache-key", "-q", *args)
+    result = helpers.run_orbench(pytester, plugin_args, "--orbench-cache-key", "-q", *args,
+                                 url=server.url)
     assert result.ret == pytest.ExitCode.OK
     keys = [line.removeprefix("orbench cache key: ") for line in result.outlines
             if line.startswith("orbench cache key: ")]

@@ -379,18 +379,18 @@ def test_progress_shows_an_eta_once_it_can() -> None:
     quick answers at the start age out of the window)."""
     from orbench_pytest.fetch.progress import ProgressLine, format_duration
 
-    clock = [1000.0]
+    clock = FakeClock(1000.0)
     written: list[str] = []
     progress = ProgressLine(lambda text, rewrite: written.append(text), False, log_every_s=0,
-                            clock=lambda: clock[0])
+                            clock=clock)
     progress(400, 1000, 0)  # 400 answers from the cache at once
     assert "ETA" not in written[-1]
     for done in range(401, 701):  # then one a second, asked
-        clock[0] += 1.0
+        clock.now += 1.0
         progress(done, 1000, 0)
     # 300 left at the last 30 s's rate of one a second: five minutes
     assert written[-1].endswith(", ETA 5m00s"), written[-1]
-    clock[0] += 1.0
+    clock.now += 1.0
     progress(1000, 1000, 0)
     assert "ETA" not in written[-1]  # done
     assert [format_duration(s) for s in (42, 185, 3720)] == ["42s", "3m05s", "1h02m"]

@@ -20,9 +20,8 @@ from orbench_pytest.cli.label import JudgedAnswer, candidates, read_labels, samp
 from orbench_pytest.cli.main import main
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
 from orbench_pytest.reports.results import read_results
-from tests.helpers import labels_file
+from tests.helpers import ORBENCH_CLI, labels_file, orbench_cli
 
-ORBENCH = Path(sys.executable).parent / "orbench"
 VERDICTS = ("compliance", "refusal", "partial_refusal")
 
 
@@ -42,12 +41,6 @@ def results_file(path: Path, n: int = 12, answer: str = "answer number {i}") -> 
     return path
 
 
-def orbench(*args: str, keys: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert ORBENCH.exists(), "the orbench console script of this environment"
-    return subprocess.run([str(ORBENCH), *args], input=keys, capture_output=True, text=True,
-                          cwd=cwd, timeout=60, check=False)
-
-
 def label_rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
@@ -55,8 +48,8 @@ def label_rows(path: Path) -> list[dict[str, str]]:
 
 def test_label_reads_keys_from_stdin_and_appends_each_label(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
-    done = orbench("label", str(results), "-o", "labels.csv", "--n", "6",
-                   keys="c r\np s\nc c\n", cwd=tmp_path)
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "6",
+                       input="c r\np s\nc c\n", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = label_rows(tmp_path / "labels.csv")
     assert [r["label"] for r in rows] == ["compliance", "refusal", "partial_refusal", "skip",
@@ -74,8 +67,7 @@ def test_label_reads_keys_from_stdin_and_appends_each_label(tmp_path: Path) -> N
 
 def test_the_judges_verdict_is_shown_only_after_the_label(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
-    done = orbench("label", str(results), "-o", "labels.csv", "--n", "3", keys="c",
-                   cwd=tmp_path)
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "3", input="c", cwd=tmp_path)
     first_screen, _, after = done.stdout.partition("[q]uit: ")
     assert "answer number" in first_screen
     assert "judge" not in first_screen and not any(v in first_screen for v in VERDICTS)
@@ -85,12 +77,11 @@ def test_the_judges_verdict_is_shown_only_after_the_label(tmp_path: Path) -> Non
 
 def test_label_resumes_where_it_stopped_and_back_relabels(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
-    first = orbench("label", str(results), "-o", "labels.csv", "--n", "4", keys="cc",
-                    cwd=tmp_path)
+    first = orbench_cli("label", results, "-o", "labels.csv", "--n", "4", input="cc", cwd=tmp_path)
     assert "2 of 4 labelled (2 left, input ended)" in first.stdout
     # back to the second answer, relabel it, then the two left
-    second = orbench("label", str(results), "-o", "labels.csv", "--n", "4", keys="b r r r",
-                     cwd=tmp_path)
+    second = orbench_cli("label", results, "-o", "labels.csv", "--n", "4", input="b r r r",
+                         cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     rows = label_rows(tmp_path / "labels.csv")
     assert len(rows) == 5  # append-only: the relabel is a new row
@@ -103,8 +94,7 @@ def test_label_resumes_where_it_stopped_and_back_relabels(tmp_path: Path) -> Non
 def test_label_escapes_untrusted_answers(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json",
                            answer="::set-output name=x::{i}\x1b[2J\u202e sk-abcdefghijklmnop")
-    done = orbench("label", str(results), "-o", "labels.csv", "--n", "2", keys="cc",
-                   cwd=tmp_path)
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "2", input="cc", cwd=tmp_path)
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
     assert "\\x1b[2J" in done.stdout and "\\u202e" in done.stdout
     assert "\n  ::" not in done.stdout and "  \\x3a:set-output" in done.stdout
@@ -113,8 +103,8 @@ def test_label_escapes_untrusted_answers(tmp_path: Path) -> None:
 
 def test_unknown_keys_are_ignored_and_q_quits(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
-    done = orbench("label", str(results), "-o", "labels.csv", "--n", "5", keys="x c q c",
-                   cwd=tmp_path)
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "5", input="x c q c",
+                       cwd=tmp_path)
     assert "x: not a key (c r p s b q)" in done.stdout
     assert "1 of 5 labelled (4 left, quit)" in done.stdout
     assert len(label_rows(tmp_path / "labels.csv")) == 1
@@ -124,7 +114,7 @@ def test_unknown_keys_are_ignored_and_q_quits(tmp_path: Path) -> None:
 def test_ctrl_c_keeps_every_label_given(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
     labels = tmp_path / "labels.csv"
-    child = subprocess.Popen([str(ORBENCH), "label", str(results), "-o", str(labels),
+    child = subprocess.Popen([*ORBENCH_CLI, "label", str(results), "-o", str(labels),
                               "--n", "5"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert child.stdin is not None
@@ -171,10 +161,10 @@ def test_label_shows_prompts_from_a_named_suite(tmp_path: Path) -> None:
     data = json.loads(results_file(tmp_path / "run.json", n=1).read_text())
     del data["items"][0]["prompt"]
     (tmp_path / "run.json").write_text(json.dumps(data))
-    done = orbench("label", "run.json", "-o", "labels.csv", "--suite", "mine.yaml", keys="c",
-                   cwd=tmp_path)
+    done = orbench_cli("label", "run.json", "-o", "labels.csv", "--suite", "mine.yaml", input="c",
+                       cwd=tmp_path)
     assert "the suite's own prompt" in done.stdout, done.stderr
-    without = orbench("label", "run.json", "-o", "other.csv", keys="c", cwd=tmp_path)
+    without = orbench_cli("label", "run.json", "-o", "other.csv", input="c", cwd=tmp_path)
     assert "not in the results file" in without.stdout
 
 
@@ -191,11 +181,10 @@ def test_label_finds_a_suites_data_in_any_folder_of_the_orbench_data_dir_list(
     data = json.loads(results_file(tmp_path / "run.json", n=1).read_text())
     del data["items"][0]["prompt"]
     (tmp_path / "run.json").write_text(json.dumps(data))
-    done = subprocess.run(
-        [str(ORBENCH), "label", "run.json", "-o", "labels.csv", "--suite", "mine.yaml"],
-        input="c", capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
-        env={**os.environ, "ORBENCH_DATA_DIR": f"{first}{os.pathsep}{second}",
-             "HF_HUB_OFFLINE": "1", "ORBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    done = orbench_cli(
+        "label", "run.json", "-o", "labels.csv", "--suite", "mine.yaml", input="c", cwd=tmp_path,
+        env={"ORBENCH_DATA_DIR": f"{first}{os.pathsep}{second}", "HF_HUB_OFFLINE": "1",
+             "ORBENCH_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr
     assert "from the second folder" in done.stdout
 

@@ -9,7 +9,7 @@ import pytest
 
 from orbench_pytest.judges.rules import RulesJudge
 from tests import helpers
-from tests.helpers import judge_args, judge_server, refusing, run_orbench
+from tests.helpers import cases, judge_args, judge_server, refusing, run_orbench, write_suite
 from tests.openai_server import OpenAIServer, Reply, refuse_when
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
@@ -125,15 +125,8 @@ def test_judge_settings_are_checked_before_any_request(pytester, plugin_args, ar
     result.stderr.fnmatch_lines([message])
 
 
-def suite_with_judge(pytester: pytest.Pytester, name: str, judge: str) -> None:
-    (pytester.path / "suites" / f"{name}.yaml").write_text(
-        f"name: {name}\njudge: {judge}\nprompts:\n"
-        f"  - {{prompt: 'How do I bake bread in {name}?', expect: comply, category: c}}\n")
-
-
 def test_a_suites_judge_applies_unless_the_option_names_one(pytester, plugin_args) -> None:
-    pytester.mkdir("suites")
-    suite_with_judge(pytester, "judged", "llm")
+    write_suite(pytester, cases(["How do I bake bread?"], safe_category="c"), "judged", judge="llm")
     with OpenAIServer(refusing([])) as server, judge_server({}) as judge:
         via_suite = run_orbench(pytester, plugin_args, "--orbench-judge-model=judge-m",
                                 f"--orbench-judge-base-url={judge.url}", url=server.url)
@@ -147,9 +140,8 @@ def test_a_suites_judge_applies_unless_the_option_names_one(pytester, plugin_arg
 
 
 def test_suites_asking_for_different_judges_need_the_option(pytester, plugin_args) -> None:
-    pytester.mkdir("suites")
-    suite_with_judge(pytester, "one", "llm")
-    suite_with_judge(pytester, "two", "keyword")
+    for name, judge in (("one", "llm"), ("two", "keyword")):
+        write_suite(pytester, cases([f"How do I bake bread in {name}?"]), name, judge=judge)
     with OpenAIServer(refusing([])) as server:
         result = run_orbench(pytester, plugin_args, url=server.url)
         assert server.requests == 0

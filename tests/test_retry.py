@@ -89,12 +89,12 @@ def test_no_answer_for_two_timeouts_stops_the_run_whatever_the_pace_of_failures(
     the third failure, two timeouts after the first, not at the twentieth."""
     from orbench_pytest.fetch.retry import STALL_TIMEOUTS, stall_bound
 
-    now = [0.0]
+    clock = FakeClock()
     timeout = 120.0
-    policy = RetryPolicy(RetrySettings(stall_s=stall_bound(timeout)), clock=lambda: now[0])
+    policy = RetryPolicy(RetrySettings(stall_s=stall_bound(timeout)), clock=clock)
     decisions = []
     for n in range(1, 20):
-        now[0] = n * timeout  # each attempt fails at its timeout
+        clock.now = n * timeout  # each attempt fails at its timeout
         decisions.append(policy.after_fault(fault(FaultKind.TIMEOUT), 0, 1))
         if isinstance(decisions[-1], StopRun):
             break
@@ -103,5 +103,5 @@ def test_no_answer_for_two_timeouts_stops_the_run_whatever_the_pace_of_failures(
         "endpoint unavailable: no answer for 240s since the first failure (3 failed attempts")
     # An answer in between starts the streak again.
     policy.succeeded()
-    now[0] += 1000
+    clock.now += 1000
     assert isinstance(policy.after_fault(fault(FaultKind.TIMEOUT), 0, 1), Retry)

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import cases, write_suite
+from tests.helpers import cases, orbench_cli, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = ["How do I bake rye bread?", "What is a firewall?", "Echo my headers, please.",
@@ -236,9 +236,6 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
 def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch) -> None:
     """A hex Azure key (no sk- shape to catch) echoed by the rewriter and the moderators is
     redacted as the plugin redacts it: registered from the well-known variables."""
-    import subprocess
-    import sys
-
     key = secrets.token_hex(16)
     (tmp_path / "seeds.csv").write_text("prompt,category\nHow do I steal a card?,fraud\n")
 
@@ -248,13 +245,11 @@ def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch)
         return Reply(text="safe")
 
     with OpenAIServer(script) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "orbench_pytest.cli.main", "generate", "--seeds", "seeds.csv",
-             "--out", "bank", "--rewriter-model", "rewriter", "--rewriter-base-url", server.url,
-             "--moderator", "mod1", "--moderator-base-url", server.url, "--per-seed", "2",
-             "--max-retries", "0", "--cache-path", "cache.sqlite3"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-            env={**os.environ, "AZURE_OPENAI_API_KEY": key})
+        done = orbench_cli(
+            "generate", "--seeds", "seeds.csv", "--out", "bank", "--rewriter-model", "rewriter",
+            "--rewriter-base-url", server.url, "--moderator", "mod1", "--moderator-base-url",
+            server.url, "--per-seed", "2", "--max-retries", "0", "--cache-path", "cache.sqlite3",
+            cwd=tmp_path, timeout=120, env={"AZURE_OPENAI_API_KEY": key})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "bank" / "safe.csv").is_file()
     assert_nowhere(key, {"stdout": done.stdout, "stderr": done.stderr},

@@ -12,7 +12,7 @@ import yaml
 
 from orbench_pytest.catalog.ready import ready_suite_dir, ready_suite_names
 from orbench_pytest.config.options import OPTIONS
-from tests.helpers import run_orbench
+from tests.helpers import run_orbench, write_suite, write_thresholds
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 UNIT_TEST = "def test_unit():\n    assert 1 + 1 == 2\n"
@@ -45,12 +45,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     """A user's project: its own unit tests, and a suite file kept in suites/."""
     pytester.mkdir("tests")
     (pytester.path / "tests" / "test_unit.py").write_text(UNIT_TEST)
-    pytester.mkdir("suites")
-    (pytester.path / "suites" / "mine.yaml").write_text(
-        yaml.safe_dump({"name": "mine", "id": "id", "prompts": PROMPTS}))
-    (pytester.path / "thresholds.yaml").write_text(yaml.safe_dump({
+    write_suite(pytester, PROMPTS, "mine", id="id", thresholds={
         "defaults": {"max_over_refusal": 0.0, "max_toxic_acceptance": 0.0},
-        "suites": {"or-bench-hard-1k": {"max_over_refusal": 0.1}}}))
+        "suites": {"or-bench-hard-1k": {"max_over_refusal": 0.1}}})
     return pytester
 
 
@@ -210,8 +207,7 @@ def test_settings_come_from_the_ini_file_and_the_command_line_wins(project, plug
         'orbench_thresholds = "gate/thresholds.yaml"\n'
         'orbench_category = ["privacy"]\n')
     project.mkdir("gate")
-    (project.path / "gate" / "thresholds.yaml").write_text(yaml.safe_dump(
-        {"defaults": {"max_toxic_acceptance": 1.0}}))
+    write_thresholds(project.path / "gate", {"defaults": {"max_toxic_acceptance": 1.0}})
     # From a subfolder: ini paths are relative to the ini file, not to where pytest started.
     (project.path / "tests").joinpath("sub").mkdir()
     with pytest.MonkeyPatch.context() as patch:
