@@ -8,8 +8,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from junitparser import JUnitXml, Properties
@@ -24,7 +26,7 @@ from tests.helpers import (
     write_suite,
     write_thresholds,
 )
-from tests.openai_server import OpenAIServer, RandomRefusals
+from tests.openai_server import OpenAIServer, RandomRefusals, Reply
 
 N = 20
 SAMPLES = 5
@@ -129,7 +131,20 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
         project, plugin_args):
     total = N * SAMPLES
     script = RandomRefusals(P_REFUSE, seed=5)
-    with OpenAIServer(script, latency_s=0.03) as server:
+    # A third of the requests answered, then every further one held unanswered until the
+    # interrupt has landed: it lands mid-run however slow the machine (it once came after
+    # the run had finished).
+    interrupted = threading.Event()
+    answered = 0
+
+    def held(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        nonlocal answered
+        if answered >= total // 3 and not interrupted.is_set():
+            return Reply(fault="hang")
+        answered += 1
+        return script(prompt, system, body)
+
+    with OpenAIServer(held, latency_s=0.03) as server:
         args = [FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}", "--orbench-temperature=0.7"]
         process = subprocess.Popen([sys.executable, "-m", "pytest", *plugin_args, "suites",
                                     "--orbench-model=m", f"--orbench-base-url={server.url}",
@@ -137,10 +152,11 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
                                    cwd=project.path, env=os.environ.copy(),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
-        while server.requests < total // 3 and time.monotonic() < deadline:
+        while server.requests <= total // 3 and time.monotonic() < deadline:
             time.sleep(0.005)
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
+        interrupted.set()
         first = server.requests
         cache = ResponseCache(project.path / "c.sqlite3", writable=False)
         kept = cache.count()
