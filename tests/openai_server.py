@@ -355,6 +355,24 @@ class FaultyScript:
         return fault_reply(kind, self.retry_after_ms)
 
 
+class HoldAfter:
+    """Answers the first `n` requests by `script`, then holds every further one unanswered (a
+    hang) until `release()`: a test's kill or Ctrl-C lands mid-run however slow the machine."""
+
+    def __init__(self, n: int, script: Script | None = None) -> None:
+        self.n, self.script, self.answered = n, script or always(), 0
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        if self.answered >= self.n and not self._released.is_set():
+            return Reply(fault="hang")
+        self.answered += 1
+        return self.script(prompt, system, body)
+
+
 class RandomRefusals:
     """Refuses each request with a set probability, drawn from (seed, prompt, n-th request of
     that prompt): the k-th answer to a prompt is the same in every run, whatever order the

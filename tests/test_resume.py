@@ -15,7 +15,7 @@ import pytest
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
 from tests.helpers import write_suite
-from tests.openai_server import OpenAIServer
+from tests.openai_server import HoldAfter, OpenAIServer
 
 N = 80
 CONCURRENCY = 4
@@ -45,18 +45,20 @@ def cached_rows(root: Path) -> int:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -> None:
     prompts = bread_suite(pytester.path)
-    # 50 ms a request, 4 at a time: the fetch takes about a second, the kill lands inside it.
-    with OpenAIServer(latency_s=LATENCY_S) as server:
+    # 50 ms a request, 4 at a time; after a third, requests are held until the kill has landed.
+    held = HoldAfter(N // 3)
+    with OpenAIServer(held, latency_s=LATENCY_S) as server:
         process = subprocess.Popen(
             [sys.executable, "-m", "pytest", *command(plugin_args, server)],
             cwd=pytester.path, env=os.environ.copy(), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
-        while server.requests < N // 3 and time.monotonic() < deadline:
+        while server.requests <= N // 3 and time.monotonic() < deadline:
             time.sleep(0.005)
         answered_before_kill = server.requests - server.in_flight
         process.send_signal(sig)
         output, _ = process.communicate(timeout=60)
+        held.release()
         first_run = list(server.prompts)
 
         kept = cached_rows(pytester.path)

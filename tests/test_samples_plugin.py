@@ -8,10 +8,8 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from junitparser import JUnitXml, Properties
@@ -26,7 +24,7 @@ from tests.helpers import (
     write_suite,
     write_thresholds,
 )
-from tests.openai_server import OpenAIServer, RandomRefusals, Reply
+from tests.openai_server import HoldAfter, OpenAIServer, RandomRefusals
 
 N = 20
 SAMPLES = 5
@@ -131,19 +129,7 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
         project, plugin_args):
     total = N * SAMPLES
     script = RandomRefusals(P_REFUSE, seed=5)
-    # A third of the requests answered, then every further one held unanswered until the
-    # interrupt has landed: it lands mid-run however slow the machine (it once came after
-    # the run had finished).
-    interrupted = threading.Event()
-    answered = 0
-
-    def held(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
-        nonlocal answered
-        if answered >= total // 3 and not interrupted.is_set():
-            return Reply(fault="hang")
-        answered += 1
-        return script(prompt, system, body)
-
+    held = HoldAfter(total // 3, script)  # the interrupt lands mid-run on any machine
     with OpenAIServer(held, latency_s=0.03) as server:
         args = [FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}", "--orbench-temperature=0.7"]
         process = subprocess.Popen([sys.executable, "-m", "pytest", *plugin_args, "suites",
@@ -156,7 +142,7 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
             time.sleep(0.005)
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
-        interrupted.set()
+        held.release()
         first = server.requests
         cache = ResponseCache(project.path / "c.sqlite3", writable=False)
         kept = cache.count()
