@@ -34,6 +34,17 @@ def test_a_retry_after_beyond_the_cap_stops_the_run_and_within_it_waits() -> Non
     assert isinstance(short, Retry) and 2.0 <= short.wait_s <= 2.2
 
 
+@pytest.mark.parametrize("kind", [FaultKind.SERVER_ERROR, FaultKind.RATE_LIMIT])
+def test_every_retried_faults_retry_after_obeys_the_one_cap(kind) -> None:
+    policy = RetryPolicy(RetrySettings(max_retry_after_s=60), rng=random.Random(1))
+    long_wait = policy.after_fault(fault(kind, 100000.5, 503, "HTTP 503 busy"), 0, 0)
+    told = "rate limited" if kind is FaultKind.RATE_LIMIT else "told to wait"
+    assert long_wait == StopRun(f"{told} for 100001s (Retry-After), more than the 60s a run "
+                                "waits: HTTP 503 busy")
+    short = policy.after_fault(fault(kind, 60.0, 503), 0, 0)
+    assert isinstance(short, Retry) and 60.0 <= short.wait_s <= 61.0
+
+
 def test_rate_limits_in_a_row_past_the_budget_stop_the_run_and_an_answer_resets_it() -> None:
     policy = RetryPolicy(RetrySettings(max_consecutive_rate_limits=5, max_retries=100))
     for attempt in range(4):

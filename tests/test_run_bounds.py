@@ -74,6 +74,24 @@ def test_a_retry_after_of_an_hour_stops_the_run(suite, plugin_args) -> None:
     no_crash(result)
 
 
+@pytest.mark.parametrize(("retry_after", "said"), [
+    ("100000", "100000s"),
+    ("Wed, 21 Oct 2099 07:28:00 GMT", "*s"),  # an HTTP date, decades away
+])
+def test_a_long_retry_after_on_a_5xx_stops_the_run_like_a_429s(suite, plugin_args, retry_after,
+                                                              said) -> None:
+    busy = Reply(status=503, headers={"retry-after": retry_after},
+                 body=error_body(503, None, "busy"))
+    with OpenAIServer(lambda p, s, b: busy) as server:
+        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
+                             "--orbench-max-retries=1", subprocess=True, timeout=120)
+        assert server.requests == 1  # nobody waits, nobody asks again
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"orbench gate: FAILED — run stopped: told to wait for {said} "
+                                 "(Retry-After), more than the 60s a run waits: HTTP 503 busy*"])
+    no_crash(result)
+
+
 def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_args) -> None:
     def script(prompt: str, system: str | None, body: Any) -> Reply:
         slow = prompt not in SAFE[:2]

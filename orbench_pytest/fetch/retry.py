@@ -5,6 +5,7 @@ fake clock instead of patching `time` or sleeping.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -119,11 +120,11 @@ class RetryPolicy:
         reason = redact(fault.reason)
         if fault.kind is FaultKind.QUOTA:
             return StopRun(f"quota exhausted: {reason}")
+        too_long = self._too_long_a_wait(fault, reason)
+        if too_long is not None:
+            return too_long
         if fault.kind is FaultKind.RATE_LIMIT:
             self._rate_limits += 1
-            if fault.retry_after is not None and fault.retry_after > s.max_retry_after_s:
-                return StopRun(f"rate limited for {fault.retry_after:g}s (Retry-After), more "
-                               f"than the {s.max_retry_after_s:g}s a run waits: {reason}")
             if self._rate_limits >= s.max_consecutive_rate_limits:
                 return StopRun(f"rate limited: {s.max_consecutive_rate_limits} requests in a "
                                f"row got HTTP 429, the last: {reason}")
@@ -146,6 +147,16 @@ class RetryPolicy:
         if last:
             return GiveUp(f"no answer after {attempt + 1} attempts: {reason}")
         return Retry(self.backoff(attempt, fault.retry_after))
+
+    def _too_long_a_wait(self, fault: TransientFault, reason: str) -> StopRun | None:
+        """A Retry-After (seconds or an HTTP date) past the cap ends the run, whatever fault
+        carried it (a 429, a 503): the run never sleeps for what a server says unbounded."""
+        cap = self.settings.max_retry_after_s
+        if fault.retry_after is None or fault.retry_after <= cap:
+            return None
+        told = "rate limited" if fault.kind is FaultKind.RATE_LIMIT else "told to wait"
+        return StopRun(f"{told} for {math.ceil(fault.retry_after)}s (Retry-After), more than "
+                       f"the {cap:g}s a run waits: {reason}")
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
