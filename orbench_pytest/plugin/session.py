@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from orbench_pytest.run.session_run import CompletedRun
     from orbench_pytest.run.xdist_handoff import StatesFile
 
+FAILURE_BOUND = "orbench-failure-bound"  # the plugin bounding the failures shown
+
 
 def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     """Validate the options (`values`: options.read_options') and register the session. The
@@ -68,6 +70,11 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     session = OrbenchSession(config, settings, request)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")
+    if not session.is_worker:  # a worker's terminal output is not shown
+        from orbench_pytest.plugin.failure_bound import FailureBound
+
+        config.pluginmanager.register(FailureBound(config, session.is_prompt, settings.results),
+                                      FAILURE_BOUND)
 
 
 class OrbenchSession:
@@ -262,6 +269,10 @@ class OrbenchSession:
         if isinstance(shouldfail, str) and shouldfail.startswith(STOP_PREFIX):
             self._workers_stopped = True
 
+    def is_prompt(self, nodeid: str) -> bool:
+        """An item of a suite this run asked (not the user's own tests)."""
+        return self._states is not None and nodeid in self._states
+
     def item_state(self, nodeid: str) -> ItemState:
         if self._states is None and self._states_path is not None:
             from orbench_pytest.run.xdist_handoff import read_states
@@ -361,6 +372,8 @@ class OrbenchSession:
             self._handoff.delete()
         forget_secrets()
         config.pluginmanager.unregister(self)
+        if config.pluginmanager.has_plugin(FAILURE_BOUND):
+            config.pluginmanager.unregister(name=FAILURE_BOUND)
         del config.stash[SESSION_KEY]
         # Nothing stays frozen when the process goes on (a pytest run inside another), nor at
         # exit: the interpreter's last collection must still run the finalisers of the
