@@ -23,9 +23,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orbench_pytest.catalog.suites import SuiteOptions, load_suite
 from orbench_pytest.config.settings import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
+from orbench_pytest.core.errors import ConfigError
 from tests.helpers import FakeClock, no_crash, orbench_cli, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
@@ -943,6 +945,36 @@ def test_a_prompt_past_its_cap_is_one_line(pytester, plugin_args, server) -> Non
     line = the_one_line(result, "suite", "long prompt")
     assert "row 0: a prompt of 131,073 characters, more than the 131,072 one may hold" in line
     assert server.requests == before
+
+
+@pytest.mark.parametrize(("field", "shown"), [("category", "a category"), ("id", "an id")])
+def test_a_category_or_id_past_its_cap_is_one_line(pytester, plugin_args, server, field,
+                                                   shown) -> None:
+    """Shown in every node id and gate row: a 100,000-character category made 20 MB of
+    output (each node id 100 KB, every gate row padded to it)."""
+    rows = [{"prompt": f"How do I knit scarf {i}?", "category": "craft", "id": f"k{i}"}
+            for i in range(200)]
+    rows[7][field] = "x" * 100_000
+    (pytester.path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (pytester.path / "s.yaml").write_text("name: ok\nsource: rows.jsonl\nexpect: comply\n"
+                                          "id: id\n")
+    before = server.requests
+    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    line = the_one_line(result, "suite", f"long {field}")
+    assert (f"s.yaml: row 7: {shown} of 100,000 characters, more than the "
+            f"{defaults.NAME_LIMIT} one may hold" in line)
+    assert len(result.stdout.str()) < 10_000
+    assert server.requests == before
+
+
+def test_a_suite_name_past_the_cap_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: {'n' * (defaults.NAME_LIMIT + 1)}\nprompts: [hi]\nexpect: comply\n")
+    with pytest.raises(ConfigError) as info:
+        load_suite(path, SuiteOptions())
+    assert str(info.value) == (f"{path}: name: {defaults.NAME_LIMIT + 1} characters, more than the "
+                               f"{defaults.NAME_LIMIT} a suite name may hold")
 
 
 # orbench generate ----------------------------------------------------------------------------

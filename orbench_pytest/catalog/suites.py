@@ -81,6 +81,9 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         raise ConfigError(f"{path}: a suite file is a mapping with name and prompts or source")
     check_known_keys(data, SUITE_KEYS, f"{path}: ")
     name = data.get("name")
+    if isinstance(name, str) and len(name) > defaults.NAME_LIMIT:
+        raise ConfigError(f"{path}: name: {len(name):,} characters, more than the "
+                          f"{defaults.NAME_LIMIT} a suite name may hold")
     if not isinstance(name, str) or not NAME.match(name):
         raise ConfigError(f"{path}: name: {name!r} must be letters, digits, '-', '_' or '.'")
     has_prompts, has_source = "prompts" in data, "source" in data
@@ -231,6 +234,10 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
                 raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
         category = (row.get(category_col) or "uncategorised").strip() or "uncategorised"
         raw_id = row.get(id_col) if id_col else None
+        for shown, value in (("a category", category), ("an id", raw_id or "")):
+            if len(value) > defaults.NAME_LIMIT:  # shown in every node id and gate row
+                raise ConfigError(f"{path}: row {index}: {shown} of {len(value):,} characters, "
+                                  f"more than the {defaults.NAME_LIMIT} one may hold")
         case_id = safe_id(raw_id) if raw_id else f"{safe_id(category)}-{index:04d}"
         if case_id in seen:
             raise ConfigError(f"{path}: rows {seen[case_id]} and {index} have the same id "
