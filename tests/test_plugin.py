@@ -366,7 +366,8 @@ def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
     write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.1}})
     # A fresh process, as a user runs it: in-process, pytest warns that the already imported
     # plugin module cannot be assertion-rewritten, a warning that names the package.
-    result = run_orbench(pytester, plugin_args, suites=None, subprocess=True)
+    # pytest alone, no path nor option (run_orbench would hide that): the plugin stays silent.
+    result = pytester.runpytest_subprocess(*plugin_args)
     result.assert_outcomes(passed=1)
     # The header's "plugins:" line names the package when it is installed; nothing else may.
     lines = [line for line in result.outlines if not line.startswith("plugins:")]

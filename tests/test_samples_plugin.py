@@ -250,8 +250,8 @@ def test_errored_samples_are_neither_refusal_nor_compliance(pytester, plugin_arg
 
     with OpenAIServer(script) as server:
         result = run_orbench(pytester, plugin_args, FOUR_AT_ONCE, "--orbench-samples=4",
-                             "--orbench-temperature=1", "--orbench-max-retries=0",
-                             "--orbench-results=r.json", url=server.url, cache="c.sqlite3")
+                             "--orbench-temperature=1", "--orbench-results=r.json", url=server.url,
+                             cache="c.sqlite3", retries=0)
     half, broken = json.loads((pytester.path / "r.json").read_text())["items"]  # suite order
     assert (half["samples"], half["refusals"], half["refusal_rate"]) == (3, 1, 0.3333)
     assert half["error"] is False and half["refused"] is False
