@@ -954,6 +954,22 @@ def run_generate(tmp_path: Path, url: str) -> subprocess.CompletedProcess[str]:
                        timeout=120)
 
 
+@pytest.mark.parametrize("out", ["seeds.csv", "/dev/null"])
+def test_generate_refuses_an_out_that_is_not_a_folder_before_asking_any_model(tmp_path,
+                                                                               out) -> None:
+    (tmp_path / "seeds.csv").write_text(GENERATE_SEEDS)
+    with OpenAIServer() as server:
+        done = orbench_cli("generate", "--seeds", "seeds.csv", "--out", out, "--rewriter-model",
+                           "rewriter", "--rewriter-base-url", server.url, "--moderator", "mod1",
+                           "--moderator-base-url", server.url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"orbench generate: error: --out {out}: not a folder (give a folder; it is made if "
+        "absent)"]
+    assert server.requests == 0
+    assert (tmp_path / "seeds.csv").read_text() == GENERATE_SEEDS
+
+
 @pytest.mark.parametrize("role", ["rewriter", "moderator"])
 def test_generate_survives_a_model_replying_json_nested_100_000_deep(tmp_path, role) -> None:
     nested = "[" * 100_000 + "]" * 100_000
