@@ -166,7 +166,7 @@ def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
     assert "batch request failed: malformed body: no choices" in out
     assert "empty answer" in out
     assert "requests: 0," in out  # failed lines are not asked again in this run
-    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed)*",
+    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed, 1 empty)*",
                                  "*5 lines match no request of this run (custom_id "
                                  "'unknown-0\\x1b[[]31m', 'unknown-1\\x1b[[]31m', "
                                  "'unknown-2\\x1b[[]31m', …)*"])
