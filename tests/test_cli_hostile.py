@@ -144,6 +144,9 @@ def test_report_of_thousands_of_gate_rows_is_linear_and_fits_a_comment(tmp_path:
         assert left_out, done.stdout[-2000:]
         shown = done.stdout.count("| **suite-")
         assert shown + int(left_out.group(1)) == n and shown > 100
+        # every failed row is shown, wherever it is in the table
+        assert left_out.group(2) == "0" and done.stdout.count("❌ FAIL |") == n // 1000
+        assert f"| **suite-{n - 1}** |" in done.stdout
     # Quadratic (the JUnit property parsed in blocks) was ~9x for 4x the rows, startup included.
     assert cpu[8_000] < 5 * cpu[2_000], cpu
 

@@ -159,8 +159,8 @@ def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
 def render_markdown(report: Report, *, max_items: int = 10, artifact_url: str | None = None,
                     limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000) -> str:
     """The full summary, within `limit_chars` (a PR comment): category rows fold away first,
-    then lists shorten, then the gate table keeps its first rows, then the end is cut; what
-    was left out is said, with where the full results are."""
+    then lists shorten, then the gate table keeps the rows that did not pass and the first
+    others, then the end is cut; what was left out is said, with where the full results are."""
     text = _render(report, max_items, artifact_url, categories=True)
     if len(text) > limit_chars:
         text = _render(report, max_items, artifact_url, categories=False)
@@ -275,8 +275,9 @@ def _gate_table(report: Report, categories: bool, max_rows: int | None = None,
                 artifact_url: str | None = None) -> list[str]:
     rows = [row for row in report.rows if categories or row.category is None]
     lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
-    left_out = len(rows) - max_rows if max_rows is not None and len(rows) > max_rows else 0
-    for row in rows[:len(rows) - left_out]:
+    shown = rows if max_rows is None else _rows_kept(rows, max_rows)
+    left_out = len(rows) - len(shown)
+    for row in shown:
         base = baseline_row(report.baseline_rows, row.key)
         label = _group_label(row)
         lines.append(
@@ -286,7 +287,8 @@ def _gate_table(report: Report, categories: bool, max_rows: int | None = None,
             f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
     lines.append("")
     if left_out:
-        failed = sum(row.verdict == "FAIL" for row in rows[len(rows) - left_out:])
+        failed = sum(row.verdict == "FAIL" for row in rows) - sum(row.verdict == "FAIL"
+                                                                  for row in shown)
         lines.extend([f"… and {left_out} more rows ({failed} of them failed) left out to fit a "
                       f"comment: every row is in {_where(artifact_url)} "
                       "(orbench-results.json, JUnit XML).", ""])
@@ -301,6 +303,15 @@ def _gate_table(report: Report, categories: bool, max_rows: int | None = None,
     if notes:
         lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
     return lines
+
+
+def _rows_kept(rows: list[Row], max_rows: int) -> list[Row]:
+    """At most `max_rows`, in the table's order: the rows that did not pass first, then the
+    first of the others."""
+    failing = [i for i, row in enumerate(rows) if row.verdict not in ("pass", "—")]
+    others = [i for i, row in enumerate(rows) if row.verdict in ("pass", "—")]
+    kept = sorted([*failing, *others][:max_rows])
+    return [rows[i] for i in kept]
 
 
 def _group_label(row: Row) -> str:
