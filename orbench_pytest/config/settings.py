@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
+from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import has_lone_surrogate
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
@@ -329,6 +331,7 @@ def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
     if raw is None:
         return None
     path = here / str(raw)
-    if not path.is_file():
+    found = stat_of(path, option)
+    if found is None or not stat.S_ISREG(found.st_mode):
         raise ConfigError(f"{option}: {path} does not exist or is not a file")
     return path

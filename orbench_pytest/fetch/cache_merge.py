@@ -17,6 +17,7 @@ from pathlib import Path
 
 from orbench_pytest.core.artefacts import mode_for, replacing, resolved_target
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.fetch.cache import (
     JUDGMENT_COLUMNS,
     JUDGMENT_TYPES,
@@ -50,8 +51,8 @@ class MergeReport:
 def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -> MergeReport:
     if not inputs:
         raise ConfigError("give the caches to merge")
-    resolved = {path.resolve() for path in inputs}
-    if output.resolve() in resolved:
+    real_inputs = {resolved(path) for path in inputs}
+    if resolved(output, "-o") in real_inputs:
         raise ConfigError(f"-o {output}: is one of the inputs; write the merge to a new file")
     # A device or FIFO is refused, a symlink written through, as for --orbench-results.
     target = resolved_target(output, "-o")
@@ -104,7 +105,7 @@ def _check_input(path: Path) -> None:
 def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str],
                clock: QueryClock) -> tuple[int, int]:
     """Rows read from `path`, and those of them left out for their types."""
-    db.execute("ATTACH DATABASE ? AS source", (f"{path.resolve().as_uri()}?mode=ro",))
+    db.execute("ATTACH DATABASE ? AS source", (f"{resolved(path).as_uri()}?mode=ro",))
     try:
         clock.start()
         # Checked again as attached: the file may have changed since _check_input.

@@ -1,0 +1,92 @@
+"""Paths and ini values a user gets wrong: a symlink loop, an over-long name, a boolean ini key
+that is not one, a list where a single path is meant, a data folder that is not there, a
+file that is not an orbench cache. Each ends as one line naming the file or option and what
+is allowed: no traceback, no INTERNALERROR, nothing silently defaulted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import no_crash, orbench_cli, questions, run_orbench, write_suite
+
+LONG_NAME = "a" * 300  # past NAME_MAX (255): ENAMETOOLONG
+
+
+def loop(folder: Path, name: str) -> Path:
+    """NAME and NAME.other, each a symlink to the other."""
+    os.symlink(f"{name}.other", folder / name)
+    os.symlink(name, folder / f"{name}.other")
+    return folder / name
+
+
+def usage_error(result: pytest.RunResult) -> str:
+    """The one `ERROR:` line of a usage error, after checking nothing crashed."""
+    text = no_crash(result)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, text
+    return errors[0]
+
+
+# --- symlink loops and paths that cannot be looked at -----------------------------------------
+
+def test_a_suite_file_that_is_a_symlink_loop_is_one_line(pytester, plugin_args,
+                                                          openai_server) -> None:
+    loop(pytester.path, "loop1.yaml")
+    result = run_orbench(pytester, plugin_args, url=openai_server.url, suites="loop1.yaml")
+    assert "loop1.yaml" in usage_error(result)
+    assert openai_server.requests == 0
+
+
+def test_a_suite_source_that_is_a_symlink_loop_is_one_line(pytester, plugin_args,
+                                                           openai_server) -> None:
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "s.yaml").write_text("name: s\nsource: rows.csv\n")
+    loop(pytester.path / "suites", "rows.csv")
+    result = run_orbench(pytester, plugin_args, url=openai_server.url)
+    text = no_crash(result)
+    assert "rows.csv: cannot follow the path (a symlink loop)" in text
+    assert openai_server.requests == 0
+
+
+@pytest.mark.parametrize("option", ["--orbench-thresholds", "--orbench-baseline",
+                                    "--orbench-judge-check", "--orbench-batch-import",
+                                    "--orbench-cache-path"])
+@pytest.mark.parametrize("bad", ["loop", "long"])
+def test_a_path_option_that_cannot_be_looked_at_is_one_line(pytester, plugin_args,
+                                                             openai_server, option,
+                                                             bad) -> None:
+    write_suite(pytester, questions(1))
+    name = loop(pytester.path, "p.yaml").name if bad == "loop" else LONG_NAME
+    result = run_orbench(pytester, plugin_args, f"{option}={name}", url=openai_server.url)
+    line = usage_error(result)
+    assert line.startswith(f"ERROR: {option}:") and name in line, line
+    assert openai_server.requests == 0
+
+
+def test_cache_merge_of_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    loop(tmp_path, "loop1")
+    for args in (["-o", "out.sqlite3", "loop1"], ["-o", "loop1", "loop1.other"]):
+        done = orbench_cli("cache", "merge", *args, cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "cannot follow the path (a symlink loop)" in done.stderr
+    assert not (tmp_path / "out.sqlite3").exists()
+
+
+# --- a file that is not an orbench cache ------------------------------------------------------
+
+def test_a_cache_path_at_a_users_own_file_is_never_advised_deleted(pytester, plugin_args,
+                                                                   openai_server) -> None:
+    write_suite(pytester, questions(1))
+    notes = pytester.path / "notes.md"
+    notes.write_text("# my notes\n" * 100)
+    result = run_orbench(pytester, plugin_args, url=openai_server.url, cache="notes.md")
+    line = usage_error(result)
+    assert "notes.md: not an orbench response cache (not an SQLite file)" in line, line
+    assert "--orbench-cache-path=NEW" in line and "delete it" not in line, line
+    assert notes.read_text() == "# my notes\n" * 100
+    assert openai_server.requests == 0
