@@ -166,7 +166,7 @@ def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
     assert "batch request failed: malformed body: no choices" in out
     assert "empty answer" in out
     assert "requests: 0," in out  # failed lines are not asked again in this run
-    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed)*",
+    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed, 1 empty)*",
                                  "*5 lines match no request of this run (custom_id "
                                  "'unknown-0\\x1b[[]31m', 'unknown-1\\x1b[[]31m', "
                                  "'unknown-2\\x1b[[]31m', …)*"])
@@ -221,8 +221,7 @@ def test_bad_batch_options_are_usage_errors(pytester: pytest.Pytester,
     missing = run_orbench(pytester, plugin_args, "--orbench-batch-import=nope.jsonl", url=DEAD,
                           cache="c.sqlite3", retries=0)
     missing.stderr.fnmatch_lines(["ERROR: --orbench-batch-import: *nope.jsonl does not exist*"])
-    local = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=local",
-                                         "--orbench-batch-export=r.jsonl")
+    local = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", model="local")
     local.stderr.fnmatch_lines(["ERROR: --orbench-batch-export needs a served model*"])
     both = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl",
                        "--orbench-batch=submit", url=DEAD, cache="c.sqlite3", retries=0)
@@ -287,9 +286,8 @@ def test_export_ends_the_run_with_its_own_line_serial_and_under_xdist(
     assert serial.stdout.str().count("wrote 10 requests") == 1
     serial.assert_outcomes()  # nothing passed, failed or errored
     (pytester.path / "requests.jsonl").unlink()
-    parallel = pytester.runpytest_subprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={DEAD}",
-        "--orbench-cache-path=c.sqlite3", "--orbench-batch-export=requests.jsonl", "-n", "2")
+    parallel = run_orbench(pytester, plugin_args, "--orbench-batch-export=requests.jsonl", "-n",
+                           "2", url=DEAD, cache="c.sqlite3", subprocess=True)
     assert parallel.ret == pytest.ExitCode.OK
     parallel.stdout.fnmatch_lines(["*orbench: wrote 10 requests to *requests.jsonl*"])
     assert parallel.stdout.str().count("wrote 10 requests") == 1

@@ -19,6 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
 from orbench_pytest.run.runner import generation_params, target_identity
+from tests.helpers import run_orbench
 
 
 def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
@@ -246,9 +247,7 @@ def test_a_corrupt_cache_stops_pytest_with_a_usage_error(pytester, plugin_args,
     (pytester.path / "suites" / "s.yaml").write_text(
         "name: s\nprompts:\n  - {prompt: hello, expect: comply}\n")
     (pytester.path / "bad.sqlite3").write_bytes(b"garbage" * 1000)
-    result = pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={openai_server.url}",
-        "--orbench-cache-path=bad.sqlite3")
+    result = run_orbench(pytester, plugin_args, url=openai_server.url, cache="bad.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: *bad.sqlite3: not an orbench response cache (not an SQLite file); it is "

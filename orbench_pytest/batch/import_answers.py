@@ -39,8 +39,12 @@ class ImportReport:
 
     def summary(self, source: str) -> list[str]:
         """Bounded lines for the terminal, whatever the file held."""
+        # Every matched line counted once: an answer, a failure, or an empty answer (no text
+        # and no error: --orbench-empty decides what it is)
+        empty = len(self.responses) - self.answered - self.failed
         lines = [f"orbench: {source}: {self.lines} lines, {len(self.responses)} for this run "
-                 f"({self.answered} answers, {self.failed} failed)"]
+                 f"({self.answered} answers, {self.failed} failed"
+                 f"{f', {empty} empty' if empty else ''})"]
         if self.unmatched:
             examples = ", ".join(self.unmatched_examples)
             more = ", …" if self.unmatched > len(self.unmatched_examples) else ""
