@@ -228,7 +228,7 @@ def test_one_custom_id_with_two_answers_is_an_error_naming_the_lines(
              for i, r in enumerate(requests)]
     first = requests[0]
     other = output_line(first["custom_id"], Reply(text=REFUSAL_TEXT), first["body"], 99)
-    write_lines(pytester.path / "twice.jsonl", lines + [other])
+    write_lines(pytester.path / "twice.jsonl", [*lines, other])
     result = run_orbench(pytester, plugin_args, "--orbench-batch-import=twice.jsonl", url=DEAD,
                          cache="c.sqlite3", retries=0)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -249,7 +249,7 @@ def test_one_custom_id_with_two_answers_is_an_error_naming_the_lines(
     assert cached(pytester.path) == 0
     failed = output_line(first["custom_id"], {"code": "batch_expired", "message": "late"},
                          first["body"], 98)
-    write_lines(pytester.path / "same.jsonl", lines + lines + [failed])
+    write_lines(pytester.path / "same.jsonl", [*lines, *lines, failed])
     same = run_orbench(pytester, plugin_args, "--orbench-batch-import=same.jsonl", url=DEAD,
                        cache="c.sqlite3", retries=0)
     same.assert_outcomes(passed=10)
