@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import no_crash, orbench_cli, questions, run_orbench, write_suite
+from tests.helpers import (
+    LENIENT,
+    no_crash,
+    orbench_cli,
+    questions,
+    refusing,
+    run_orbench,
+    write_suite,
+)
 
 LONG_NAME = "a" * 300  # past NAME_MAX (255): ENAMETOOLONG
 
@@ -89,4 +97,81 @@ def test_a_cache_path_at_a_users_own_file_is_never_advised_deleted(pytester, plu
     assert "notes.md: not an orbench response cache (not an SQLite file)" in line, line
     assert "--orbench-cache-path=NEW" in line and "delete it" not in line, line
     assert notes.read_text() == "# my notes\n" * 100
+    assert openai_server.requests == 0
+
+
+# --- ini values the key cannot hold -----------------------------------------------------------
+
+@pytest.mark.parametrize(("file", "text"), [
+    ("pytest.ini", "[pytest]\norbench_strict = maybe\n"),
+    ("pytest.ini", "[pytest]\norbench_fixed_concurrency = 2\n"),
+    ("tox.ini", "[pytest]\norbench_require_full = sometimes\n"),
+    ("pyproject.toml", "[tool.pytest.ini_options]\norbench_strict = 3\n"),
+])
+def test_a_boolean_ini_key_that_is_not_one_names_key_file_and_values(
+        pytester, plugin_args, openai_server, file, text) -> None:
+    write_suite(pytester, questions(1))
+    (pytester.path / file).write_text(text)
+    key = text.split("\n")[1].split(" =")[0]
+    line = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url))
+    assert line == (f"ERROR: {pytester.path / file}: {key}: not a boolean (allowed: true/false, "
+                    "1/0, yes/no, on/off; a TOML boolean under [tool.pytest])"), line
+    assert openai_server.requests == 0
+
+
+@pytest.mark.parametrize(("value", "strict"), [("yes", True), ("on", True), ("1", True),
+                                               ("no", False), ("off", False), ("0", False)])
+def test_a_boolean_ini_key_takes_what_pytest_takes(pytester, plugin_args, value,
+                                                   strict) -> None:
+    rows = questions(4, "food")
+    write_suite(pytester, rows, thresholds=LENIENT)
+    (pytester.path / "pytest.ini").write_text(f"[pytest]\norbench_strict = {value}\n")
+    # One safe prompt refused: within the lenient gate, a failure only when strict.
+    result = run_orbench(pytester, plugin_args, serve=refusing([rows[0]["prompt"]]))
+    no_crash(result)
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if strict else pytest.ExitCode.OK)
+
+
+def test_a_list_for_a_one_value_ini_key_says_what_is_allowed(pytester, plugin_args,
+                                                             openai_server) -> None:
+    write_suite(pytester, questions(1))
+    (pytester.path / "a.yaml").write_text("defaults: {max_over_refusal: 0.5}\n")
+    (pytester.path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\norbench_thresholds = ["a.yaml"]\n')
+    line = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url))
+    assert line == (f"ERROR: {pytester.path / 'pyproject.toml'}: orbench_thresholds: takes one "
+                    'value, not a list; write it as one string (orbench_thresholds = "...")')
+
+
+def test_an_empty_ini_value_is_refused_as_on_the_command_line(pytester, plugin_args,
+                                                             openai_server) -> None:
+    write_suite(pytester, questions(1))
+    typed = usage_error(run_orbench(pytester, plugin_args, "--orbench-target-version=",
+                                    url=openai_server.url))
+    (pytester.path / "pytest.ini").write_text("[pytest]\norbench_target_version =\n")
+    in_ini = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url))
+    assert in_ini == typed
+    assert typed.startswith("ERROR: --orbench-target-version: expects one printable line")
+
+
+@pytest.mark.parametrize("where", ["option", "ini"])
+@pytest.mark.parametrize("bad", ["missing", "file", "loop"])
+def test_a_data_dir_that_is_not_a_folder_is_one_line(pytester, plugin_args, openai_server,
+                                                     where, bad) -> None:
+    """--orbench-data-dir is only read, never created (docs/suites.md): a folder that is not
+    there is a typo, not a request to download."""
+    write_suite(pytester, questions(1))
+    name = {"missing": "nowhere", "file": "notes.md", "loop": "d"}[bad]
+    if bad == "file":
+        (pytester.path / name).write_text("notes\n")
+    if bad == "loop":
+        loop(pytester.path, name)
+    args = [f"--orbench-data-dir={name}"] if where == "option" else []
+    if where == "ini":
+        (pytester.path / "pytest.ini").write_text(f"[pytest]\norbench_data_dir = {name}\n")
+    line = usage_error(run_orbench(pytester, plugin_args, *args, url=openai_server.url))
+    assert line.startswith(f"ERROR: --orbench-data-dir: {pytester.path / name}"), line
+    if bad != "loop":
+        assert line.endswith("is not a folder; give an existing folder of pre-downloaded data "
+                             "files (it is read, never created)"), line
     assert openai_server.requests == 0

@@ -161,8 +161,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         from orbench_pytest.catalog.sampling import parse_sample
 
         sample = parse_sample(str(sample))
-    data_dirs = tuple(here / folder for folder in get("data_dir") or ()) \
-        or data_dirs_from_env(env)
+    data_dirs = tuple(_folder("--orbench-data-dir", here / folder)
+                      for folder in get("data_dir") or ()) or data_dirs_from_env(env)
     cache_path = get("cache_path")
     model = get("model")
     if model is not None and not model.strip():
@@ -325,6 +325,15 @@ def _whole(option: str, raw: Any, *, low: int, high: int | None = None) -> int |
         raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a whole number "
                           f"{bound}")
     return value
+
+
+def _folder(option: str, path: Path) -> Path:
+    """A folder the run only reads (never creates): one that is not there is a mistake."""
+    found = stat_of(path, option)
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        raise ConfigError(f"{option}: {path} is not a folder; give an existing folder of "
+                          "pre-downloaded data files (it is read, never created)")
+    return path
 
 
 def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
