@@ -175,3 +175,14 @@ def test_a_data_dir_that_is_not_a_folder_is_one_line(pytester, plugin_args, open
         assert line.endswith("is not a folder; give an existing folder of pre-downloaded data "
                              "files (it is read, never created)"), line
     assert openai_server.requests == 0
+
+
+def test_a_looping_python_path_entry_does_not_stop_the_target_fingerprint(tmp_path) -> None:
+    """A symlink loop in $PYTHONPATH: Python's import skips it, and so does the fingerprint
+    of --orbench-target's code (it was an INTERNALERROR)."""
+    from orbench_pytest.fetch.fingerprint import code_fingerprint
+
+    (tmp_path / "app.py").write_text("def answer(p, s):\n    return 'Sure'\n")
+    looping = loop(tmp_path, "lib")
+    found = code_fingerprint("app:answer", cwd=tmp_path, search_path=[str(looping)])
+    assert found.files == ("app.py",)
