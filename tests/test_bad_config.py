@@ -75,6 +75,29 @@ def test_a_path_option_that_cannot_be_looked_at_is_one_line(pytester, plugin_arg
     assert openai_server.requests == 0
 
 
+@pytest.mark.parametrize("bad", ["loop", "long"])
+def test_a_suite_path_that_cannot_be_looked_at_is_one_line(pytester, plugin_args,
+                                                           openai_server, bad) -> None:
+    name = loop(pytester.path, "s.yaml").name if bad == "loop" else LONG_NAME + ".yaml"
+    named = usage_error(run_orbench(pytester, plugin_args, f"--orbench-suite={name}",
+                                    url=openai_server.url, suites=None))
+    assert named.startswith(f"ERROR: --orbench-suite: {pytester.path / name}: cannot look at "
+                            "the path"), named
+    typed = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url, suites=name))
+    assert typed == f"ERROR: file or directory not found: {name}"  # pytest's own line
+    assert openai_server.requests == 0
+
+
+def test_a_read_only_cache_path_that_cannot_be_looked_at_is_one_line(pytester, plugin_args,
+                                                                     openai_server) -> None:
+    write_suite(pytester, questions(1))
+    for name in (loop(pytester.path, "c.sqlite3").name, LONG_NAME):
+        line = usage_error(run_orbench(pytester, plugin_args, "--orbench-cache=read",
+                                       url=openai_server.url, cache=name))
+        assert name in line and "cannot" in line, line
+    assert openai_server.requests == 0
+
+
 def test_cache_merge_of_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
     loop(tmp_path, "loop1")
     for args in (["-o", "out.sqlite3", "loop1"], ["-o", "loop1", "loop1.other"]):
@@ -82,6 +105,9 @@ def test_cache_merge_of_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.count("\n") == 1
         assert "cannot follow the path (a symlink loop)" in done.stderr
+    done = orbench_cli("cache", "merge", "-o", "out.sqlite3", LONG_NAME, cwd=tmp_path)
+    assert done.stderr.startswith(f"orbench cache: error: {LONG_NAME}: cannot look at the path "
+                                  "(File name too long)") and done.stderr.count("\n") == 1
     assert not (tmp_path / "out.sqlite3").exists()
 
 

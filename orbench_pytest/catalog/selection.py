@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orbench_pytest.catalog.paths import SUITE_SUFFIXES
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import resolved
+from orbench_pytest.core.paths import resolved, stat_of
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,9 @@ def suite_request(command_line_args: Sequence[str], invocation_dir: Path,
     for arg in command_line_args:
         try:
             path = resolved(invocation_dir / arg.split("::")[0])
-        except ConfigError:  # a symlink loop: pytest names it ("file or directory not found")
-            continue
+            stat_of(path)
+        except ConfigError:  # a loop, an over-long name: pytest names it ("file or directory
+            continue         # not found")
         _add(path, files, folders)
     named = tuple(resolved(path, "--orbench-suite") for path in suite_paths)
     for path in named:

@@ -306,9 +306,10 @@ class ResponseCache:
             else:
                 # A missing file is an empty cache; an existing one is opened mode=ro.
                 real = resolved(path)
+                there = stat_of(real, "--orbench-cache-path") is not None
                 self._db = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
                                            timeout=lock_wait_s, isolation_level=None,
-                                           check_same_thread=False) if real.exists() \
+                                           check_same_thread=False) if there \
                     else sqlite3.connect(":memory:", isolation_level=None,
                                          check_same_thread=False)
             self.query_clock.attach(self._db)
