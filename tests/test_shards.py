@@ -247,8 +247,8 @@ def test_merge_refuses_to_overwrite_and_reports_bad_input(tmp_path: Path,
     junk.write_bytes(b"not a database at all, just some bytes" * 100)
     assert orbench(["cache", "merge", str(junk), "-o", str(tmp_path / "z")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"orbench cache: error: {junk}: the response cache is unreadable "
-                          "(file is not a database)")
+    assert err.startswith(f"orbench cache: error: {junk}: not an orbench response cache "
+                          "(not an SQLite file)")
     assert err.count("\n") == 1 and not (tmp_path / "z").exists()
     assert orbench(["cache", "merge", str(tmp_path / "none"), "-o", str(tmp_path / "z")]) == 2
     assert "no such cache file" in capsys.readouterr().err
