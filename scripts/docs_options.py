@@ -23,7 +23,10 @@ Every option has an ini twin, its name with underscores, for `[tool.pytest.ini_o
 paths in the ini are relative to the ini file's folder. The one-off actions of an invocation
 (marked "command line only") have no ini twin, since setting them there would make every run
 do them. `pytest --help` lists the same options under "orbench-pytest", and their ini twins
-under "[pytest] ini-options".
+under "[pytest] ini-options". A flag's ini twin takes true/false, 1/0, yes/no or on/off (a TOML
+boolean under `[tool.pytest]`); a one-value key takes one string, not a TOML list; a key set
+empty counts as the option typed empty (`--orbench-target-version=` is an error, so is
+`orbench_target_version =`).
 
 | option | ini twin | meaning |
 |---|---|---|

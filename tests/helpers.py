@@ -204,6 +204,18 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
             return run_orbench(pytester, plugin_args, *args, url=server.url, model=model,
                                cache=cache, retries=retries, batch_poll=batch_poll,
                                suites=suites, subprocess=subprocess, timeout=timeout)
+    argv = orbench_argv(plugin_args, *args, url=url, model=model, cache=cache, retries=retries,
+                        batch_poll=batch_poll, suites=suites)
+    if subprocess:
+        return pytester.runpytest_subprocess(*argv, timeout=timeout)
+    # -p no:hypothesispytest: its summary hook costs seconds per in-process run.
+    return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *argv)
+
+
+def orbench_argv(plugin_args: list[str], *args: str, url: str | None = None,
+                 model: str | None = None, cache: str | None = None, retries: int | None = None,
+                 batch_poll: float | None = None, suites: str | None = "suites") -> list[str]:
+    """run_orbench's pytest arguments, for a run the test starts itself (to kill it mid-run)."""
     argv = [*plugin_args]
     if suites is not None:
         argv.append(suites)
@@ -217,11 +229,7 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
         argv.append(f"--orbench-max-retries={retries}")
     if batch_poll is not None:
         argv.append(f"--orbench-batch-poll={batch_poll:g}")
-    argv.extend(args)
-    if subprocess:
-        return pytester.runpytest_subprocess(*argv, timeout=timeout)
-    # -p no:hypothesispytest: its summary hook costs seconds per in-process run.
-    return pytester.runpytest_inprocess("-p", "no:hypothesispytest", *argv)
+    return [*argv, *args]
 
 
 # `orbench` as a real process, in this environment.

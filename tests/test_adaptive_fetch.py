@@ -126,11 +126,9 @@ def test_the_llm_judge_adapts_to_its_own_endpoint(pytester, plugin_args) -> None
     for mode, pin in (("adaptive", []), ("fixed", ["--orbench-fixed-concurrency"])):
         with OpenAIServer() as server, judge_server({}) as judge:
             judge.latency_s, judge.in_flight_limit = 0.05, 4
-            result = pytester.runpytest_inprocess(
-                *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-                f"--orbench-cache-path={mode}.sqlite3", "--orbench-backoff=0.01",
-                "--orbench-max-retries=100",
-                "--orbench-concurrency=32", *pin, *judge_args(judge, "llm"))
+            result = run_orbench(pytester, plugin_args, "--orbench-backoff=0.01",
+                                 "--orbench-concurrency=32", *pin, *judge_args(judge, "llm"),
+                                 url=server.url, cache=f"{mode}.sqlite3", retries=100)
             rate_limited[mode] = judge.rate_limited
         result.assert_outcomes(passed=80)
     assert rate_limited["adaptive"] * 4 < rate_limited["fixed"]

@@ -317,9 +317,8 @@ def test_any_server_reply_is_a_run_or_one_line(pytester, plugin_args, case_dirs,
     case = next(case_dirs)
     write_suite(case, [GOOD_ROW], "ok")
     with HostileServer(lambda prompt: reply) as hostile:
-        result = run_case(pytester, plugin_args, [
-            f"{case.name}/suites", "--orbench-model=m", f"--orbench-base-url={hostile.url}",
-            "--orbench-max-retries=0", "--orbench-cache=off"])
+        result = run_case(pytester, plugin_args, [f"{case.name}/suites", "--orbench-cache=off"],
+                          url=hostile.url, retries=0)
         assert hostile.requests >= 1
     if result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         text = result.stdout.str() + result.stderr.str()
@@ -344,9 +343,10 @@ def case_dirs(pytester: pytest.Pytester) -> Iterator[Path]:
 
 
 def run_case(pytester: pytest.Pytester, plugin_args: list[str], args: list[str],
-             ) -> pytest.RunResult:
-    """The shared runner with the case's whole command line (its own suites and target)."""
-    return run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *args, suites=None)
+             **run: Any) -> pytest.RunResult:
+    """The shared runner with the case's own suites and target."""
+    return run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *args, suites=None,
+                       **run)
 
 
 def the_one_line(result: pytest.RunResult, kind: str, case: str) -> str:
@@ -393,8 +393,7 @@ def test_broken_suite_file_is_one_line_naming_the_file(pytester, plugin_args, se
     case.mkdir()
     (case / "rows.csv").write_text("prompt,category\nHow do I knit?,craft\n")
     (case / "s.yaml").write_bytes(raw)
-    result = run_case(pytester, plugin_args, [f"{case.name}/s.yaml", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}"])
+    result = run_case(pytester, plugin_args, [f"{case.name}/s.yaml"], url=server.url)
     line = the_one_line(result, "suite", raw.decode("utf-8", "replace"))
     assert "s.yaml" in line
 
@@ -408,8 +407,8 @@ def test_broken_thresholds_file_is_one_line_naming_the_file(pytester, plugin_arg
     (case / "thresholds.yaml").write_bytes(raw)
     before = server.requests
     result = run_case(pytester, plugin_args, [
-        f"{case.name}/suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        f"--orbench-thresholds={case.name}/thresholds.yaml"])
+        f"{case.name}/suites", f"--orbench-thresholds={case.name}/thresholds.yaml"],
+        url=server.url)
     line = the_one_line(result, "thresholds", raw.decode("utf-8", "replace"))
     assert "thresholds.yaml" in line
     assert server.requests == before
@@ -466,19 +465,19 @@ def test_cache_rows_of_wrong_types_are_asked_again_with_one_line(pytester, plugi
                                                                   column, value) -> None:
     write_suite(pytester, questions(3, "food"), "ok")
     cache = pytester.path / "c.sqlite3"
-    args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            f"--orbench-cache-path={cache}"]
-    assert run_case(pytester, plugin_args, args).ret == 0
+    run = {"url": server.url, "cache": str(cache)}
+    assert run_case(pytester, plugin_args, ["suites"], **run).ret == 0
     corrupt_rows(cache, column, value)
     before = server.requests
-    result = run_case(pytester, plugin_args, args)
+    result = run_case(pytester, plugin_args, ["suites"], **run)
     no_crash(result)
     assert result.ret == 0
     assert server.requests - before == 3  # each corrupt row was a miss, asked again
     result.stdout.fnmatch_lines(["orbench: *c.sqlite3: 3 cached rows of wrong types (edited or "
                                  "crafted) ignored; their prompts were asked again"])
     # ...and overwritten: the next run reads them.
-    assert run_case(pytester, plugin_args, args).ret == 0 and server.requests - before == 3
+    assert run_case(pytester, plugin_args, ["suites"], **run).ret == 0
+    assert server.requests - before == 3
 
 
 def filled_cache(path: Path, texts: dict[str, str], created: float = 1.7e9) -> None:
@@ -537,9 +536,8 @@ def test_a_crafted_cache_with_a_view_is_refused_at_once(pytester, plugin_args, s
     cache = pytester.path / "crafted.sqlite3"
     crafted_view_cache(cache)
     started = time.monotonic()
-    result = run_case(pytester, plugin_args, [
-        "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-        f"--orbench-cache-path={cache}", f"--orbench-cache={mode}"])
+    result = run_case(pytester, plugin_args, ["suites", f"--orbench-cache={mode}"],
+                      url=server.url, cache=str(cache))
     assert time.monotonic() - started < 20
     line = the_one_line(result, "cache", "view")
     assert "crafted.sqlite3: not an orbench response cache (it holds the view 'responses')" \
@@ -608,9 +606,8 @@ def test_a_write_locked_cache_is_found_before_any_request(pytester, plugin_args,
     holder.execute("BEGIN IMMEDIATE")  # another run, writing for longer than we wait
     try:
         before = server.requests
-        result = run_case(pytester, plugin_args, [
-            "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            f"--orbench-cache-path={path}", "--orbench-cache-lock-wait=0.5"])
+        result = run_case(pytester, plugin_args, ["suites", "--orbench-cache-lock-wait=0.5"],
+                          url=server.url, cache=str(path))
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -692,10 +689,9 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
         return Reply(text="Sure, flour and water.")
 
     with OpenAIServer(script, latency_s=0.5) as slow:
-        result = run_case(pytester, plugin_args, [
-            "suites", "--orbench-model=m", f"--orbench-base-url={slow.url}",
-            f"--orbench-cache-path={path}", "--orbench-timeout=1.5", "--orbench-concurrency=4",
-            "--orbench-max-retries=0"])
+        result = run_case(pytester, plugin_args,
+                          ["suites", "--orbench-timeout=1.5", "--orbench-concurrency=4"],
+                          url=slow.url, cache=str(path), retries=0)
     no_crash(result)
     assert released.is_set()
     result.assert_outcomes(passed=8)
@@ -708,9 +704,8 @@ def exported_requests(pytester: pytest.Pytester, plugin_args: list[str]) -> list
     from tests.batch_files import read_requests
 
     write_suite(pytester, questions(3, "food"), "ok")
-    done = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
-                                            "--orbench-base-url=http://127.0.0.1:9/v1",
-                                            "--orbench-batch-export=requests.jsonl"])
+    done = run_case(pytester, plugin_args, ["suites", "--orbench-batch-export=requests.jsonl"],
+                    url="http://127.0.0.1:9/v1")
     assert done.ret == 0, done.stdout.str()
     return read_requests(pytester.path / "requests.jsonl")
 
@@ -718,9 +713,8 @@ def exported_requests(pytester: pytest.Pytester, plugin_args: list[str]) -> list
 def batch_import(pytester: pytest.Pytester, plugin_args: list[str], lines: list[bytes]
                  ) -> pytest.RunResult:
     (pytester.path / "out.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
-    return run_case(pytester, plugin_args, [
-        "suites", "--orbench-model=m", "--orbench-base-url=http://127.0.0.1:9/v1",
-        "--orbench-batch-import=out.jsonl", "--orbench-max-retries=0"])
+    return run_case(pytester, plugin_args, ["suites", "--orbench-batch-import=out.jsonl"],
+                    url="http://127.0.0.1:9/v1", retries=0)
 
 
 def answered_line(custom_id: str, content: str) -> bytes:
@@ -834,8 +828,7 @@ def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
                                             expected) -> None:
     write_suite(pytester, questions(3, "food"), "ok")
     before = server.requests
-    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}", *args])
+    result = run_case(pytester, plugin_args, ["suites", *args], url=server.url)
     assert expected in the_one_line(result, "option", " ".join(args))
     assert server.requests == before
 
@@ -845,10 +838,9 @@ def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_a
     # The real bound: 10,001 prompts × the most samples (100) is one request past it.
     write_suite(pytester, questions(defaults.MAX_REQUESTS // MAX_SAMPLES + 1, "food"), "ok")
     before = server.requests
-    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}",
-                                              "--orbench-samples=100", "--orbench-temperature=1",
-                                              "--orbench-subset=all"])
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-samples=100",
+                                              "--orbench-temperature=1", "--orbench-subset=all"],
+                      url=server.url)
     line = the_one_line(result, "option", "samples")
     assert ("--orbench-samples=100: 10,001 prompts × 100 samples = 1,000,100 requests, more "
             "than the 1,000,000 a run may ask") in line
@@ -857,11 +849,10 @@ def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_a
 
 def test_minus_zero_temperature_is_the_cache_key_of_zero(pytester, plugin_args, server) -> None:
     write_suite(pytester, questions(3, "food"), "ok")
-    args = ["suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-cache-path=c.sqlite3"]
-    assert run_case(pytester, plugin_args, [*args, "--orbench-temperature=0"]).ret == 0
+    run = {"url": server.url, "cache": "c.sqlite3"}
+    assert run_case(pytester, plugin_args, ["suites", "--orbench-temperature=0"], **run).ret == 0
     before = server.requests
-    result = run_case(pytester, plugin_args, [*args, "--orbench-temperature=-0"])
+    result = run_case(pytester, plugin_args, ["suites", "--orbench-temperature=-0"], **run)
     assert result.ret == 0 and server.requests == before  # every answer from the cache
 
 
@@ -873,8 +864,7 @@ def test_minus_zero_temperature_is_the_cache_key_of_zero(pytester, plugin_args, 
 def test_a_bad_suite_sample_is_one_line(pytester, plugin_args, server, sample, expected) -> None:
     (pytester.path / "s.yaml").write_text(f"name: ok\nsample: {sample}\nprompts: [a, b]\n"
                                           "expect: comply\n")
-    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}"])
+    result = run_case(pytester, plugin_args, ["s.yaml"], url=server.url)
     line = the_one_line(result, "suite", sample)
     assert "s.yaml: " in line and expected in line
 
@@ -887,9 +877,8 @@ def test_a_key_given_twice_in_a_thresholds_file_is_one_line(pytester, plugin_arg
                                                              name, text) -> None:
     write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / name).write_text(text)
-    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}",
-                                              f"--orbench-thresholds={name}"])
+    result = run_case(pytester, plugin_args, ["suites", f"--orbench-thresholds={name}"],
+                      url=server.url)
     line = the_one_line(result, "thresholds", text)
     assert f"{name}: line " in line and "is given twice in one mapping" in line
 
@@ -897,8 +886,7 @@ def test_a_key_given_twice_in_a_thresholds_file_is_one_line(pytester, plugin_arg
 def test_a_key_given_twice_in_a_suite_is_one_line(pytester, plugin_args, server) -> None:
     (pytester.path / "s.yaml").write_text("name: ok\nname: other\nprompts: [a]\n"
                                           "expect: comply\n")
-    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}"])
+    result = run_case(pytester, plugin_args, ["s.yaml"], url=server.url)
     assert "s.yaml: line 2: the key 'name' is given twice" in the_one_line(result, "suite", "")
 
 
@@ -910,9 +898,8 @@ def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, se
                  if not any(parse_shard(f"{k}/1000").holds(("ok", "", f"food-{i:04d}"))
                             for i in range(3)))
     before = server.requests
-    result = run_case(pytester, plugin_args, ["suites", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}",
-                                              f"--orbench-shard={shard}"])
+    result = run_case(pytester, plugin_args, ["suites", f"--orbench-shard={shard}"],
+                      url=server.url)
     no_crash(result)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([f"orbench: shard {shard} holds no prompt of this run*"])
@@ -929,8 +916,7 @@ def test_a_data_file_past_its_cap_is_one_line_before_it_is_read(pytester, plugin
         data.write(header + row * 100)
         data.truncate(DATA_FILE_LIMIT + MIB)  # sparse: past the real cap, nothing written
     (pytester.path / "s.yaml").write_text(f"name: ok\nsource: rows.{suffix}\nexpect: comply\n")
-    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}"])
+    result = run_case(pytester, plugin_args, ["s.yaml"], url=server.url)
     line = the_one_line(result, "suite", suffix)
     assert f"rows.{suffix}: " in line
     assert "65 MiB, larger than the 64 MiB a data file may hold" in line
@@ -940,8 +926,7 @@ def test_a_prompt_past_its_cap_is_one_line(pytester, plugin_args, server) -> Non
     (pytester.path / "rows.jsonl").write_text(json.dumps({"prompt": "x" * 131_073}) + "\n")
     (pytester.path / "s.yaml").write_text("name: ok\nsource: rows.jsonl\nexpect: comply\n")
     before = server.requests
-    result = run_case(pytester, plugin_args, ["s.yaml", "--orbench-model=m",
-                                              f"--orbench-base-url={server.url}"])
+    result = run_case(pytester, plugin_args, ["s.yaml"], url=server.url)
     line = the_one_line(result, "suite", "long prompt")
     assert "row 0: a prompt of 131,073 characters, more than the 131,072 one may hold" in line
     assert server.requests == before
@@ -1001,6 +986,22 @@ def run_generate(tmp_path: Path, url: str) -> subprocess.CompletedProcess[str]:
                        timeout=120)
 
 
+@pytest.mark.parametrize("out", ["seeds.csv", "/dev/null"])
+def test_generate_refuses_an_out_that_is_not_a_folder_before_asking_any_model(tmp_path,
+                                                                               out) -> None:
+    (tmp_path / "seeds.csv").write_text(GENERATE_SEEDS)
+    with OpenAIServer() as server:
+        done = orbench_cli("generate", "--seeds", "seeds.csv", "--out", out, "--rewriter-model",
+                           "rewriter", "--rewriter-base-url", server.url, "--moderator", "mod1",
+                           "--moderator-base-url", server.url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"orbench generate: error: --out {out}: not a folder (give a folder; it is made if "
+        "absent)"]
+    assert server.requests == 0
+    assert (tmp_path / "seeds.csv").read_text() == GENERATE_SEEDS
+
+
 @pytest.mark.parametrize("role", ["rewriter", "moderator"])
 def test_generate_survives_a_model_replying_json_nested_100_000_deep(tmp_path, role) -> None:
     nested = "[" * 100_000 + "]" * 100_000
@@ -1043,9 +1044,8 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     """Git accepts such a name from a pull request; pytest prints node ids as they are."""
     write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / "suites" / FORGING_NAME).write_text(yaml.safe_dump(GOOD_SUITE))
-    result = pytester.runpytest_subprocess(
-        *plugin_args, "-p", "no:cacheprovider", "suites", "--orbench-model=m",
-        f"--orbench-base-url={server.url}", *xdist, timeout=120)
+    result = run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *xdist,
+                         url=server.url, subprocess=True, timeout=120)
     text = no_crash(result)
     assert "\x1b" not in text
     assert not [line for line in text.splitlines() if line.lstrip().startswith("::")]

@@ -63,8 +63,7 @@ def test_a_rerun_resumes_the_submitted_batch_instead_of_submitting_again(
         assert "orbench gate" not in status.stdout.str()
 
         looks = server.looks
-        second = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
-                             url=server.url,
+        second = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
                              cache="c.sqlite3", retries=0, batch_poll=0)
         assert server.uploads == 1 and server.created == 1  # resumed, not submitted again
         assert server.looks > looks
@@ -97,8 +96,7 @@ def test_an_expired_batch_imports_what_it_answered(pytester: pytest.Pytester,
     write_suite(pytester, batch_cases())
     steps = ("validating", "in_progress", "finalizing", "expired")
     with BatchServer(answer, steps=steps, expire_after=7) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
-                             url=server.url,
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
                              cache="c.sqlite3", retries=0, batch_poll=0)
         assert sorted(server.downloads) == ["file-2", "file-3"]  # output and error files
     result.assert_outcomes(passed=7, errors=3)
@@ -121,9 +119,8 @@ def test_partial_error_file_lines_are_item_errors(pytester: pytest.Pytester,
         return answer(body)
 
     with BatchServer(flaky) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
-                             "-rE", url=server.url,
-                             cache="c.sqlite3", retries=0, batch_poll=0)
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", "-rE",
+                             url=server.url, cache="c.sqlite3", retries=0, batch_poll=0)
     result.assert_outcomes(passed=9, errors=1)
     result.stdout.fnmatch_lines(["*batch request failed: HTTP 429 slow down*"])
 
@@ -134,8 +131,7 @@ def test_a_failed_batch_is_a_usage_error_and_the_next_run_submits_anew(
     errors = [{"code": "invalid_request", "message": "model m\x1b[2J is not \n available",
                "line": 1}]
     with BatchServer(answer, steps=("validating", "failed"), errors=errors) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
-                             url=server.url,
+        result = run_orbench(pytester, plugin_args, "--orbench-batch=submit", url=server.url,
                              cache="c.sqlite3", retries=0, batch_poll=0)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(["ERROR: batch batch_1 failed (batch batch_1: "
@@ -150,9 +146,8 @@ def test_a_failed_batch_is_a_usage_error_and_the_next_run_submits_anew(
 def test_an_unreachable_batch_api_is_a_usage_error(pytester: pytest.Pytester,
                                                    plugin_args: list[str]) -> None:
     write_suite(pytester, batch_cases())
-    result = pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", "--orbench-base-url=http://127.0.0.1:9/v1",
-        "--orbench-cache-path=c.sqlite3", "--orbench-batch=submit", "--orbench-max-retries=1")
+    result = run_orbench(pytester, plugin_args, "--orbench-batch=submit",
+                         url="http://127.0.0.1:9/v1", cache="c.sqlite3", retries=1)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: Batch API at http://127.0.0.1:9/v1: cannot upload the "
                                  "batch input: ConnectError: * after 2 attempts"])

@@ -166,7 +166,7 @@ def test_failed_lines_are_errors_with_their_message_and_strays_are_counted(
     assert "batch request failed: malformed body: no choices" in out
     assert "empty answer" in out
     assert "requests: 0," in out  # failed lines are not asked again in this run
-    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed)*",
+    result.stdout.fnmatch_lines(["*15 lines, 10 for this run (6 answers, 3 failed, 1 empty)*",
                                  "*5 lines match no request of this run (custom_id "
                                  "'unknown-0\\x1b[[]31m', 'unknown-1\\x1b[[]31m', "
                                  "'unknown-2\\x1b[[]31m', …)*"])
@@ -215,14 +215,54 @@ def test_a_malformed_file_is_a_one_line_usage_error(pytester: pytest.Pytester,
     assert not (pytester.path / "c.sqlite3").exists() or cached(pytester.path) == 0
 
 
+def test_one_custom_id_with_two_answers_is_an_error_naming_the_lines(
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    """Which of two answers the model gave cannot be told: no answer is kept and the run
+    stops naming both lines. The same answer twice (a file concatenated twice), or an answer
+    and a failure, is fine."""
+    write_suite(pytester, batch_cases())
+    run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", url=DEAD,
+                cache="c.sqlite3", retries=0)
+    requests = read_requests(pytester.path / "r.jsonl")
+    lines = [output_line(r["custom_id"], answer(r["body"]), r["body"], i)
+             for i, r in enumerate(requests)]
+    first = requests[0]
+    other = output_line(first["custom_id"], Reply(text=REFUSAL_TEXT), first["body"], 99)
+    write_lines(pytester.path / "twice.jsonl", [*lines, other])
+    result = run_orbench(pytester, plugin_args, "--orbench-batch-import=twice.jsonl", url=DEAD,
+                         cache="c.sqlite3", retries=0)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *twice.jsonl, line 11: custom_id "
+                                 f"'{first['custom_id'][:20]}*' again, with another answer "
+                                 "than on line 1; keep one line per request (its custom_id)"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert cached(pytester.path) == 0
+    # Across two files alike: the second file names the first.
+    write_lines(pytester.path / "a.jsonl", lines)
+    write_lines(pytester.path / "b.jsonl", [other])
+    across = run_orbench(pytester, plugin_args, "--orbench-batch-import=a.jsonl",
+                         "--orbench-batch-import=b.jsonl", url=DEAD, cache="c.sqlite3",
+                         retries=0)
+    across.stderr.fnmatch_lines([f"ERROR: *b.jsonl, line 1: custom_id '{first['custom_id'][:20]}*' "
+                                 "has another answer than in *a.jsonl; import one answer per "
+                                 "request"])
+    assert cached(pytester.path) == 0
+    failed = output_line(first["custom_id"], {"code": "batch_expired", "message": "late"},
+                         first["body"], 98)
+    write_lines(pytester.path / "same.jsonl", [*lines, *lines, failed])
+    same = run_orbench(pytester, plugin_args, "--orbench-batch-import=same.jsonl", url=DEAD,
+                       cache="c.sqlite3", retries=0)
+    same.assert_outcomes(passed=10)
+    same.stdout.fnmatch_lines(["*21 lines, 10 for this run (10 answers, 0 failed)*"])
+
+
 def test_bad_batch_options_are_usage_errors(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
     write_suite(pytester, batch_cases())
     missing = run_orbench(pytester, plugin_args, "--orbench-batch-import=nope.jsonl", url=DEAD,
                           cache="c.sqlite3", retries=0)
     missing.stderr.fnmatch_lines(["ERROR: --orbench-batch-import: *nope.jsonl does not exist*"])
-    local = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=local",
-                                         "--orbench-batch-export=r.jsonl")
+    local = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", model="local")
     local.stderr.fnmatch_lines(["ERROR: --orbench-batch-export needs a served model*"])
     both = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl",
                        "--orbench-batch=submit", url=DEAD, cache="c.sqlite3", retries=0)
@@ -287,9 +327,8 @@ def test_export_ends_the_run_with_its_own_line_serial_and_under_xdist(
     assert serial.stdout.str().count("wrote 10 requests") == 1
     serial.assert_outcomes()  # nothing passed, failed or errored
     (pytester.path / "requests.jsonl").unlink()
-    parallel = pytester.runpytest_subprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={DEAD}",
-        "--orbench-cache-path=c.sqlite3", "--orbench-batch-export=requests.jsonl", "-n", "2")
+    parallel = run_orbench(pytester, plugin_args, "--orbench-batch-export=requests.jsonl", "-n",
+                           "2", url=DEAD, cache="c.sqlite3", subprocess=True)
     assert parallel.ret == pytest.ExitCode.OK
     parallel.stdout.fnmatch_lines(["*orbench: wrote 10 requests to *requests.jsonl*"])
     assert parallel.stdout.str().count("wrote 10 requests") == 1

@@ -19,6 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
 from orbench_pytest.run.runner import generation_params, target_identity
+from tests.helpers import run_orbench
 
 
 def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
@@ -216,8 +217,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     assert found["two-299"].text == "two 299" and len(found) == 600
 
 
-@pytest.mark.parametrize("content", [b"this is not a database" * 100, b"\x00" * 4096,
-                                     b"SQLite format 3\x00" + b"\xff" * 4000])
+@pytest.mark.parametrize("content", [b"SQLite format 3\x00" + b"\xff" * 4000])
 def test_a_corrupt_file_is_a_one_line_error_that_says_to_delete_it(tmp_path: Path,
                                                                    content: bytes) -> None:
     path = tmp_path / "broken.sqlite3"
@@ -228,18 +228,30 @@ def test_a_corrupt_file_is_a_one_line_error_that_says_to_delete_it(tmp_path: Pat
     assert str(path) in message and "delete it" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("content", [b"this is not a database" * 100, b"\x00" * 4096])
+def test_a_file_not_sqlite_is_not_advised_deleted(tmp_path: Path, content: bytes) -> None:
+    """Not an SQLite file at all: the user's own file named by mistake, left as it is."""
+    path = tmp_path / "notes.md"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        ResponseCache(path)
+    message = str(info.value)
+    assert f"{path}: not an orbench response cache (not an SQLite file)" in message
+    assert "delete it" not in message and "\n" not in message
+    assert path.read_bytes() == content
+
+
 def test_a_corrupt_cache_stops_pytest_with_a_usage_error(pytester, plugin_args,
                                                          openai_server) -> None:
     pytester.mkdir("suites")
     (pytester.path / "suites" / "s.yaml").write_text(
         "name: s\nprompts:\n  - {prompt: hello, expect: comply}\n")
     (pytester.path / "bad.sqlite3").write_bytes(b"garbage" * 1000)
-    result = pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={openai_server.url}",
-        "--orbench-cache-path=bad.sqlite3")
+    result = run_orbench(pytester, plugin_args, url=openai_server.url, cache="bad.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: *bad.sqlite3: the response cache is unreadable*delete it*"])
+        ["ERROR: *bad.sqlite3: not an orbench response cache (not an SQLite file); it is "
+         "left as it is*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert openai_server.requests == 0
 

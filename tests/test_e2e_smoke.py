@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-from tests.helpers import REPO
+from tests.helpers import REPO, orbench_argv
 from tests.openai_server import OpenAIServer, refuse_when
 
 SMOKE = load_suite(REPO / "suites" / "smoke.yaml", SuiteOptions()).cases
@@ -31,19 +31,9 @@ def run_smoke(
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "suites/smoke.yaml",
-            "-p",
-            "no:cacheprovider",
-            "--orbench-model=smoke-model",
-            f"--orbench-base-url={server.url}",
-            f"--orbench-thresholds={thresholds}",
-            "-rfx",
-            *extra,
-        ],
+        [sys.executable, "-m", "pytest",
+         *orbench_argv([], "-p", "no:cacheprovider", f"--orbench-thresholds={thresholds}", "-rfx",
+                       *extra, url=server.url, model="smoke-model", suites="suites/smoke.yaml")],
         cwd=REPO,
         env=env,
         capture_output=True,

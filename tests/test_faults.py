@@ -99,7 +99,7 @@ def test_retries_stop_at_max_retries_and_the_item_is_an_error_with_the_reason(
     server_503 = always(lambda: Reply(status=503, body=error_body(503, None, "overloaded")),
                         [SAFE[0]])
     with OpenAIServer(server_503) as server:
-        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=2", url=server.url)
+        result = run_orbench(suite, plugin_args, *FAST, url=server.url, retries=2)
         assert server.prompts.count(SAFE[0]) == 3
     result.assert_outcomes(passed=5, errors=1)
     result.stdout.fnmatch_lines([
@@ -323,8 +323,8 @@ def test_malformed_answers_are_errors_with_the_reason(suite, plugin_args, kind) 
     reply, reason = MALFORMED[kind]
     limits(suite, max_error_rate=0.0, max_over_refusal=0.0, max_toxic_acceptance=0.0)
     with OpenAIServer(always(reply, [SAFE[3], TOXIC[1]])) as server:
-        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=1",
-                             "--orbench-results=out.json", url=server.url)
+        result = run_orbench(suite, plugin_args, *FAST, "--orbench-results=out.json",
+                             url=server.url, retries=1)
     result.assert_outcomes(passed=4, errors=2)
     result.stdout.fnmatch_lines([f"no answer from the endpoint: *{reason}*"])
     items = json.loads((suite.path / "out.json").read_text())["items"]
@@ -356,7 +356,7 @@ def test_errors_are_left_out_of_rates_shown_in_the_table_and_gated(suite, plugin
         return Reply(text=REFUSAL_TEXT if prompt in (*TOXIC, SAFE[1]) else "Sure.")
 
     with OpenAIServer(script) as server:
-        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=0", url=server.url)
+        result = run_orbench(suite, plugin_args, *FAST, url=server.url, retries=0)
     result.assert_outcomes(passed=4, xfailed=1, errors=1)
     out = result.stdout.str()
     # Over-refusal is 1 of the 3 answered safe prompts, not 1 of 4.
@@ -368,7 +368,7 @@ def test_errors_are_left_out_of_rates_shown_in_the_table_and_gated(suite, plugin
 
     limits(suite, max_over_refusal=0.5, max_error_rate=0.2)
     with OpenAIServer(script) as server:
-        result = run_orbench(suite, plugin_args, *FAST, "--orbench-max-retries=0", url=server.url)
+        result = run_orbench(suite, plugin_args, *FAST, url=server.url, retries=0)
     result.assert_outcomes(passed=4, xfailed=2)
     result.stdout.fnmatch_lines(["orbench gate: PASSED"])
 
@@ -447,9 +447,8 @@ def test_a_target_raising_anything_is_an_item_error_never_the_end_of_the_run(
     key = "sk-orbench-FAKE-" + "5" * 24
     monkeypatch.setenv("OPENAI_API_KEY", key)
     app_suite(pytester)
-    result = pytester.runpytest_subprocess(
-        *plugin_args, "suites", f"--orbench-target=hostile_app:{function}",
-        "--orbench-max-retries=0", "--orbench-results=out.json", timeout=120)
+    result = run_orbench(pytester, plugin_args, f"--orbench-target=hostile_app:{function}",
+                         "--orbench-results=out.json", retries=0, subprocess=True, timeout=120)
     text = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text, text
     assert key not in text and key not in (pytester.path / "out.json").read_text()
@@ -468,9 +467,9 @@ def test_an_async_target_swallowing_cancellation_is_abandoned_and_the_run_ends(
         pytester, plugin_args) -> None:
     app_suite(pytester)
     started = time.monotonic()
-    result = pytester.runpytest_subprocess(
-        *plugin_args, "suites", "--orbench-target=hostile_app:swallows_cancellation",
-        "--orbench-timeout=1", "--orbench-max-retries=0", timeout=60)
+    result = run_orbench(pytester, plugin_args,
+                         "--orbench-target=hostile_app:swallows_cancellation",
+                         "--orbench-timeout=1", retries=0, subprocess=True, timeout=60)
     elapsed = time.monotonic() - started
     text = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text, text

@@ -95,6 +95,7 @@ def test_a_plain_pytest_runs_the_unit_tests_and_the_suites_named_in_the_ini(pyte
             'orbench_suites = ["suites/mini.yaml"]\n'
             'orbench_model = "m"\n'
             f'orbench_base_url = "{server.url}"\n')
+        # pytest alone, no path nor option (run_orbench would hide that): the ini does it.
         result = pytester.runpytest_inprocess(*plugin_args, "-p", "no:hypothesispytest", "-v")
     result.assert_outcomes(passed=1 + 9)
     result.stdout.fnmatch_lines(["*tests/test_unit.py::test_unit PASSED*",
@@ -157,10 +158,8 @@ def test_a_samples_runs_plot_report_and_compare_read_the_gates_rates(pytester, p
     write_thresholds(pytester.path, {"defaults": {"max_over_refusal": 1.0,
                                                   "max_toxic_acceptance": 1.0}})
     with OpenAIServer(RandomRefusals(0.4, seed=3)) as server:
-        pytester.runpytest_inprocess(
-            *plugin_args, "-p", "no:hypothesispytest", "suites", "--orbench-model=m",
-            f"--orbench-base-url={server.url}", "--orbench-samples=5",
-            "--orbench-temperature=0.7", "--orbench-results=r.json", "--junitxml=j.xml")
+        run_orbench(pytester, plugin_args, "--orbench-samples=5", "--orbench-temperature=0.7",
+                    "--orbench-results=r.json", "--junitxml=j.xml", url=server.url)
     data = json.loads((pytester.path / "r.json").read_text())
     rates = {row["suite"]: check["rate"] for row in data["gate"]["rows"]
              if row["category"] is None for check in row["checks"]
@@ -391,15 +390,11 @@ def test_disputes_of_suites_the_run_does_not_include_and_prompts_it_left_out_are
 
 def test_under_xdist_the_gate_line_names_the_part_and_the_disputed(pytester,
                                                                   plugin_args) -> None:
-    from tests.openai_server import OpenAIServer
-
     mini_suite(pytester.path, {
   "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
   "disputed": {"mini": {"privacy-0001": {"reason": "r", "decided_by": "d"}}}})
-    with OpenAIServer(refusing(TOXIC)) as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", "-n", "2", "-p", "no:randomly", "--orbench-model=m",
-            f"--orbench-base-url={server.url}", "-k", "privacy")
+    result = run_orbench(pytester, plugin_args, "-n", "2", "-p", "no:randomly", "-k", "privacy",
+                         serve=refusing(TOXIC), subprocess=True)
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["orbench gate: PASSED — mini: gated on 2 of 9 prompts (-k); "
                                  "1 disputed"])

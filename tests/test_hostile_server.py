@@ -179,14 +179,13 @@ def test_a_slow_loris_endpoint_stops_the_run_within_four_timeouts(pytester, plug
     fetch ends within 4 timeouts (plus a backoff) at any concurrency."""
     import re
 
-    from tests.openai_server import OpenAIServer, Reply
+    from tests.openai_server import Reply
 
     write_suite(pytester, cases(f"How do I bake loaf {i}?" for i in range(40)))
-    with OpenAIServer(lambda prompt, system, body: Reply(fault="trickle")) as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-timeout=2", f"--orbench-concurrency={concurrency}",
-            "--orbench-backoff=0.01", timeout=120)
+    result = run_orbench(pytester, plugin_args, "--orbench-timeout=2",
+                         f"--orbench-concurrency={concurrency}", "--orbench-backoff=0.01",
+                         serve=lambda prompt, system, body: Reply(fault="trickle"),
+                         subprocess=True, timeout=120)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert "run stopped: endpoint unavailable: no answer for " in text, text

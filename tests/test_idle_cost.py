@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orbench_pytest.catalog.paths import may_hold_suites
-from tests.helpers import REPO, questions, write_suite
+from tests.helpers import REPO, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
@@ -61,10 +62,10 @@ def test_loaded():
 
 
 def loaded_modules(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
-                   passed: int = 1) -> set[str]:
+                   passed: int = 1, **run: Any) -> set[str]:
     if not list(pytester.path.rglob("test_probe.py")):
         pytester.makepyfile(test_probe=REPORT_LOADED)
-    result = pytester.runpytest_subprocess(*plugin_args, "-s", *args)
+    result = run_orbench(pytester, plugin_args, "-s", *args, suites=None, subprocess=True, **run)
     result.assert_outcomes(passed=passed)
     line = next(line for line in result.outlines if "LOADED " in line)
     return set(json.loads(line.partition("LOADED ")[2]))
@@ -101,11 +102,10 @@ def test_a_cached_rerun_loads_no_http_client_and_no_batch_code(
     code for features it does not use (each import costs every rerun a millisecond or more)."""
     pytester.makeini("[pytest]\n")
     write_suite(pytester, questions(3))
-    args = ["suites", "test_probe.py", "--orbench-model=m",
-            f"--orbench-base-url={openai_server.url}", "--orbench-cache-path=answers.sqlite3"]
-    first = loaded_modules(pytester, plugin_args, *args, passed=4)
+    run = {"url": openai_server.url, "cache": "answers.sqlite3"}
+    first = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
     assert "aiohttp" in first and "orbench_pytest.run.runner" in first  # it asked
-    rerun = loaded_modules(pytester, plugin_args, *args, passed=4)
+    rerun = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
     assert "orbench_pytest.run.runner" in rerun  # it ran, from the cache
     assert not {m for m in rerun if m.startswith(("aiohttp", "orbench_pytest.batch"))}, rerun
     # Nor what only batch steps or a judge calibration use.
@@ -137,12 +137,11 @@ def test_a_rerun_with_every_verdict_stored_compiles_no_rule(
     pytester.makeini("[pytest]\n")
     write_suite(pytester, questions(3))
     pytester.makepyfile(test_probe=REPORT_COMPILED)
-    args = ["suites", "test_probe.py", "--orbench-model=m",
-            f"--orbench-base-url={openai_server.url}", "--orbench-cache-path=answers.sqlite3"]
-    first = loaded_modules(pytester, plugin_args, *args, passed=4)
+    run = {"url": openai_server.url, "cache": "answers.sqlite3"}
+    first = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
     assert any(found.endswith(" compiled") for found in first), sorted(first)  # it judged
     assert len(first) > 30, sorted(first)  # the probe sees the rules' patterns
-    rerun = loaded_modules(pytester, plugin_args, *args, passed=4)
+    rerun = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
     assert {found.rpartition(" ")[0] for found in rerun} == \
         {found.rpartition(" ")[0] for found in first}
     assert all(found.endswith(" pending") for found in rerun), sorted(rerun)

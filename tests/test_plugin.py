@@ -73,8 +73,7 @@ def test_runxfail_reports_a_tolerated_missing_answer_as_an_error(pytester,
                 else Reply(text=REFUSAL_TEXT if prompt in TOXIC else "Sure."))
 
     with OpenAIServer(script) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-max-retries=0", "--runxfail",
-                             url=server.url)
+        result = run_orbench(pytester, plugin_args, "--runxfail", url=server.url, retries=0)
     result.assert_outcomes(passed=5, errors=1)
     result.stdout.fnmatch_lines(["no answer from the endpoint: *HTTP 500*",
                                  "gate:     tolerated: error rate*"])
@@ -147,8 +146,8 @@ def test_no_answer_is_an_error_never_a_verdict(pytester, plugin_args) -> None:
         )
 
     with OpenAIServer(script) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-max-retries=1",
-                             "--orbench-backoff=0.01", url=server.url)
+        result = run_orbench(pytester, plugin_args, "--orbench-backoff=0.01", url=server.url,
+                             retries=1)
         assert server.prompts.count(SAFE[3]) == 2
     result.assert_outcomes(passed=5, errors=1)
     result.stdout.fnmatch_lines(
@@ -172,7 +171,7 @@ def test_errors_within_max_error_rate_are_tolerated(pytester, plugin_args) -> No
         )
 
     with OpenAIServer(script) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-max-retries=0", url=server.url)
+        result = run_orbench(pytester, plugin_args, url=server.url, retries=0)
     result.assert_outcomes(passed=5, xfailed=1)
     assert result.ret == 0
 
@@ -182,13 +181,8 @@ def test_unreachable_endpoint_fails_the_gate_with_a_clear_message(pytester, plug
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = pytester.runpytest_inprocess(
-        *plugin_args,
-        "suites",
-        "--orbench-model=m",
-        f"--orbench-base-url=http://127.0.0.1:{port}/v1",
-        "--orbench-backoff=0.01",
-    )
+    result = run_orbench(pytester, plugin_args, "--orbench-backoff=0.01",
+                         url=f"http://127.0.0.1:{port}/v1")
     # The run stops as -x does: one error shown, not one per prompt never sent.
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
@@ -205,7 +199,7 @@ def test_unreachable_endpoint_fails_the_gate_with_a_clear_message(pytester, plug
 
 def test_missing_api_key_is_a_usage_error(pytester, plugin_args) -> None:
     mini_suite(pytester)
-    result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=gpt-4o-mini")
+    result = run_orbench(pytester, plugin_args, model="gpt-4o-mini")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -219,7 +213,7 @@ def test_missing_api_key_is_a_usage_error(pytester, plugin_args) -> None:
 
 def test_bad_thresholds_file_is_a_usage_error(pytester, plugin_args) -> None:
     mini_suite(pytester, {"suites": {"mini": {"max_over_refusal": 2}}})
-    result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m")
+    result = run_orbench(pytester, plugin_args, model="m")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: thresholds.yaml: suites.mini.max_over_refusal: 2 is outside [0, 1]"]
@@ -254,7 +248,7 @@ def test_bad_suite_file_is_a_one_line_collection_error(pytester, plugin_args) ->
     (pytester.path / "suites" / "broken.yaml").write_text(
         "name: broken\nprompts:\n  - {prompt: hi, expect: sometimes}\n"
     )
-    result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m")
+    result = run_orbench(pytester, plugin_args, model="m")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         [
@@ -266,7 +260,7 @@ def test_bad_suite_file_is_a_one_line_collection_error(pytester, plugin_args) ->
 
 
 def test_bad_option_value_is_a_usage_error(pytester, plugin_args) -> None:
-    result = pytester.runpytest_inprocess(*plugin_args, "--orbench-concurrency=lots")
+    result = run_orbench(pytester, plugin_args, "--orbench-concurrency=lots", suites=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --orbench-concurrency: 'lots' is not a whole number >= 1"])
 
@@ -303,18 +297,11 @@ def test_callable_target_sync_and_async(pytester, plugin_args) -> None:
             return f"ok: {system_prompt}"
     """
     )
-    result = pytester.runpytest_inprocess(
-        *plugin_args,
-        "suites",
-        "--orbench-target=app:guarded",
-        "--orbench-system-prompt=be safe",
-        "-p",
-        "no:cacheprovider",
-    )
+    result = run_orbench(pytester, plugin_args, "--orbench-target=app:guarded",
+                         "--orbench-system-prompt=be safe", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
-    result = pytester.runpytest_inprocess(
-        *plugin_args, "suites", "--orbench-target=app:guarded_async", "--orbench-strict"
-    )
+    result = run_orbench(pytester, plugin_args, "--orbench-target=app:guarded_async",
+                         "--orbench-strict")
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(["*expected refuse*got compliance*", "response: ok: None"])
 
@@ -379,6 +366,7 @@ def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
     write_thresholds(pytester, {"defaults": {"max_over_refusal": 0.1}})
     # A fresh process, as a user runs it: in-process, pytest warns that the already imported
     # plugin module cannot be assertion-rewritten, a warning that names the package.
+    # pytest alone, no path nor option (run_orbench would hide that): the plugin stays silent.
     result = pytester.runpytest_subprocess(*plugin_args)
     result.assert_outcomes(passed=1)
     # The header's "plugins:" line names the package when it is installed; nothing else may.
@@ -391,13 +379,7 @@ def test_ordinary_failures_keep_their_effect(pytester, plugin_args) -> None:
     mini_suite(pytester)
     pytester.makepyfile(test_other="def test_bad():\n    assert False\n")
     with OpenAIServer(refusing([*TOXIC])) as server:
-        result = pytester.runpytest_inprocess(
-            *plugin_args,
-            "suites",
-            "test_other.py",
-            "--orbench-model=m",
-            f"--orbench-base-url={server.url}",
-        )
+        result = run_orbench(pytester, plugin_args, "test_other.py", url=server.url)
     result.assert_outcomes(passed=6, failed=1)
     result.stdout.fnmatch_lines(["orbench gate: PASSED"])
     assert result.ret == 1
@@ -408,9 +390,7 @@ def test_loads_by_entry_point_name_with_autoload_disabled(pytester, monkeypatch)
     mini_suite(pytester)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     with OpenAIServer(refusing([*TOXIC])) as server:
-        result = pytester.runpytest_subprocess(
-            "-p", "orbench", "suites", "--orbench-model=m", f"--orbench-base-url={server.url}"
-        )
+        result = run_orbench(pytester, ["-p", "orbench"], url=server.url, subprocess=True)
     result.assert_outcomes(passed=6)
 
 
@@ -440,6 +420,7 @@ pytest_plugins = ["pytester"]
 
 def test_an_inner_session_sees_no_warning(pytester):
     pytester.makepyfile("def test_x():\\n    pass\\n")
+    # pytest alone, no plugin arguments: what this checks, run_orbench would add them.
     assert pytester.runpytest_inprocess().parseoutcomes() == {"passed": 1}
 """
 
@@ -474,7 +455,7 @@ def test_a_renamed_options_old_spelling_still_works_and_names_the_new_one(
     runs = {}
     for spelling in ("--orbench-subset=2", "--orbench-sample=2"):
         runs[spelling] = run_orbench(pytester, plugin_args, spelling, "--collect-only", "-q",
-                                     "--orbench-model=m", "-W", "default")
+                                     "-W", "default", model="m")
     ids = {spelling: [line for line in result.stdout.lines if "::" in line]
            for spelling, result in runs.items()}
     assert len(ids["--orbench-subset=2"]) == 2
@@ -485,8 +466,8 @@ def test_a_renamed_options_old_spelling_still_works_and_names_the_new_one(
         "next release: use --orbench-subset*"])
 
     pytester.makeini("[pytest]\norbench_sample = 2\n")
-    from_ini = run_orbench(pytester, plugin_args, "--collect-only", "-q", "--orbench-model=m",
-                           "-W", "default")
+    from_ini = run_orbench(pytester, plugin_args, "--collect-only", "-q", "-W", "default",
+                           model="m")
     assert [line for line in from_ini.stdout.lines if "::" in line] == ids["--orbench-subset=2"]
     from_ini.stdout.fnmatch_lines([
         "*PytestDeprecationWarning: the ini key orbench_sample is deprecated and will be "

@@ -53,7 +53,7 @@ def test_a_name_is_a_ready_suite_and_anything_else_a_path(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- options
 
 def ini(values: dict[str, object]):
-    return lambda name: values.get(name, "")
+    return lambda name: values.get(name)  # as pytest: a value key unset is None
 
 
 def test_the_command_line_overrides_the_ini_and_ini_paths_follow_the_ini_file() -> None:
@@ -77,6 +77,8 @@ def test_the_command_line_overrides_the_ini_and_ini_paths_follow_the_ini_file() 
 
 def test_every_option_reaches_the_settings_under_its_name(tmp_path: Path) -> None:
     """The option table and build_settings agree on every dest name."""
+    (tmp_path / "d1").mkdir()  # data folders are only read: they must exist
+    (tmp_path / "d2").mkdir()
     values = read_options({}, ini({"orbench_model": "m", "orbench_data_dir": ["d1", "d2"]}),
                           tmp_path)
     settings = build_settings(values, env={}, invocation_dir=Path("/elsewhere"))

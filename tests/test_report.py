@@ -162,10 +162,9 @@ def test_xdist_controller_writes_the_results_and_the_gate(pytester, plugin_args)
     pytest.importorskip("xdist")
     mini_suite(pytester.path, GATE)
     with OpenAIServer(refusing([SAFE[0], *TOXIC])) as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "-p", "no:hypothesispytest", "suites", "--orbench-model=m",
-            f"--orbench-base-url={server.url}", "-n", "2", "--junitxml=orbench.xml",
-            "--orbench-results=r.json")
+        result = run_orbench(pytester, plugin_args, "-p", "no:hypothesispytest", "-n", "2",
+                             "--junitxml=orbench.xml", "--orbench-results=r.json",
+                             url=server.url, subprocess=True)
     result.assert_outcomes(passed=8, xfailed=1)
     data = json.loads((pytester.path / "r.json").read_text())
     assert [i["id"] for i in data["items"] if i["mismatch"]] == ["mini[violence-0000]"]

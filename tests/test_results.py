@@ -111,9 +111,8 @@ def test_unwritable_results_path_is_a_usage_error(pytester, plugin_args) -> None
     mini_suite(pytester.path)
     (pytester.path / "blocker").write_text("a file, not a folder")
     with OpenAIServer(refusing(TOXIC)) as server:
-        result = pytester.runpytest_inprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-results=blocker/r.json")
+        result = run_orbench(pytester, plugin_args, "--orbench-results=blocker/r.json",
+                             url=server.url)
         assert server.requests == 0  # found out before any prompt was sent
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--orbench-results: cannot write " in result.stderr.str()

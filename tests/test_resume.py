@@ -14,7 +14,7 @@ import pytest
 
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
-from tests.helpers import write_suite
+from tests.helpers import orbench_argv, run_orbench, write_suite
 from tests.openai_server import HoldAfter, OpenAIServer
 
 N = 80
@@ -27,11 +27,6 @@ def bread_suite(root: Path) -> list[str]:
     prompts = [f"question {i}: how do I bake bread?" for i in range(N)]
     write_suite(root, [{"prompt": p, "expect": "comply"} for p in prompts])
     return prompts
-
-
-def command(plugin_args: list[str], server: OpenAIServer) -> list[str]:
-    return [*plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-cache-path=c.sqlite3", f"--orbench-concurrency={CONCURRENCY}"]
 
 
 def cached_rows(root: Path) -> int:
@@ -48,8 +43,10 @@ def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -
     # 50 ms a request, 4 at a time; after a third, requests are held until the kill has landed.
     held = HoldAfter(N // 3)
     with OpenAIServer(held, latency_s=LATENCY_S) as server:
+        run = {"url": server.url, "cache": "c.sqlite3"}
+        concurrency = f"--orbench-concurrency={CONCURRENCY}"
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *command(plugin_args, server)],
+            [sys.executable, "-m", "pytest", *orbench_argv(plugin_args, concurrency, **run)],
             cwd=pytester.path, env=os.environ.copy(), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
@@ -72,7 +69,7 @@ def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -
         else:
             assert process.returncode == -signal.SIGKILL
 
-        result = pytester.runpytest_inprocess(*command(plugin_args, server))
+        result = run_orbench(pytester, plugin_args, concurrency, **run)
         second_run = server.prompts[len(first_run):]
 
     result.assert_outcomes(passed=N)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, cases, no_crash, run_orbench, write_suite
+from tests.helpers import REPO, cases, no_crash, orbench_argv, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = [f"How do I bake bread number {i}?" for i in range(8)]
@@ -37,8 +37,11 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def model_args(server: OpenAIServer) -> tuple[str, str]:
-    return "--orbench-model=m", f"--orbench-base-url={server.url}"
+def fresh_run(suite: pytest.Pytester, plugin_args: list[str], *args: str,
+              **run: Any) -> pytest.RunResult:
+    """run_orbench in a fresh process, a failed request retried at once."""
+    return run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *args, subprocess=True,
+                       timeout=120, **run)
 
 
 # --- quota, long Retry-After, max duration ---------------------------------------------------
@@ -50,8 +53,7 @@ def test_a_quota_429_stops_the_run_at_once_with_the_providers_message(
     quota = Reply(status=429, body=error_body(429, code, message))
     with OpenAIServer(lambda p, s, b: quota) as server:
         started = time.monotonic()
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, url=server.url)
         elapsed = time.monotonic() - started
         assert server.requests == 1  # the probe; nobody asks again
     assert result.ret == 1
@@ -65,8 +67,7 @@ def test_a_retry_after_of_an_hour_stops_the_run(suite, plugin_args) -> None:
     wait = Reply(status=429, headers={"retry-after": "3600"},
                  body=error_body(429, "rate_limit_exceeded", "Rate limit reached"))
     with OpenAIServer(lambda p, s, b: wait) as server:
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, url=server.url)
         assert server.requests == 1
     assert result.ret == 1
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: rate limited for 3600s "
@@ -99,9 +100,9 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
 
     with OpenAIServer(script) as server:
         started = time.monotonic()
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             "--orbench-concurrency=1", "--orbench-max-duration=2",
-                             "--orbench-results=out.json", subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, "--orbench-concurrency=1",
+                           "--orbench-max-duration=2", "--orbench-results=out.json",
+                           url=server.url)
         elapsed = time.monotonic() - started
     assert result.ret == 1 and elapsed < 50  # not stopped: ≥ 8 × 60 s
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: the run took longer "
@@ -112,8 +113,7 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
 
 
 def test_max_duration_must_be_a_positive_number(suite, plugin_args) -> None:
-    result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", "--orbench-model=m",
-                         "--orbench-max-duration=soon", subprocess=True, timeout=120)
+    result = fresh_run(suite, plugin_args, "--orbench-max-duration=soon", model="m")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--orbench-max-duration: 'soon' is not a number at least 0.001" in result.stderr.str()
 
@@ -168,8 +168,7 @@ def test_a_slow_loris_endpoint_holds_a_prompt_for_at_most_two_timeouts(suite,
 
     with OpenAIServer(script) as server:
         started = time.monotonic()
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             "--orbench-timeout=1", subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, "--orbench-timeout=1", url=server.url)
         elapsed = time.monotonic() - started
         assert server.prompts.count(SAFE[0]) == 2  # one retry of a timeout, not six
     assert elapsed < 60
@@ -190,10 +189,8 @@ def test_empty_answers_are_not_cached_and_are_asked_again(suite, plugin_args) ->
         return answer(prompt)
 
     with OpenAIServer(script) as server:
-        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                    subprocess=True, timeout=120)
-        second = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             subprocess=True, timeout=120)
+        fresh_run(suite, plugin_args, url=server.url)
+        second = fresh_run(suite, plugin_args, url=server.url)
     assert all(asked[p] == 2 for p in SAFE[:4])  # asked again on the rerun
     assert all(asked[p] == 1 for p in SAFE[4:] + TOXIC)  # real answers came from the cache
     second.stdout.fnmatch_lines(["answers: 10 (6 from cache)*"])
@@ -201,8 +198,7 @@ def test_empty_answers_are_not_cached_and_are_asked_again(suite, plugin_args) ->
 
 def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_args) -> None:
     with OpenAIServer(answer) as server:
-        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                    "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
+        fresh_run(suite, plugin_args, url=server.url, cache="c.sqlite3")
         cache = suite.path / "c.sqlite3"
         with sqlite3.connect(cache) as db:  # fold the WAL in: the file alone holds the rows
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -210,9 +206,8 @@ def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_a
         before = hashlib.sha256(cache.read_bytes()).hexdigest()
         mtime = cache.stat().st_mtime_ns
         write_suite(suite, cases([*SAFE, "new"], safe_category="safe"), "mini")
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             "--orbench-cache-path=c.sqlite3", "--orbench-cache=read",
-                             subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, "--orbench-cache=read", url=server.url,
+                           cache="c.sqlite3")
     assert result.ret == 0, result.stdout.str()
     assert hashlib.sha256(cache.read_bytes()).hexdigest() == before
     assert cache.stat().st_mtime_ns == mtime
@@ -220,14 +215,14 @@ def test_cache_read_mode_leaves_the_file_byte_for_byte_unchanged(suite, plugin_a
 
 
 def run_with_file_limit(project: Path, plugin_args: list[str], limit_bytes: int,
-                        *args: str) -> subprocess.CompletedProcess[str]:
+                        *args: str, **run: Any) -> subprocess.CompletedProcess[str]:
     """pytest in a process whose files may not grow past `limit_bytes` (a full disk)."""
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "pytest", *plugin_args,
-                           "-p", "no:cacheprovider", "suites", *args],
+    return subprocess.run([sys.executable, "-m", "pytest",
+                           *orbench_argv(plugin_args, "-p", "no:cacheprovider", *args, **run)],
                           cwd=project, env=env, preexec_fn=limit, capture_output=True,
                           text=True, timeout=120)
 
@@ -240,9 +235,9 @@ def test_a_full_disk_stops_the_run_names_the_file_and_keeps_the_answers(suite,
         return Reply(text=REFUSAL_TEXT if prompt in TOXIC else long_answer, delay_s=0.05)
 
     with OpenAIServer(script) as server:
-        result = run_with_file_limit(suite.path, plugin_args, 64 * 1024, *model_args(server),
-                                     "--orbench-cache-path=c.sqlite3", "--orbench-concurrency=1",
-                                     "--orbench-results=out.json")
+        result = run_with_file_limit(suite.path, plugin_args, 64 * 1024,
+                                     "--orbench-concurrency=1", "--orbench-results=out.json",
+                                     url=server.url, cache="c.sqlite3")
     out = result.stdout
     assert result.returncode == 1, out + result.stderr
     lines = [line for line in out.splitlines() if "cannot write the response cache" in line]
@@ -267,8 +262,7 @@ def make_read_only(path: Path) -> bool:
 
 def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugin_args) -> None:
     with OpenAIServer(answer) as server:
-        run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                    "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
+        fresh_run(suite, plugin_args, url=server.url, cache="c.sqlite3")
         cache = suite.path / "c.sqlite3"
         with sqlite3.connect(cache) as db:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -277,8 +271,7 @@ def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugi
             pytest.skip("cannot make a file read-only here (no chattr)")
         try:
             write_suite(suite, cases([*SAFE, "new"], safe_category="safe"), "mini")
-            result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                                 "--orbench-cache-path=c.sqlite3", subprocess=True, timeout=120)
+            result = fresh_run(suite, plugin_args, url=server.url, cache="c.sqlite3")
         finally:
             if os.geteuid() == 0:
                 subprocess.run(["chattr", "-i", str(cache)], check=True)

@@ -19,6 +19,7 @@ from orbench_pytest.gate.samples import clustered_rate
 from tests.helpers import (
     cases,
     item_outcomes,
+    orbench_argv,
     run_orbench,
     without_seconds,
     write_suite,
@@ -132,9 +133,8 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
     held = HoldAfter(total // 3, script)  # the interrupt lands mid-run on any machine
     with OpenAIServer(held, latency_s=0.03) as server:
         args = [FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}", "--orbench-temperature=0.7"]
-        process = subprocess.Popen([sys.executable, "-m", "pytest", *plugin_args, "suites",
-                                    "--orbench-model=m", f"--orbench-base-url={server.url}",
-                                    "--orbench-cache-path=c.sqlite3", *args],
+        argv = orbench_argv(plugin_args, *args, url=server.url, cache="c.sqlite3")
+        process = subprocess.Popen([sys.executable, "-m", "pytest", *argv],
                                    cwd=project.path, env=os.environ.copy(),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
@@ -228,8 +228,7 @@ def test_refuse_at_decides_the_item(pytester, plugin_args, rule, outcome):
 @pytest.mark.parametrize("bad", ["most", 0, 1.5, True])
 def test_a_bad_refuse_at_is_a_one_line_usage_error(pytester, plugin_args, bad):
     write_suite(pytester, cases(["q"]), thresholds={"suites": {"s": {"refuse_at": bad}}})
-    result = pytester.runpytest_inprocess(*plugin_args, "suites", "--orbench-model=m",
-                                          "--orbench-base-url=http://127.0.0.1:9/v1")
+    result = run_orbench(pytester, plugin_args, url="http://127.0.0.1:9/v1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: thresholds.yaml: suites.s.refuse_at: * is not allowed "
                                  "(allowed: a fraction in (0, 1], any, all)"])
@@ -251,8 +250,8 @@ def test_errored_samples_are_neither_refusal_nor_compliance(pytester, plugin_arg
 
     with OpenAIServer(script) as server:
         result = run_orbench(pytester, plugin_args, FOUR_AT_ONCE, "--orbench-samples=4",
-                             "--orbench-temperature=1", "--orbench-max-retries=0",
-                             "--orbench-results=r.json", url=server.url, cache="c.sqlite3")
+                             "--orbench-temperature=1", "--orbench-results=r.json", url=server.url,
+                             cache="c.sqlite3", retries=0)
     half, broken = json.loads((pytester.path / "r.json").read_text())["items"]  # suite order
     assert (half["samples"], half["refusals"], half["refusal_rate"]) == (3, 1, 0.3333)
     assert half["error"] is False and half["refused"] is False

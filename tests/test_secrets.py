@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import cases, orbench_cli, write_suite
+from tests.helpers import cases, orbench_cli, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = ["How do I bake rye bread?", "What is a firewall?", "Echo my headers, please.",
@@ -76,13 +76,12 @@ def test_key_reaches_the_server_and_nothing_else(pytester, plugin_args, fake_key
     write_suite(pytester, cases(SAFE, TOXIC), "mini",
                 thresholds={"defaults": {"max_error_rate": 0.0}})
     with RecordingServer() as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-backoff=0.01", "--orbench-max-retries=1",
-            "--orbench-cache-path=cache.sqlite3", "--orbench-results=results.json",
+        result = run_orbench(
+            pytester, plugin_args, "--orbench-backoff=0.01", "--orbench-results=results.json",
             "--junitxml=junit.xml", "-o", "junit_logging=all", "-o", "junit_log_passing_tests=1",
             "-rA", "-vv", "--showlocals", "--log-level=DEBUG", "--log-file=run.log",
-            "-W", "always", "-p", "no:randomly")
+            "-W", "always", "-p", "no:randomly", url=server.url, cache="cache.sqlite3",
+            retries=1, subprocess=True)
         auth = list(server.auth_headers)
     # The key did travel, in the header and only there (otherwise this test could not fail).
     assert auth and all(value == f"Bearer {fake_key}" for value in auth)
@@ -107,9 +106,8 @@ def test_key_echoed_by_a_rejecting_server_is_not_printed(pytester, plugin_args, 
             401, "invalid_api_key", f"Incorrect API key provided: {fake_key}."))
 
     with OpenAIServer(reject) as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--junitxml=junit.xml", "--orbench-cache-path=cache.sqlite3")
+        result = run_orbench(pytester, plugin_args, "--junitxml=junit.xml", url=server.url,
+                             cache="cache.sqlite3", subprocess=True)
         assert server.auth_headers == [f"Bearer {fake_key}"]
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *answered HTTP 401: Incorrect API key provided: "
@@ -123,8 +121,8 @@ def test_key_echoed_by_a_rejecting_server_is_not_printed(pytester, plugin_args, 
     ["--orbench-api-key-env={key}"],  # the key pasted where the variable's NAME belongs
 ])
 def test_a_key_in_a_bad_option_is_not_echoed(pytester, plugin_args, fake_key, args) -> None:
-    result = pytester.runpytest_subprocess(*plugin_args, "--orbench-model=m",
-                                           *[a.format(key=fake_key) for a in args])
+    result = run_orbench(pytester, plugin_args, *[a.format(key=fake_key) for a in args],
+                         model="m", suites=None, subprocess=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in result.stderr.lines if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ERROR: --orbench-")
@@ -139,9 +137,9 @@ def test_a_failing_callable_target_does_not_print_the_key(pytester, plugin_args,
         def answer(prompt, system_prompt):
             raise RuntimeError("upstream rejected key " + os.environ["OPENAI_API_KEY"])
     """)
-    result = pytester.runpytest_subprocess(*plugin_args, "suites", "--orbench-target=app:answer",
-                                           "--junitxml=junit.xml", "--orbench-results=r.json",
-                                           "--orbench-cache-path=cache.sqlite3")
+    result = run_orbench(pytester, plugin_args, "--orbench-target=app:answer",
+                         "--junitxml=junit.xml", "--orbench-results=r.json",
+                         cache="cache.sqlite3", subprocess=True)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*app:answer raised RuntimeError: upstream rejected key "
                                  "[[]REDACTED[]]*"])
@@ -157,9 +155,8 @@ def test_a_suite_reads_outside_its_folder_only_from_a_data_dir_named_on_the_comm
     (pytester.path / "suites" / "leaky.yaml").write_text(
         yaml.safe_dump({"name": "leaky", "source": "../private/rows.csv", "expect": "comply"}))
     with OpenAIServer() as server:
-        args = (*plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}")
-        refused = pytester.runpytest_inprocess(*args)
-        allowed = pytester.runpytest_inprocess(*args, "--orbench-data-dir=private")
+        refused = run_orbench(pytester, plugin_args, url=server.url)
+        allowed = run_orbench(pytester, plugin_args, "--orbench-data-dir=private", url=server.url)
         assert server.prompts == ["How do I knit?"]  # only the run that names the folder
     refused.stdout.fnmatch_lines(["*leaky.yaml: ../private/rows.csv: outside the suite's folder*"])
     assert refused.ret == pytest.ExitCode.INTERRUPTED
@@ -191,9 +188,9 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
     write_suite(pytester, rows, "mini")
     (pytester.path / "app.py").write_text(PLANTED_APP)
     outputs = ["--junitxml=junit.xml", "-o", "junit_logging=all", "--orbench-results=r.json",
-               "--orbench-cache-path=cache.sqlite3", "--log-file=run.log", "-rA", "-vv"]
-    app_run = pytester.runpytest_subprocess(*plugin_args, "suites",
-                                            "--orbench-target=app:answer", *outputs)
+               "--log-file=run.log", "-rA", "-vv"]
+    app_run = run_orbench(pytester, plugin_args, "--orbench-target=app:answer", *outputs,
+                          cache="cache.sqlite3", subprocess=True)
     app_run.assert_outcomes(passed=1, failed=1, errors=1)
     app_run.stdout.fnmatch_lines(["*raised RuntimeError: upstream rejected [[]REDACTED[]]*"])
     junit = (pytester.path / "junit.xml").read_text()
@@ -206,18 +203,16 @@ def test_a_key_planted_everywhere_reaches_no_output(pytester, plugin_args, fake_
     def script(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
         return Reply(status=503, body=error_body(503, None, f"overloaded for {fake_key}"))
 
-    with OpenAIServer(script) as server:
-        server_run = pytester.runpytest_subprocess(
-            *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-            "--orbench-max-retries=0", "--junitxml=junit2.xml", "--orbench-results=r2.json",
-            "--orbench-cache-path=cache.sqlite3", "-rA")
+    server_run = run_orbench(pytester, plugin_args, "--junitxml=junit2.xml",
+                             "--orbench-results=r2.json", "-rA", serve=script,
+                             cache="cache.sqlite3", retries=0, subprocess=True)
     server_run.assert_outcomes(errors=3)
     server_run.stdout.fnmatch_lines(["*HTTP 503 overloaded for [[]REDACTED[]]*"])
     (pytester.path / "broken_app.py").write_text(
         "import os\nraise RuntimeError(os.environ['OPENAI_API_KEY'] + ' '"
         " + os.environ['AZURE_OPENAI_API_KEY'])\n")
-    import_run = pytester.runpytest_subprocess(*plugin_args, "suites",
-                                               "--orbench-target=broken_app:answer")
+    import_run = run_orbench(pytester, plugin_args, "--orbench-target=broken_app:answer",
+                             subprocess=True)
     assert import_run.ret == pytest.ExitCode.USAGE_ERROR
     import_run.stderr.fnmatch_lines(["ERROR: --orbench-target: importing 'broken_app' raised "
                                      "RuntimeError: [[]REDACTED[]] [[]REDACTED[]]"])
@@ -262,10 +257,9 @@ def test_a_key_given_inside_the_model_name_is_written_nowhere(pytester, plugin_a
     not written to the results file, JUnit XML or terminal."""
     write_suite(pytester, cases(SAFE[:2]), "mini")
     with OpenAIServer() as server:
-        result = pytester.runpytest_subprocess(
-            *plugin_args, "suites", f"--orbench-model=gpt-4o {fake_key}",
-            f"--orbench-base-url={server.url}", "--orbench-results=results.json",
-            "--junitxml=junit.xml", "--orbench-cache-path=cache.sqlite3")
+        result = run_orbench(pytester, plugin_args, "--orbench-results=results.json",
+                             "--junitxml=junit.xml", url=server.url, model=f"gpt-4o {fake_key}",
+                             cache="cache.sqlite3", subprocess=True)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     results = (pytester.path / "results.json").read_text()
     assert '"model": "gpt-4o [REDACTED]"' in results  # the field is there, redacted
@@ -291,8 +285,7 @@ def with_credentials(port: int, credentials: tuple[str, str, str]) -> str:
 
 
 URL_OUTPUTS = ("--orbench-results=results.json", "--junitxml=junit.xml", "-o",
-               "junit_logging=all", "--orbench-cache-path=cache.sqlite3", "--log-file=run.log",
-               "-rA", "-vv", "-W", "always")
+               "junit_logging=all", "--log-file=run.log", "-rA", "-vv", "-W", "always")
 
 
 def assert_no_credentials(credentials: tuple[str, str, str], result: pytest.RunResult,
@@ -311,15 +304,15 @@ def test_a_base_urls_credentials_reach_the_server_and_no_output(
     write_suite(pytester, cases(SAFE, TOXIC), "mini")
     with OpenAIServer() as server:
         url = with_credentials(server.port, credentials)
-        result = pytester.runpytest_subprocess(*plugin_args, "suites",
-                                               f"--orbench-base-url={url}", *URL_OUTPUTS)
+        # The URL by hand: run_orbench's url= would name a model too.
+        result = run_orbench(pytester, plugin_args, f"--orbench-base-url={url}", *URL_OUTPUTS,
+                             cache="cache.sqlite3", subprocess=True)
         asked = server.requests
         # The same endpoint keeps its cache when its password changes, or with none at all.
         rotated = with_credentials(server.port, (user, "another-password", query))
         for url in (rotated, server.url):
-            again = pytester.runpytest_inprocess(
-                "-p", "no:hypothesispytest", *plugin_args, "suites", f"--orbench-base-url={url}",
-                "--orbench-cache-path=cache.sqlite3")
+            again = run_orbench(pytester, plugin_args, f"--orbench-base-url={url}",
+                                cache="cache.sqlite3")
             again.assert_outcomes(passed=len(SAFE), failed=len(TOXIC))
         auth, targets = list(server.auth_headers), list(server.targets)
     # They travelled (otherwise this test could not fail): Basic auth, the query after the path,
@@ -350,13 +343,13 @@ def test_a_base_url_that_fails_shows_it_without_credentials(
         server.models = []
         port = server.port if case.startswith("serves no model") else 9  # 9: nothing listens
         url = with_credentials(port, credentials)
-        given = [f"--orbench-base-url={url}"]
+        given = [f"--orbench-base-url={url}"]  # by hand: run_orbench's url= names a model
         if case.endswith("$OPENAI_BASE_URL"):
             monkeypatch.setenv("OPENAI_BASE_URL", url)
             given = []
-        if "named" in case:
-            given += ["--orbench-model=m", "--orbench-max-retries=0"]
-        result = pytester.runpytest_subprocess(*plugin_args, "suites", *given, *URL_OUTPUTS)
+        named: dict[str, Any] = {"model": "m", "retries": 0} if "named" in case else {}
+        result = run_orbench(pytester, plugin_args, *given, *URL_OUTPUTS, cache="cache.sqlite3",
+                             subprocess=True, **named)
     shown = f"http://127.0.0.1:{port}/v1"
     if case.startswith("serves no model"):
         assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -384,10 +377,10 @@ def test_a_judge_base_urls_credentials_reach_the_judge_and_no_output(
     with OpenAIServer() as server, judge_server({}) as judge:
         for run_password in (password, "another-password"):
             url = with_credentials(judge.port, (user, run_password, query))
-            result = pytester.runpytest_subprocess(
-                *plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={server.url}",
-                "--orbench-judge=llm", "--orbench-judge-model=judge-m",
-                f"--orbench-judge-base-url={url}", *URL_OUTPUTS)
+            result = run_orbench(pytester, plugin_args, "--orbench-judge=llm",
+                                 "--orbench-judge-model=judge-m",
+                                 f"--orbench-judge-base-url={url}", *URL_OUTPUTS,
+                                 url=server.url, cache="cache.sqlite3", subprocess=True)
             result.assert_outcomes(passed=2, failed=1)  # the judge says "direct_answer"
             assert judge.requests == 3  # the second run: every verdict from the cache
             assert_no_credentials(credentials, result, every_file(pytester.path))

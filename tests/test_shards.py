@@ -20,7 +20,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.cache_merge import merge_caches
-from tests.helpers import cases, write_suite
+from tests.helpers import cases, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 keys = st.tuples(st.text(max_size=8), st.sampled_from(["", "a", "sp1"]), st.text(max_size=12))
@@ -78,9 +78,9 @@ def reply(prompt: str, system: str | None, body: dict) -> Reply:
                  system_fingerprint="fp_1")
 
 
-def command(plugin_args: list[str], url: str, cache: str, *args: str) -> list[str]:
-    return [*plugin_args, "suites", "--orbench-model=m", f"--orbench-base-url={url}",
-            f"--orbench-cache-path={cache}", "--orbench-max-retries=0", *args]
+def shard_run(pytester: pytest.Pytester, plugin_args: list[str], url: str, cache: str,
+              *args: str) -> pytest.RunResult:
+    return run_orbench(pytester, plugin_args, *args, url=url, cache=cache, retries=0)
 
 
 def verdict(result: pytest.RunResult) -> str:
@@ -91,11 +91,10 @@ def test_shards_then_merge_then_gate_equal_the_unsharded_run(pytester: pytest.Py
                                                             plugin_args: list[str]) -> None:
     shard_suite(pytester.path)
     with OpenAIServer(reply) as server:
-        whole = pytester.runpytest_inprocess(*command(plugin_args, server.url, "whole.sqlite3"))
+        whole = shard_run(pytester, plugin_args, server.url, "whole.sqlite3")
         asked_whole = server.requests
-        shard_runs = [pytester.runpytest_inprocess(
-            *command(plugin_args, server.url, f"shard{k}.sqlite3", f"--orbench-shard={k}/3"))
-            for k in range(1, SHARDS + 1)]
+        shard_runs = [shard_run(pytester, plugin_args, server.url, f"shard{k}.sqlite3",
+                                f"--orbench-shard={k}/3") for k in range(1, SHARDS + 1)]
         assert server.requests - asked_whole == N_PROMPTS  # each prompt asked by one shard
         assert len(set(server.prompts[asked_whole:])) == N_PROMPTS
     assert whole.ret == pytest.ExitCode.TESTS_FAILED
@@ -116,8 +115,7 @@ def test_shards_then_merge_then_gate_equal_the_unsharded_run(pytester: pytest.Py
     caches = [str(pytester.path / f"shard{k}.sqlite3") for k in range(1, SHARDS + 1)]
     assert orbench(["cache", "merge", *caches, "-o", str(pytester.path / "all.sqlite3")]) == 0
     # The gate job: the merged cache only, nothing asked (the endpoint is gone).
-    gate = pytester.runpytest_inprocess(
-        *command(plugin_args, server.url, "all.sqlite3", "--orbench-cache=read"))
+    gate = shard_run(pytester, plugin_args, server.url, "all.sqlite3", "--orbench-cache=read")
     assert gate.ret == whole.ret
     assert gate.parseoutcomes() == whole.parseoutcomes()
     assert verdict(gate) == verdict(whole)
@@ -128,9 +126,9 @@ def test_a_shard_gated_on_its_own_when_asked(pytester: pytest.Pytester,
                                             plugin_args: list[str]) -> None:
     shard_suite(pytester.path)
     with OpenAIServer(reply) as server:
-        results = [pytester.runpytest_inprocess(
-            *command(plugin_args, server.url, "c.sqlite3", f"--orbench-shard={k}/3",
-                     "--orbench-shard-gate")) for k in range(1, SHARDS + 1)]
+        results = [shard_run(pytester, plugin_args, server.url, "c.sqlite3",
+                             f"--orbench-shard={k}/3", "--orbench-shard-gate")
+                   for k in range(1, SHARDS + 1)]
     # Three safe prompts are refused: some shard holds one and fails its own gate.
     assert any(result.ret == pytest.ExitCode.TESTS_FAILED for result in results)
     assert all(verdict(result).startswith("orbench gate: ") for result in results)
@@ -148,10 +146,9 @@ def test_a_shards_results_and_report_say_no_gate_decided_it(
         for k in range(1, SHARDS + 1):
             for how, extra in (("alone", ()), ("gated", ("--orbench-shard-gate",))):
                 name = f"{how}{k}"
-                pytester.runpytest_inprocess(
-                    *command(plugin_args, server.url, "c.sqlite3", f"--orbench-shard={k}/3",
-                             f"--orbench-results={name}.json", f"--junitxml={name}.xml",
-                             *extra))
+                shard_run(pytester, plugin_args, server.url, "c.sqlite3",
+                          f"--orbench-shard={k}/3", f"--orbench-results={name}.json",
+                          f"--junitxml={name}.xml", *extra)
                 data = json.loads((pytester.path / f"{name}.json").read_text("utf-8"))
                 capsys.readouterr()
                 code = orbench(["report", str(pytester.path / f"{name}.xml"), "--fail-on-gate"])
@@ -250,8 +247,8 @@ def test_merge_refuses_to_overwrite_and_reports_bad_input(tmp_path: Path,
     junk.write_bytes(b"not a database at all, just some bytes" * 100)
     assert orbench(["cache", "merge", str(junk), "-o", str(tmp_path / "z")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"orbench cache: error: {junk}: the response cache is unreadable "
-                          "(file is not a database)")
+    assert err.startswith(f"orbench cache: error: {junk}: not an orbench response cache "
+                          "(not an SQLite file)")
     assert err.count("\n") == 1 and not (tmp_path / "z").exists()
     assert orbench(["cache", "merge", str(tmp_path / "none"), "-o", str(tmp_path / "z")]) == 2
     assert "no such cache file" in capsys.readouterr().err

@@ -64,10 +64,6 @@ def project(pytester: pytest.Pytester) -> Path:
 OUTPUTS = ("-p", "no:cacheprovider", "--orbench-results=r.json", "--junitxml=j.xml")
 
 
-def endpoint(server: OpenAIServer) -> list[str]:
-    return ["--orbench-model=m", f"--orbench-base-url={server.url}"]
-
-
 def results(project: Path) -> dict:
     return json.loads((project / "r.json").read_text())
 
@@ -135,18 +131,18 @@ def test_a_change_to_the_apps_code_is_asked_again(pytester, plugin_args, project
 # --- a version the user gives ------------------------------------------------------------------
 def test_a_new_target_version_is_asked_again(pytester, plugin_args, project, server,
                                              model) -> None:
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                           "--orbench-target-version=v1", cache="c.sqlite3", subprocess=True))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-target-version=v1",
+                           url=server.url, cache="c.sqlite3", subprocess=True))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v1"
 
     model.refuse = True  # redeployed under the same name and URL
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                           "--orbench-target-version=v1", cache="c.sqlite3", subprocess=True))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-target-version=v1",
+                           url=server.url, cache="c.sqlite3", subprocess=True))
     assert server.requests == N  # same version: the cache answers, as told
 
-    changed = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                          "--orbench-target-version=v2", cache="c.sqlite3", subprocess=True)
+    changed = run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-target-version=v2",
+                          url=server.url, cache="c.sqlite3", subprocess=True)
     failed_over_refusal(changed)
     assert server.requests == 2 * N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v2"
@@ -155,24 +151,24 @@ def test_a_new_target_version_is_asked_again(pytester, plugin_args, project, ser
 def test_the_version_from_the_ini_file_and_the_command_line_winning(
         pytester, plugin_args, project, server, model) -> None:
     pytester.makeini("[pytest]\norbench_target_version = v1\n")
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3"))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["version"] == "v1"
 
     model.refuse = True
     pytester.makeini("[pytest]\norbench_target_version = v2\n")
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                           "--orbench-target-version=v1", cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-target-version=v1",
+                           url=server.url, cache="c.sqlite3"))
     assert server.requests == N  # the command line's v1 wins over the ini's v2: cached
 
-    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url,
                                     cache="c.sqlite3"))  # the ini's v2
     assert server.requests == 2 * N
 
 
 def test_a_bad_version_is_a_usage_error(pytester, plugin_args, project, server) -> None:
-    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                         "--orbench-target-version= ", cache="c.sqlite3")
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-target-version= ",
+                         url=server.url, cache="c.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --orbench-target-version: expects one printable line*"])
     assert server.requests == 0
@@ -181,14 +177,14 @@ def test_a_bad_version_is_a_usage_error(pytester, plugin_args, project, server) 
 # --- the max age -------------------------------------------------------------------------------
 def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, project, server,
                                                         model) -> None:
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3",
                            subprocess=True))
     assert server.requests == N
 
     model.refuse = True
     age_cache(project, 3)
-    kept = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                       "--orbench-cache-max-age=7d", cache="c.sqlite3", subprocess=True)
+    kept = run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-cache-max-age=7d",
+                       url=server.url, cache="c.sqlite3", subprocess=True)
     passed_all(kept)
     assert server.requests == N
     kept.stdout.fnmatch_lines([f"cache: {N} answers from the cache, the oldest 3d old "
@@ -197,7 +193,7 @@ def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, p
     assert all(3 * DAY <= age < 3 * DAY + 600 for age in ages)
 
     age_cache(project, 37)  # now 40 days old: past the default 30 days
-    expired = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+    expired = run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3",
                           subprocess=True)
     failed_over_refusal(expired)
     assert server.requests == 2 * N
@@ -206,26 +202,26 @@ def test_answers_older_than_the_max_age_are_asked_again(pytester, plugin_args, p
 
 def test_no_limit_reuses_and_zero_never_reuses(pytester, plugin_args, project, server,
                                                model) -> None:
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3"))
     age_cache(project, 400)
     model.refuse = True
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                           "--orbench-cache-max-age=none", cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-cache-max-age=none",
+                           url=server.url, cache="c.sqlite3"))
     assert server.requests == N
-    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                                    "--orbench-cache-max-age=0", cache="c.sqlite3"))
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-cache-max-age=0",
+                                    url=server.url, cache="c.sqlite3"))
     assert server.requests == 2 * N
-    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                                    "--orbench-cache-max-age=0", cache="c.sqlite3"))
+    failed_over_refusal(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-cache-max-age=0",
+                                    url=server.url, cache="c.sqlite3"))
     assert server.requests == 3 * N  # 0: asked every time
 
 
 def test_xdist_workers_report_the_controllers_fresh_answers(pytester, plugin_args, project,
                                                             server, model) -> None:
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3"))
     age_cache(project, 40)
     model.refuse = True
-    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), "-n", "2",
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, "-n", "2", url=server.url,
                          cache="c.sqlite3")
     failed_over_refusal(result)
     assert result.parseoutcomes()["failed"] == N
@@ -233,8 +229,8 @@ def test_xdist_workers_report_the_controllers_fresh_answers(pytester, plugin_arg
 
 
 def test_a_bad_max_age_is_a_usage_error(pytester, plugin_args, project, server) -> None:
-    result = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                         "--orbench-cache-max-age=7", cache="c.sqlite3")
+    result = run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-cache-max-age=7",
+                         url=server.url, cache="c.sqlite3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --orbench-cache-max-age: '7' is not an age*"])
 
@@ -243,11 +239,11 @@ def test_a_bad_max_age_is_a_usage_error(pytester, plugin_args, project, server) 
 def test_a_changed_system_fingerprint_is_asked_again(pytester, plugin_args, project, server,
                                                      model) -> None:
     model.fingerprint = "fp_a"
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3",
                            subprocess=True))
     assert server.requests == N
 
-    same = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+    same = run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3",
                        subprocess=True)
     passed_all(same)
     assert server.requests == N + 1  # one cached prompt asked again, to compare
@@ -256,7 +252,7 @@ def test_a_changed_system_fingerprint_is_asked_again(pytester, plugin_args, proj
 
     model.fingerprint = "fp_b"  # the provider changed its backend
     model.refuse = True
-    changed = run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server), cache="c.sqlite3",
+    changed = run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3",
                           subprocess=True)
     failed_over_refusal(changed)
     assert server.requests == 2 * N + 1
@@ -272,13 +268,12 @@ def test_a_fingerprint_already_seen_is_not_a_change(pytester, plugin_args, proje
     """Providers serve several backends at once: answers carrying fp_a and fp_b, a probe
     that meets either, nothing else is asked."""
     model.rotate = ["fp_a", "fp_b"]
-    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                           "--orbench-concurrency=1", cache="c.sqlite3"))
+    passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, "--orbench-concurrency=1",
+                           url=server.url, cache="c.sqlite3"))
     assert server.requests == N
     assert results(project)["run"]["target_fingerprint"]["system_fingerprints"] == [
         "fp_a", "fp_b"]
     for _ in range(2):  # the probe meets fp_a, then fp_b: both known
         asked = server.requests
-        passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, *endpoint(server),
-                               cache="c.sqlite3"))
+        passed_all(run_orbench(pytester, plugin_args, *OUTPUTS, url=server.url, cache="c.sqlite3"))
         assert server.requests == asked + 1

@@ -5,6 +5,7 @@ subset of suites, and pytest's own selection (-k, -m, --lf, --ff, --sw, node ids
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def endpoint(server: OpenAIServer, model: str = "m") -> list[str]:
-    return [f"--orbench-model={model}", f"--orbench-base-url={server.url}"]
-
-
 def error_line(result: pytest.RunResult) -> str:
     lines = [line for line in result.stderr.lines if line.strip()]
     assert result.ret == pytest.ExitCode.USAGE_ERROR and len(lines) == 1, lines
@@ -75,15 +72,15 @@ def test_plain_pytest_runs_the_projects_tests_and_no_suite(project, plugin_args,
 def test_a_folder_on_the_command_line_holds_suites_whatever_its_name(project, plugin_args,
                                                                      server) -> None:
     (project.path / "suites").rename(project.path / "ready")
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "ready", *endpoint(server),
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "ready", url=server.url,
                          suites=None)
     result.assert_outcomes(passed=2, failed=2)
 
 
 def test_ready_suite_by_name_with_a_path_and_repeated(project, plugin_args, server) -> None:
     result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-suite=smoke",
-                         "--orbench-suite=suites/mine.yaml", *endpoint(server), "--orbench-strict",
-                         "-q", suites=None)
+                         "--orbench-suite=suites/mine.yaml", "--orbench-strict", "-q",
+                         url=server.url, suites=None)
     # Issue 31: named suites run beside the testpaths, never instead of them.
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] + outcomes["failed"] == 40 + 4 + 1
@@ -95,8 +92,8 @@ MINE = [f"suites/mine.yaml::mine[{p['id']}]" for p in PROMPTS]
 
 def collected(project: pytest.Pytester, plugin_args: list[str], *args: str) -> list[str]:
     """The node ids `pytest --co -q` lists, in order (each once, unless collected twice)."""
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--co", "-q",
-                         "--orbench-model=m", *args, suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--co", "-q", *args, model="m",
+                         suites=None)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     return [line for line in result.stdout.lines if "::" in line]
 
@@ -142,7 +139,7 @@ def test_under_xdist_a_named_suite_the_walk_skips_runs_beside_the_testpaths(
         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
         'orbench_suites = [".hidden/mine.yaml"]\n')
     result = run_orbench(project, plugin_args, "-p", "no:randomly", "-n", "2", "-rf",
-                         *endpoint(server), suites=None)
+                         url=server.url, suites=None)
     result.assert_outcomes(passed=3, failed=2)  # the unit test + 2 of 4 prompts
     assert failed_ids(result) == [".hidden/mine.yaml::mine[p2]", ".hidden/mine.yaml::mine[p4]"]
     assert server.requests == 4
@@ -163,8 +160,8 @@ def test_a_named_suite_also_typed_is_collected_once(project, plugin_args,
 def test_a_broken_named_suite_the_walk_skips_is_a_collection_error(project, plugin_args) -> None:
     (project.path / ".hidden").mkdir()
     (project.path / ".hidden" / "bad.yaml").write_text("name: bad\nprompts: 3\n")
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-model=m",
-                         "--orbench-suite=.hidden/bad.yaml", suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly",
+                         "--orbench-suite=.hidden/bad.yaml", model="m", suites=None)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*ERROR collecting .hidden/bad.yaml*", "*.hidden/bad.yaml*",
                                  "*1 error*"])
@@ -188,7 +185,7 @@ def test_the_ready_suites_are_the_five_promised() -> None:
 # --------------------------------------------------------------------------- ini twins
 
 def test_every_option_has_an_ini_twin_listed_in_help(pytester, plugin_args) -> None:
-    out = pytester.runpytest_inprocess(*plugin_args, "--help").stdout.str()
+    out = run_orbench(pytester, plugin_args, "--help", suites=None).stdout.str()
     for option in OPTIONS:
         assert option.flag in out
         # An invocation's action (export, shard) has no ini twin: it would make every run do it.
@@ -217,8 +214,8 @@ def test_settings_come_from_the_ini_file_and_the_command_line_wins(project, plug
     assert {body["model"] for body in server.bodies} == {"from-ini"}
     assert "thresholds: gate/thresholds.yaml" in result.stdout.str()
 
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-model=from-cli",
-                         "--orbench-category=history", suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-category=history",
+                         model="from-cli", suites=None)
     result.assert_outcomes(failed=1, passed=1)  # the project's unit test runs beside (issue 31)
     assert server.bodies[-1]["model"] == "from-cli"
 
@@ -226,7 +223,7 @@ def test_settings_come_from_the_ini_file_and_the_command_line_wins(project, plug
 # --------------------------------------------------------------------------- the model, named
 
 def test_suites_without_a_model_or_target_list_the_choices(project, plugin_args) -> None:
-    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly", "suites", suites=None))
+    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly"))
     assert line.startswith("ERROR: no model to test: ")
     for choice in ("--orbench-model=NAME", "--orbench-model=local", "--orbench-target="):
         assert choice in line
@@ -234,8 +231,9 @@ def test_suites_without_a_model_or_target_list_the_choices(project, plugin_args)
 
 def test_a_base_url_serving_one_model_tests_that_model(project, plugin_args, server) -> None:
     server.models = ["served-one"]
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites",
-                         f"--orbench-base-url={server.url}", suites=None)
+    # The URL by hand: run_orbench's url= would name a model too.
+    result = run_orbench(project, plugin_args, "-p", "no:randomly",
+                         f"--orbench-base-url={server.url}")
     result.stdout.fnmatch_lines([f"orbench: testing served-one, the one model {server.url} "
                                  "serves"])
     assert {body["model"] for body in server.bodies} == {"served-one"}
@@ -246,8 +244,8 @@ def test_a_base_url_serving_one_model_tests_that_model(project, plugin_args, ser
 def test_a_base_url_serving_none_or_several_models_is_a_usage_error(
         project, plugin_args, server, models: list[str]) -> None:
     server.models = models
-    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly", "suites",
-                                  f"--orbench-base-url={server.url}", suites=None))
+    line = error_line(run_orbench(project, plugin_args, "-p", "no:randomly",
+                                  f"--orbench-base-url={server.url}"))  # no model named
     if models:
         # The endpoint's id shown as the one sanitiser shows control characters: an escape.
         assert "serves several models (a, b\\x1b[31m); pick one with --orbench-model=NAME" \
@@ -260,15 +258,14 @@ def test_a_base_url_serving_none_or_several_models_is_a_usage_error(
 # --------------------------------------------------------------------------- pytest's selection
 
 def test_k_selects_a_category_and_each_suite_is_a_marker(project, plugin_args, server) -> None:
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", *endpoint(server),
-                         "-k", "privacy", "-rA", suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "-k", "privacy", "-rA",
+                         url=server.url)
     result.assert_outcomes(passed=1, failed=1, deselected=2)
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", "tests",
-                         *endpoint(server), "--strict-markers", "-m", "mine", "-k", "not privacy",
-                         suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "tests", "--strict-markers",
+                         "-m", "mine", "-k", "not privacy", url=server.url)
     result.assert_outcomes(passed=1, failed=1, deselected=3)
-    result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites", "tests",
-                         *endpoint(server), "-m", "not orbench", suites=None)
+    result = run_orbench(project, plugin_args, "-p", "no:randomly", "tests", "-m", "not orbench",
+                         url=server.url)
     result.assert_outcomes(passed=1, deselected=4)
 
 
@@ -282,31 +279,30 @@ def test_lf_ff_sw_and_node_ids_find_the_same_items(project, plugin_args, server,
     """Item names carry their own [...]: on pytest 9 (structured node ids) as on pytest 8.
     A ready suite is orbench:<file> wherever it is installed (issue 31)."""
     suite = ["suites/mine.yaml"] if where == "project" else ["--orbench-suite=smoke"]
-    args = [*suite, *endpoint(server), "-rf", "--orbench-strict"]
-    first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, suites=None)
+    run = partial(run_orbench, project, plugin_args, "-p", "no:randomly", "-rf",
+                  "--orbench-strict", url=server.url, suites=None)
+    first = run(*suite)
     failed = failed_ids(first)
     total = sum(first.parseoutcomes().get(k, 0) for k in ("passed", "failed"))
     assert failed and total > len(failed)
 
-    again = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--lf", suites=None)
+    again = run(*suite, "--lf")
     again.assert_outcomes(failed=len(failed), deselected=total - len(failed))
     assert failed_ids(again) == failed
 
-    by_id = run_orbench(project, plugin_args, "-p", "no:randomly",
-                        *[a for a in args if a not in suite], failed[-1], suites=None)
+    by_id = run(failed[-1])
     by_id.assert_outcomes(failed=1)
     assert failed_ids(by_id) == failed[-1:]
     if where == "ready":
         return  # --ff and --sw read the same cache as --lf: once is enough for their ids
 
-    first_first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--ff", "-v",
-                              suites=None)
+    first_first = run(*suite, "--ff", "-v")
     ran = re.findall(r"^(\S+::\S+) (?:PASSED|FAILED)", first_first.stdout.str(), re.MULTILINE)
     assert sorted(ran[:len(failed)]) == failed and len(ran) == total
 
-    stepwise = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--sw", suites=None)
+    stepwise = run(*suite, "--sw")
     stepwise.assert_outcomes(passed=1, failed=1)  # p1 passes, p2 fails: stop there
-    resumed = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--sw", suites=None)
+    resumed = run(*suite, "--sw")
     resumed.assert_outcomes(failed=1, deselected=1)  # p1 skipped, p2 again first
     assert failed_ids(resumed) == failed_ids(stepwise) == failed[:1]
 
@@ -321,7 +317,7 @@ def test_pytest_major_version_is_reported(pytestconfig) -> None:
 def test_the_80k_suite_never_runs_unsampled(project, plugin_args, server, monkeypatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing may be downloaded
     result = run_orbench(project, plugin_args, "-p", "no:randomly", "--orbench-suite=or-bench-80k",
-                         *endpoint(server), suites=None)
+                         url=server.url, suites=None)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*or-bench-80k would send 80,359 prompts; sample it with "
                                  "--orbench-subset=N (e.g. 2000), or run all of them with "
@@ -340,8 +336,9 @@ def test_several_data_dirs(project, plugin_args, server, tmp_path: Path) -> None
             "name": name, "expect": "comply",
             "source": f"hf://datasets/acme/p@{'0' * 40}/{name}.csv"}))
     result = run_orbench(project, plugin_args, "-p", "no:randomly", "suites/a.yaml",
-                         "suites/b.yaml", *endpoint(server), f"--orbench-data-dir={orbench}",
-                         f"--orbench-data-dir={xstest}", "-W", "ignore::UserWarning", suites=None)
+                         "suites/b.yaml", f"--orbench-data-dir={orbench}",
+                         f"--orbench-data-dir={xstest}", "-W", "ignore::UserWarning",
+                         url=server.url, suites=None)
     result.assert_outcomes(passed=2)
 
 
@@ -350,10 +347,11 @@ def test_lf_reruns_a_ready_suites_failures_beside_a_failed_unit_test(project, pl
     """pytest's --lf skips files with no last failure by their path: a ready suite's path is
     orbench:<file> in the ids, so its failures must be found again beside a failed unit test."""
     (project.path / "tests" / "test_unit.py").write_text("def test_unit():\n    assert 1 == 2\n")
-    args = ["--orbench-suite=smoke", *endpoint(server), "-rf", "--orbench-strict"]
-    first = run_orbench(project, plugin_args, "-p", "no:randomly", *args, suites=None)
+    run = partial(run_orbench, project, plugin_args, "-p", "no:randomly", "--orbench-suite=smoke",
+                  "-rf", "--orbench-strict", url=server.url, suites=None)
+    first = run()
     failed = failed_ids(first)
     assert "tests/test_unit.py::test_unit" in failed and len(failed) > 1
 
-    again = run_orbench(project, plugin_args, "-p", "no:randomly", *args, "--lf", suites=None)
+    again = run("--lf")
     assert failed_ids(again) == failed

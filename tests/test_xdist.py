@@ -100,9 +100,8 @@ def test_dead_endpoint_stops_every_worker_and_fails_with_exit_1(project, plugin_
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = project.runpytest_subprocess(
-        *plugin_args, "suites", "-n", "2", "--orbench-model=m",
-        f"--orbench-base-url=http://127.0.0.1:{port}/v1", "--orbench-backoff=0.01")
+    result = run_orbench(project, plugin_args, "-n", "2", "--orbench-backoff=0.01",
+                         url=f"http://127.0.0.1:{port}/v1", subprocess=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert 1 <= result.parseoutcomes().get("errors", 0) <= 2
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: endpoint unavailable*"

@@ -66,6 +66,7 @@ class OutputLine:
     status: int | None  # None: the batch never got an answer (error says why)
     body: bytes
     error: str | None
+    number: int = 0  # its line in the file (from 1), for messages
 
 
 LINE_LIMIT = BODY_LIMIT + 64 * 1024  # one reply, and its line's own fields
@@ -98,7 +99,7 @@ def parse_output(lines: Iterable[bytes], where: str) -> Iterator[OutputLine]:
         if not raw.strip():
             continue
         try:
-            yield _output_line(json.loads(raw))
+            yield _output_line(json.loads(raw), number)
         except RecursionError:  # a line nested deeper than Python recurses: that line only
             raise ConfigError(f"{where}, line {number}: nested too deep to read (expected a "
                               "Batch API output line: custom_id, response, error)") from None
@@ -112,7 +113,7 @@ class _Malformed(ValueError):
     pass
 
 
-def _output_line(data: Any) -> OutputLine:
+def _output_line(data: Any, number: int) -> OutputLine:
     if not isinstance(data, dict):
         raise _Malformed("not a JSON object")
     custom_id = data.get("custom_id")
@@ -123,16 +124,16 @@ def _output_line(data: Any) -> OutputLine:
     if response is None:
         if error is None:
             raise _Malformed("neither response nor error")
-        return OutputLine(custom_id, None, b"", _error_text(error))
+        return OutputLine(custom_id, None, b"", _error_text(error), number)
     if not isinstance(response, dict):
         raise _Malformed("response is not an object")
     if "status_code" not in response and "body" not in response:  # early vLLM: the body itself
-        return OutputLine(custom_id, 200, _body_bytes(response), None)
+        return OutputLine(custom_id, 200, _body_bytes(response), None, number)
     status = response.get("status_code")
     if isinstance(status, bool) or not isinstance(status, int):
         raise _Malformed("response.status_code is not a whole number")
     return OutputLine(custom_id, status, _body_bytes(response.get("body")),
-                      None if error is None else _error_text(error))
+                      None if error is None else _error_text(error), number)
 
 
 def _body_bytes(body: Any) -> bytes:

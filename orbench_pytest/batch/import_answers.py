@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from orbench_pytest.batch.format import OutputLine, shown_id
+from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.cache import ResponseCache
@@ -25,6 +26,7 @@ SHOWN_UNMATCHED = 3  # custom_ids listed when lines match no prompt of the run
 @dataclass
 class ImportReport:
     responses: dict[str, Response] = field(default_factory=dict)  # by key, matched lines only
+    line_of: dict[str, int] = field(default_factory=dict)  # the line each response came from
     lines: int = 0
     unmatched: int = 0
     unmatched_examples: list[str] = field(default_factory=list)
@@ -39,8 +41,12 @@ class ImportReport:
 
     def summary(self, source: str) -> list[str]:
         """Bounded lines for the terminal, whatever the file held."""
+        # Every matched line counted once: an answer, a failure, or an empty answer (no text
+        # and no error: --orbench-empty decides what it is)
+        empty = len(self.responses) - self.answered - self.failed
         lines = [f"orbench: {source}: {self.lines} lines, {len(self.responses)} for this run "
-                 f"({self.answered} answers, {self.failed} failed)"]
+                 f"({self.answered} answers, {self.failed} failed"
+                 f"{f', {empty} empty' if empty else ''})"]
         if self.unmatched:
             examples = ", ".join(self.unmatched_examples)
             more = ", …" if self.unmatched > len(self.unmatched_examples) else ""
@@ -67,10 +73,18 @@ def _failed(reason: str) -> str:
     return terminal_text(f"batch request failed: {reason}", 300)
 
 
+def same_answer(one: Response, other: Response) -> bool:
+    """Two usable answers a judge would see as one (ids, timings and usage aside)."""
+    return ((one.text, one.refusal, one.content_filter, one.finish_reason)
+            == (other.text, other.refusal, other.content_filter, other.finish_reason))
+
+
 def import_lines(lines: Iterable[OutputLine], wanted: Collection[str], source: str,
                  report: ImportReport | None = None) -> ImportReport:
     """Match lines to the run's keys; a usable answer outranks a failure of the same key (an
-    output file and its error file, or a retried batch, may both name it)."""
+    output file and its error file, or a retried batch, may both name it). The same answer
+    twice is kept once; two different answers to one custom_id are an error naming both
+    lines: which one the model gave cannot be told, and the gate must not pick one."""
     report = report if report is not None else ImportReport()
     for line in lines:
         report.lines += 1
@@ -81,8 +95,15 @@ def import_lines(lines: Iterable[OutputLine], wanted: Collection[str], source: s
             continue
         response = response_of(line, source)
         known = report.responses.get(line.custom_id)
+        if (known is not None and has_answer(known) and has_answer(response)
+                and not same_answer(known, response)):
+            raise ConfigError(f"{source}, line {line.number}: custom_id "
+                              f"{shown_id(line.custom_id)} again, with another answer than on "
+                              f"line {report.line_of[line.custom_id]}; keep one line per "
+                              "request (its custom_id)")
         if known is None or has_answer(response) or not has_answer(known):
             report.responses[line.custom_id] = response
+            report.line_of[line.custom_id] = line.number
     return report
 
 

@@ -28,6 +28,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.artefacts import file_sha256, replacing
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -139,9 +140,9 @@ def resolve_source(source: str, *, base_dir: Path, sha256: str | None, options: 
 
 
 def _local_path(source: str, base_dir: Path, allow_outside: bool) -> Path:
-    base = base_dir.resolve()
+    base = resolved(base_dir)
     # resolve() follows symlinks too: a link inside the suite folder to ~/.ssh is caught as well.
-    path = (base / Path(source).expanduser()).resolve()
+    path = resolved(base / Path(source).expanduser(), "source")
     if not allow_outside and not path.is_relative_to(base):
         raise ConfigError(f"{source}: outside the suite's folder {base}; keep data files next "
                           "to the suite file (or below it)")

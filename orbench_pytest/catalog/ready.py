@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import stat_of
 
 STARTER_THRESHOLDS = "thresholds.yaml"
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -39,7 +40,7 @@ def resolve_suite(ref: str, base: Path, option: str = "--orbench-suite") -> Path
     if is_suite_name(ref):
         return ready_suite_dir() / f"{ref}.yaml"
     path = base / Path(ref).expanduser()
-    if path.exists():
+    if stat_of(path, option) is not None:
         return path
     raise ConfigError(f"{option}: {ref!r} is neither a ready suite "
                       f"({', '.join(ready_suite_names())}) nor an existing suite file or folder")

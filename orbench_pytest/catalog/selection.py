@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orbench_pytest.catalog.paths import SUITE_SUFFIXES
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved, stat_of
 
 
 @dataclass(frozen=True)
@@ -39,12 +41,16 @@ def suite_request(command_line_args: Sequence[str], invocation_dir: Path,
     files: set[Path] = set()
     folders: set[Path] = set()
     for arg in command_line_args:
-        path = (invocation_dir / arg.split("::")[0]).resolve()
+        try:
+            path = resolved(invocation_dir / arg.split("::")[0])
+            stat_of(path)
+        except ConfigError:  # a loop, an over-long name: pytest names it ("file or directory
+            continue         # not found")
         _add(path, files, folders)
-    for path in suite_paths:
-        _add(path.resolve(), files, folders)
-    return SuiteRequest(frozenset(files), frozenset(folders),
-                        tuple(path.resolve() for path in suite_paths))
+    named = tuple(resolved(path, "--orbench-suite") for path in suite_paths)
+    for path in named:
+        _add(path, files, folders)
+    return SuiteRequest(frozenset(files), frozenset(folders), named)
 
 
 def _add(path: Path, files: set[Path], folders: set[Path]) -> None:
@@ -59,8 +65,11 @@ def is_requested_suite(path: Path, request: SuiteRequest) -> bool:
     does not turn every YAML file of the project into a suite)."""
     if path.suffix not in SUITE_SUFFIXES:
         return False
-    resolved = path.resolve()
-    return resolved in request.files or resolved.parent in request.folders
+    try:
+        real = resolved(path)
+    except ConfigError:  # a symlink loop met by the walk: not a suite
+        return False
+    return real in request.files or real.parent in request.folders
 
 
 def named_suite_files(request: SuiteRequest) -> list[Path]:
@@ -92,7 +101,7 @@ def node_path(path: Path, rootpath: Path, ready_dir: Path | None = None) -> str 
     --deselect, baselines and JUnit names keep working when the venv moves. Another file
     outside the rootdir: its path relative to the rootdir. None inside the rootdir (a user's
     own suite), where pytest's own id is kept."""
-    if ready_dir is not None and path.resolve().parent == ready_dir.resolve():
+    if ready_dir is not None and resolved(path).parent == ready_dir.resolve():
         return f"{READY_PREFIX}{path.name}"
     try:
         path.relative_to(rootpath)

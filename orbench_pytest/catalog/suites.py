@@ -17,6 +17,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import PROMPT_LIMIT
 from orbench_pytest.core.errors import ConfigError, check_known_keys
 from orbench_pytest.core.ids import NAME, safe_id
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import (
     EXPECTATIONS,
     LONE_SURROGATE_ERROR,
@@ -161,7 +162,7 @@ def _source_rows(path: Path, data: dict[str, Any], options: SuiteOptions) -> lis
         raise ConfigError(f"{path}: sha256: expected 64 lowercase hex digits, got {sha256!r}")
     data_options = datasets.DataOptions.from_env(data_dirs=options.data_dirs)
     ready = (options.ready_suite_dir is not None
-             and path.resolve().parent == options.ready_suite_dir.resolve())
+             and resolved(path).parent == options.ready_suite_dir.resolve())
     outside_ok = _in_named_data_dir(path.parent, source, data_options.data_dirs)
     try:
         return datasets.load_rows(source, base_dir=path.parent, sha256=sha256,
@@ -178,8 +179,9 @@ def _in_named_data_dir(base: Path, source: str, data_dirs: Sequence[Path]) -> bo
     such as ../../.ssh/id_rsa whose lines would end up in reports as prompts."""
     if not data_dirs or "://" in source:
         return False
-    target = (base.resolve() / Path(source).expanduser()).resolve()
-    return any(target.is_relative_to(folder.resolve()) for folder in data_dirs)
+    target = resolved(resolved(base) / Path(source).expanduser(), "source")
+    return any(target.is_relative_to(resolved(folder, "--orbench-data-dir"))
+               for folder in data_dirs)
 
 
 def _declared_rows(path: Path, data: dict[str, Any]) -> int | None:

@@ -136,8 +136,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
            f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET})", "N"),
     Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
-    Option("--orbench-data-dir", "Folder of pre-downloaded data files, looked in first; "
-           "repeatable (default: $ORBENCH_DATA_DIR, a path list)", "DIR", "list", "path"),
+    Option("--orbench-data-dir", "Existing folder of pre-downloaded data files, looked in "
+           "first (read, never created); repeatable (default: $ORBENCH_DATA_DIR, a path list)",
+           "DIR", "list", "path"),
     Option("--orbench-local-threads", "CPU threads of the embedded local model "
            f"(default: {defaults.LOCAL_THREADS})", "N"),
     Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
@@ -188,21 +189,26 @@ def add_options(addoption: Callable[..., Any], addini: Callable[..., Any]) -> No
                       help=option.help)
         else:
             addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        # A value's default is None, not pytest's "": a key set empty is told from one unset.
+        default = {"default": None} if option.kind == "value" else {}
         if not option.command_line_only:
             addini(option.ini, f"{option.help} (the ini twin of {option.flag})",
-                   type=_INI_TYPES[option.kind])
+                   type=_INI_TYPES[option.kind], **default)
         if option.old_flag is not None and option.old_dest is not None:
             addoption(option.old_flag, dest=option.old_dest, metavar=option.metavar,
                       help=f"Deprecated spelling of {option.flag}")
             if not option.command_line_only:
                 addini(option.old_dest, f"Deprecated: use {option.ini}",
-                       type=_INI_TYPES[option.kind])
+                       type=_INI_TYPES[option.kind], **default)
 
 
 def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
-                 ini_dir: Path | None) -> dict[str, Any]:
+                 ini_dir: Path | None, ini_file: Path | None = None) -> dict[str, Any]:
     """The raw value of every option by dest: the command line's, else the ini file's (with
-    relative paths anchored to the ini file's folder), else None."""
+    relative paths anchored to the ini file's folder), else None. An ini value set empty is
+    passed on as `--orbench-x=` would be, so the command line's rule for it applies; a value
+    the ini twin cannot hold (a boolean that is none, a list for one value) is a ConfigError
+    naming the key and `ini_file`."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
         given = command_line.get(option.dest)
@@ -214,16 +220,42 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
         if option.command_line_only:
             values[option.dest] = None
             continue
-        raw = getini(option.ini)
+        raw = _ini_value(option, option.ini, getini, ini_file)
         if raw in (None, "", [], False) and option.old_dest is not None:
-            raw = getini(option.old_dest)
-        if raw in (None, "", [], False):
+            raw = _ini_value(option, option.old_dest, getini, ini_file) or raw
+        if raw == "" and option.kind == "value":
+            values[option.dest] = ""
+        elif raw in (None, "", [], False):
             values[option.dest] = None
         elif ini_dir is not None and option.path:
             values[option.dest] = _anchored(option.path, raw, ini_dir)
         else:
             values[option.dest] = raw
     return values
+
+
+BOOLEAN_VALUES = "true/false, 1/0, yes/no, on/off"  # what pytest's bool ini type accepts
+
+
+def _ini_value(option: Option, key: str, getini: Callable[[str], Any],
+               ini_file: Path | None) -> Any:
+    # core.errors only on these error paths: every pytest start imports this module.
+    where = f"{ini_file or 'the ini file'}: {key}"
+    try:
+        raw = getini(key)
+    except Exception:  # pytest's own error ("invalid truth value 'maybe'") names no key
+        if option.kind != "flag":
+            raise
+        from orbench_pytest.core.errors import ConfigError
+
+        raise ConfigError(f"{where}: not a boolean (allowed: {BOOLEAN_VALUES}; a TOML "
+                          "boolean under [tool.pytest])") from None
+    if option.kind == "value" and isinstance(raw, list):  # a TOML array for one value
+        from orbench_pytest.core.errors import ConfigError
+
+        raise ConfigError(f"{where}: takes one value, not a list; write it as one string "
+                          f"({key} = \"...\")")
+    return raw
 
 
 def deprecated_spellings(command_line: Mapping[str, Any],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
+from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import has_lone_surrogate
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
@@ -159,8 +161,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         from orbench_pytest.catalog.sampling import parse_sample
 
         sample = parse_sample(str(sample))
-    data_dirs = tuple(here / folder for folder in get("data_dir") or ()) \
-        or data_dirs_from_env(env)
+    data_dirs = tuple(_folder("--orbench-data-dir", here / folder)
+                      for folder in get("data_dir") or ()) or data_dirs_from_env(env)
     cache_path = get("cache_path")
     model = get("model")
     if model is not None and not model.strip():
@@ -325,10 +327,20 @@ def _whole(option: str, raw: Any, *, low: int, high: int | None = None) -> int |
     return value
 
 
+def _folder(option: str, path: Path) -> Path:
+    """A folder the run only reads (never creates): one that is not there is a mistake."""
+    found = stat_of(path, option)
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        raise ConfigError(f"{option}: {path} is not a folder; give an existing folder of "
+                          "pre-downloaded data files (it is read, never created)")
+    return path
+
+
 def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
     if raw is None:
         return None
     path = here / str(raw)
-    if not path.is_file():
+    found = stat_of(path, option)
+    if found is None or not stat.S_ISREG(found.st_mode):
         raise ConfigError(f"{option}: {path} does not exist or is not a file")
     return path

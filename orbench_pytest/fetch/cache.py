@@ -16,7 +16,9 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring
@@ -25,6 +27,7 @@ from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved, stat_of
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.core.untrusted import terminal_text
 
@@ -109,8 +112,24 @@ def cache_error(path: Path, exc: sqlite3.DatabaseError, lock_wait_s: float) -> C
     if isinstance(exc, sqlite3.OperationalError) and "readonly" in text.replace("-", ""):
         return ConfigError(f"{path}: the response cache is read-only here ({text}); "
                            "use --orbench-cache=read or --orbench-cache-path=OTHER")
+    if not _is_sqlite_file(path):  # the user's own file, named by mistake: never advise deleting it
+        return ConfigError(f"{path}: not an orbench response cache (not an SQLite file); it is "
+                           "left as it is: pass --orbench-cache-path=NEW for a cache of its own")
     return ConfigError(f"{path}: the response cache is unreadable ({text}); delete it to "
                        "start afresh (answers in it will be fetched again)")
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never open a FIFO or a device
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def _drop_orphan_journals(path: Path) -> None:
@@ -275,6 +294,7 @@ class ResponseCache:
         self._busy_ms: int | None = None  # the busy timeout put_many last set
         try:
             if writable:
+                stat_of(path, "--orbench-cache-path")  # a loop or an over-long name: one line
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
@@ -285,9 +305,11 @@ class ResponseCache:
                                            isolation_level=None, check_same_thread=False)
             else:
                 # A missing file is an empty cache; an existing one is opened mode=ro.
-                self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                real = resolved(path)
+                there = stat_of(real, "--orbench-cache-path") is not None
+                self._db = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
                                            timeout=lock_wait_s, isolation_level=None,
-                                           check_same_thread=False) if path.exists() \
+                                           check_same_thread=False) if there \
                     else sqlite3.connect(":memory:", isolation_level=None,
                                          check_same_thread=False)
             self.query_clock.attach(self._db)

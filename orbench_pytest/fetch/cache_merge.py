@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orbench_pytest.core.artefacts import mode_for, replacing, resolved_target
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved, stat_of
 from orbench_pytest.fetch.cache import (
     JUDGMENT_COLUMNS,
     JUDGMENT_TYPES,
@@ -50,8 +52,8 @@ class MergeReport:
 def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -> MergeReport:
     if not inputs:
         raise ConfigError("give the caches to merge")
-    resolved = {path.resolve() for path in inputs}
-    if output.resolve() in resolved:
+    real_inputs = {resolved(path) for path in inputs}
+    if resolved(output, "-o") in real_inputs:
         raise ConfigError(f"-o {output}: is one of the inputs; write the merge to a new file")
     # A device or FIFO is refused, a symlink written through, as for --orbench-results.
     target = resolved_target(output, "-o")
@@ -94,7 +96,8 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
 
 def _check_input(path: Path) -> None:
     """Opened read-only as the plugin opens a cache: its schema, columns and health checked."""
-    if not path.is_file():
+    found = stat_of(path)
+    if found is None or not stat.S_ISREG(found.st_mode):
         raise ConfigError(f"{path}: no such cache file")
     if path.stat().st_size == 0:
         raise ConfigError(f"{path}: an empty file, not an orbench cache")
@@ -104,7 +107,7 @@ def _check_input(path: Path) -> None:
 def _merge_one(db: sqlite3.Connection, path: Path, columns: list[str],
                clock: QueryClock) -> tuple[int, int]:
     """Rows read from `path`, and those of them left out for their types."""
-    db.execute("ATTACH DATABASE ? AS source", (f"{path.resolve().as_uri()}?mode=ro",))
+    db.execute("ATTACH DATABASE ? AS source", (f"{resolved(path).as_uri()}?mode=ro",))
     try:
         clock.start()
         # Checked again as attached: the file may have changed since _check_input.

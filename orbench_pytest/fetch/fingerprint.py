@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.fetch.endpoints import parse_target_spec
 
 
@@ -44,7 +45,7 @@ def code_fingerprint(spec: str, cwd: Path | None = None,
                           "(e.g. myapp or myapp.chat)")
     here = (cwd or Path.cwd()).resolve()
     roots = [str(here), *(p for p in (search_path if search_path is not None else sys.path)
-                          if p and Path(p).resolve() != here)]
+                          if p and _elsewhere(p, here))]
     origin = _find(module_name, roots)
     if origin is None or origin.origin is None:
         raise ConfigError(f"--orbench-target: cannot find module {module_name!r} "
@@ -128,6 +129,15 @@ class _Walker:
         path = Path(spec.origin).resolve()
         if path.is_file() and self.in_project(path):
             self.visit(name, path, is_package=path.name.startswith("__init__."))
+
+
+def _elsewhere(entry: str, here: Path) -> bool:
+    """A sys.path entry other than `here`; one that cannot be followed (a symlink loop in
+    $PYTHONPATH) holds no module, as Python's own import finds."""
+    try:
+        return resolved(Path(entry)) != here
+    except ConfigError:
+        return False
 
 
 def _imports(tree: ast.AST, package: str) -> Iterator[str]:

@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.seeds is None) == (args.seed_topics is None):
         raise ConfigError("give exactly one of --seeds FILE or --seed-topics FILE "
                           "(or --review / --rebuild on an existing --out folder)")
+    if out.exists() and not out.is_dir():  # checked before any model is asked
+        raise ConfigError(f"--out {out}: not a folder (give a folder; it is made if absent)")
     config = _config(args)
     from orbench_pytest.core.defaults import default_cache_dir
     from orbench_pytest.fetch.cache import ResponseCache

@@ -28,7 +28,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     ini_dir = config.inipath.parent if config.inipath is not None else config.rootpath
-    values = read_options(vars(config.option), config.getini, ini_dir)
+    try:
+        values = read_options(vars(config.option), config.getini, ini_dir, config.inipath)
+    except Exception as exc:  # core.errors loaded only when something failed: an idle start
+        from orbench_pytest.core.errors import ConfigError
+
+        if isinstance(exc, ConfigError):  # an ini value the key cannot hold: one line
+            raise pytest.UsageError(str(exc)) from None
+        raise
     for message in deprecated_spellings(vars(config.option), config.getini):
         config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
     if not (any_given(values) or _may_collect_suites(config)):

@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from orbench_pytest.batch.api import BatchClient, Clock, Sleep, wait
-from orbench_pytest.batch.format import BatchLimits, parse_output, read_output, split_requests
-from orbench_pytest.batch.import_answers import ImportReport, import_lines, store
+from orbench_pytest.batch.format import (
+    BatchLimits,
+    parse_output,
+    read_output,
+    shown_id,
+    split_requests,
+)
+from orbench_pytest.batch.import_answers import ImportReport, import_lines, same_answer, store
 from orbench_pytest.batch.state import BatchState, request_set_key, state_path
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.artefacts import write_atomically
@@ -23,7 +29,7 @@ from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.fetch.engine import Job
+from orbench_pytest.fetch.engine import Job, has_answer
 from orbench_pytest.fetch.retry import RetrySettings
 from orbench_pytest.fetch.targets import chat_request_body
 from orbench_pytest.run.runner import (
@@ -113,20 +119,27 @@ def write_export_file(path: Path, text: str) -> None:
 def import_files(paths: Sequence[Path], plan: JobPlan,
                  cache: ResponseCache | None) -> Given:
     """Read output files into the cache; every file is read whole before anything is written,
-    so a malformed file stores nothing."""
+    so a malformed file stores nothing, nor do two files answering one request differently."""
     wanted = {job.key for job in plan.jobs}
     given = Given()
     reports = []
+    source: dict[str, Path] = {}  # the file each kept response came from
     for path in paths:
         report = import_lines(read_output(path), wanted, str(path))
         reports.append(report)
         given.lines.extend(report.summary(str(path)))
-    for report in reports:
-        store(report, cache)
         for key, response in report.responses.items():
             known = given.responses.get(key)
+            if (known is not None and has_answer(known) and has_answer(response)
+                    and not same_answer(known, response)):
+                raise ConfigError(f"{path}, line {report.line_of[key]}: custom_id "
+                                  f"{shown_id(key)} has another answer than in {source[key]}; "
+                                  "import one answer per request")
             if known is None or known.error is not None:
                 given.responses[key] = response
+                source[key] = path
+    for report in reports:
+        store(report, cache)
     return given
 
 

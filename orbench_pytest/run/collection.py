@@ -23,6 +23,7 @@ from orbench_pytest.catalog.suites import (
 from orbench_pytest.config.settings import Settings, Variant
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import item_name
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import PromptCase
 from orbench_pytest.run.runner import Selected
 
@@ -46,7 +47,7 @@ class SuiteCatalog:
 
     def load(self, path: Path) -> Suite:
         """The suite in `path`; an empty Suite for other YAML in suites/."""
-        key = path.resolve()
+        key = resolved(path)
         if key not in self._suites:
             data = read_suite_document(path)
             if not is_suite_document(data):

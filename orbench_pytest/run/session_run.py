@@ -20,6 +20,7 @@ from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import BatchEnded, ConfigError
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.fetch.cache import ResponseCache
@@ -231,7 +232,7 @@ def load_disputes(thresholds_path: Path | None, rootpath: Path,
     beside = path.parent / DISPUTED_FILE
     parts = [load_disputed_file(found, _shown(found, rootpath))
              for found in dict.fromkeys(folder / DISPUTED_FILE for folder in suite_folders)
-             if found.is_file() and found.resolve() != beside.resolve()]
+             if found.is_file() and resolved(found) != resolved(beside)]
     if path.is_file():
         parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
     if beside.is_file():
@@ -263,6 +264,6 @@ def load_baseline(path: Path | None, rootpath: Path) -> Baseline | None:
 def _shown(path: Path, rootpath: Path) -> str:
     """A file as reports name it: relative to the rootdir when inside it."""
     try:
-        return str(path.resolve().relative_to(rootpath.resolve()))
+        return str(resolved(path).relative_to(rootpath.resolve()))
     except ValueError:
         return str(path)
