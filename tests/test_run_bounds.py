@@ -84,8 +84,7 @@ def test_a_long_retry_after_on_a_5xx_stops_the_run_like_a_429s(suite, plugin_arg
     busy = Reply(status=503, headers={"retry-after": retry_after},
                  body=error_body(503, None, "busy"))
     with OpenAIServer(lambda p, s, b: busy) as server:
-        result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *model_args(server),
-                             "--orbench-max-retries=1", subprocess=True, timeout=120)
+        result = fresh_run(suite, plugin_args, "--orbench-max-retries=1", url=server.url)
         assert server.requests == 1  # nobody waits, nobody asks again
     assert result.ret == 1
     result.stdout.fnmatch_lines([f"orbench gate: FAILED — run stopped: told to wait for {said} "
