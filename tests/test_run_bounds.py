@@ -92,6 +92,18 @@ def test_a_long_retry_after_on_a_5xx_stops_the_run_like_a_429s(suite, plugin_arg
     no_crash(result)
 
 
+@pytest.mark.parametrize("reply", [
+    Reply(status=429, body=error_body(429, "insufficient_quota", "out of credit")),
+    Reply(status=500, body=error_body(500, None, "broken")),
+], ids=["quota", "500"])
+def test_the_run_summary_counts_no_error_as_an_answer(suite, plugin_args, reply) -> None:
+    with OpenAIServer(lambda p, s, b: reply) as server:
+        result = run_orbench(suite, plugin_args, "--orbench-max-retries=0", url=server.url)
+        requests = server.requests
+    result.stdout.fnmatch_lines([f"answers: 0 (0 from cache), errors: 10, "
+                                 f"requests: {requests}, *"])
+
+
 def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_args) -> None:
     def script(prompt: str, system: str | None, body: Any) -> Reply:
         slow = prompt not in SAFE[:2]

@@ -49,7 +49,9 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
         cuts = report.concurrency_cuts
         concurrency = (f", concurrency: peak {report.concurrency_peak}"
                        f"{f' (cut {cuts}× by 429 / 5xx)' if cuts else ''}")
-    write(f"answers: {len(report.answers)} ({report.cache_hits} from cache), "
+    errors = len(report.errors)  # prompts without an answer (an endpoint error, never sent)
+    write(f"answers: {len(report.answers) - errors} ({report.cache_hits} from cache), "
+          f"{f'errors: {errors}, ' if errors else ''}"
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
     write(run_cost(report, settings.price_input, settings.price_output).line())
