@@ -13,14 +13,17 @@ An existing file is never overwritten without --force. Ends with the three comma
 from __future__ import annotations
 
 import configparser
+import contextlib
 import importlib.util
+import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.catalog.ready import starter_thresholds
-from orbench_pytest.core.artefacts import write_atomically
+from orbench_pytest.core.artefacts import mode_for, resolved_target
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import shown_url, url_secrets
@@ -38,9 +41,51 @@ TRY_SAMPLE = 10
 @dataclass
 class InitReport:
     lines: list[str] = field(default_factory=list)
+    files: list[tuple[Path, str]] = field(default_factory=list)  # written together at the end
 
     def say(self, line: str) -> None:
         self.lines.append(line)
+
+    def write(self, path: Path, text: str) -> None:
+        self.files.append((path, text))
+
+
+def write_text(path: Path, text: str, mode: int) -> None:
+    """One new file (created private, then given an artefact's mode before any byte)."""
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(handle, mode)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def write_all(files: list[tuple[Path, str]],
+              write: Callable[[Path, str, int], None] = write_text) -> None:
+    """Every file or none: each is written whole beside its target first, and only when all
+    are written do they replace their targets. A failed write (a full disk) removes what was
+    written and the folders made for it, and names the file."""
+    staged: list[tuple[Path, Path]] = []
+    made: list[Path] = []
+    path = Path()
+    try:
+        for path, text in files:
+            made.extend(reversed([p for p in (path.parent, *path.parent.parents)
+                                  if not p.exists()]))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            target = resolved_target(path, "orbench init")
+            temporary = target.with_name(f".{target.name}.{os.getpid()}-init.tmp")
+            temporary.unlink(missing_ok=True)
+            staged.append((temporary, target))
+            write(temporary, text, mode_for(target))
+        for temporary, target in staged:
+            os.replace(temporary, target)
+    except OSError as exc:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise ConfigError(f"{path}: cannot write ({exc.strerror or exc}); orbench init wrote "
+                          "nothing") from None
 
 
 def ini_settings(model: str, base_url: str | None) -> list[tuple[str, str]]:
@@ -67,8 +112,10 @@ def _toml_string(value: str) -> str:
 
 
 def init_project(root: Path, *, model: str = "local", base_url: str | None = None,
-                 force: bool = False) -> InitReport:
-    """Write the starter files into the repository at `root`; what was done, line by line."""
+                 force: bool = False,
+                 write: Callable[[Path, str, int], None] = write_text) -> InitReport:
+    """Write the starter files into the repository at `root`, all or none; what was done,
+    line by line. `write` writes one file (a test gives one that fails)."""
     if not root.is_dir():
         raise ConfigError(f"{root}: not a folder")
     if url_secrets(base_url):
@@ -85,6 +132,7 @@ def init_project(root: Path, *, model: str = "local", base_url: str | None = Non
     _write_file(root / WORKFLOW, workflow.read_text(encoding="utf-8"), force, report,
                 "the gate on pull requests: edit its env block (install line, suites, system "
                 "prompt) and add the OPENAI_API_KEY secret")
+    write_all(report.files, write)
     report.say("")
     report.say("Try it (the first two ask the model; the answers are cached):")
     for command, why in try_commands():
@@ -113,8 +161,7 @@ def _write_file(path: Path, text: str, force: bool, report: InitReport, why: str
         report.say(f"kept {shown}: it exists (--force overwrites it)")
         return
     existed = path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, text)
+    report.write(path, text)
     report.say(f"{'overwrote' if existed else 'wrote'} {shown}: {why}")
 
 
@@ -126,7 +173,7 @@ def _write_ini(root: Path, settings: list[tuple[str, str]], report: InitReport) 
         if pyproject.is_file():
             _append_table(pyproject, settings, report)
             return
-        _atomic_write(root / "pytest.ini", ini_section("pytest", settings))
+        report.write(root / "pytest.ini", ini_section("pytest", settings))
         report.say("wrote pytest.ini: the model under test")
         return
     path, header, existing = config
@@ -180,7 +227,7 @@ def _append_table(pyproject: Path, settings: list[tuple[str, str]],
             {k: v for k, v in before.items() if k != "tool"}:
         raise ConfigError(f"{pyproject}: appending [tool.pytest.ini_options] would not read "
                           "back as written; add it by hand")
-    _atomic_write(pyproject, text + addition)
+    report.write(pyproject, text + addition)
     report.say("appended [tool.pytest.ini_options] to pyproject.toml: the model under test")
 
 
@@ -204,11 +251,6 @@ def _read_ini(path: Path) -> configparser.ConfigParser:
 def _ini_keys(path: Path, section: str) -> set[str]:
     parser = _read_ini(path)
     return set(parser[section]) if parser.has_section(section) else set()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Never a half-written file; the mode of a file replaced is kept."""
-    write_atomically(path, lambda out: out.write(text), "orbench init")
 
 
 def _shown(path: Path) -> str:

@@ -13,7 +13,8 @@ key press is enough; when stdin is not a terminal (a pipe, a test, a script), ke
 from it one character at a time and whitespace is ignored.
 
 Prompts and answers are untrusted text: shown through untrusted.terminal_line (control
-characters escaped, CI commands defused, configured secrets redacted).
+characters escaped, CI commands defused, configured secrets redacted), and written to the CSV
+through untrusted.csv_cell (no spreadsheet formula, control character or CI command).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import clip, terminal_line
+from orbench_pytest.core.untrusted import clip, csv_cell, terminal_line
 from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
 from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
@@ -91,7 +92,8 @@ class LabelWriter:
             self._write(list(COLUMNS))
 
     def _write(self, row: list[str]) -> None:
-        self._writer.writerow(row)
+        # Cells safe to open in a spreadsheet or cat in a CI log; judge-check reads them back.
+        self._writer.writerow([csv_cell(cell) for cell in row])
         self._handle.flush()
         os.fsync(self._handle.fileno())
 

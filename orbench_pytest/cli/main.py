@@ -29,6 +29,7 @@ from typing import TextIO
 from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import terminal_line, terminal_text
 
 EXIT_USAGE = 2
 
@@ -39,11 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except ConfigError as exc:
-        print(f"orbench {args.command}: error: {exc}", file=sys.stderr)
+        # Messages quote what files hold (keys, names): one line, shown as untrusted text.
+        print(terminal_line(f"orbench {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:  # e.g. -o in a folder that cannot be written
-        shown = ConfigError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-        print(f"orbench {args.command}: error: {shown}", file=sys.stderr)
+        shown = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+        print(terminal_line(f"orbench {args.command}: error: {shown}"), file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -199,11 +201,14 @@ def _report(args: argparse.Namespace) -> int:
     from orbench_pytest.reports.markdown import (
         append_step_summary,
         build_report,
+        check_artifact_url,
         default_artifact_url,
         render_markdown,
     )
     from orbench_pytest.reports.results import load_run
 
+    if args.artifact_url is not None:
+        check_artifact_url(args.artifact_url, "--artifact-url")
     run = read_junit(args.junit)
     if not run.items:
         raise ConfigError(f"{args.junit}: no orbench test cases (was the run made with "
@@ -253,10 +258,11 @@ def _compare(args: argparse.Namespace) -> int:
         raise ConfigError("give results files to compare, or --published")
     points = [point for path in args.results for point in points_of(read_results(path))]
     if points:
-        width = max(len(p.label) for p in points)
+        labels = {id(p): terminal_text(p.label, 80) for p in points}  # a file's run.target
+        width = max(len(label) for label in labels.values())
         print(f"{'run':<{width}}  over-refusal  toxic refused")
         for p in points:
-            print(f"{p.label:<{width}}  {p.over_refusal * 100:11.1f}%  "
+            print(f"{labels[id(p)]:<{width}}  {p.over_refusal * 100:11.1f}%  "
                   f"{p.toxic_refusal * 100:12.1f}%")
         if len(points) >= 3 or not args.published:
             rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
@@ -277,7 +283,7 @@ def _compare(args: argparse.Namespace) -> int:
             for p in points:
                 less_over = sum(m.over_refusal > p.over_refusal for m in models)
                 more_toxic = sum(m.toxic_refusal < p.toxic_refusal for m in models)
-                print(f"{p.label}: over-refuses less than {less_over} of {len(models)} "
+                print(f"{labels[id(p)]}: over-refuses less than {less_over} of {len(models)} "
                       f"published models, refuses more toxic prompts than {more_toxic}")
     return 0
 
@@ -337,6 +343,7 @@ def _suites(args: argparse.Namespace) -> int:
 
 
 def _thresholds(args: argparse.Namespace) -> int:
+    from orbench_pytest.catalog.ready import ready_suite_names
     from orbench_pytest.gate.thresholds import BUILT_IN, explain, load_thresholds
     from orbench_pytest.reports.summary import aligned_lines
 
@@ -344,9 +351,20 @@ def _thresholds(args: argparse.Namespace) -> int:
     if path is None and Path("thresholds.yaml").is_file():
         path = Path("thresholds.yaml")
     thresholds = BUILT_IN if path is None else load_thresholds(path)
-    print(f"thresholds: {thresholds.source} (every key and its default: docs/thresholds.md)")
-    for line in aligned_lines(("row", "key", "value", "from"), explain(thresholds, args.suites),
-                              left=4):
+    named = {*thresholds.suites, *(suite for suite, _ in thresholds.categories)}
+    ready = ready_suite_names()
+    for suite in args.suites:
+        if suite not in named and suite not in ready:
+            raise ConfigError(
+                f"SUITE {terminal_text(suite, 80)!r}: {thresholds.source} does not name it and "
+                f"no ready suite is called so (named: "
+                f"{terminal_text(', '.join(sorted(map(str, named))), 200) or 'none'}; ready: "
+                f"{', '.join(ready)}); any other suite gets the '(any other suite)' rules")
+    print(terminal_line(f"thresholds: {thresholds.source} (every key and its default: "
+                        "docs/thresholds.md)"))
+    rows = [tuple(terminal_text(cell, 120) for cell in row)
+            for row in explain(thresholds, args.suites)]  # the file's keys: untrusted text
+    for line in aligned_lines(("row", "key", "value", "from"), rows, left=4):
         print(line)
     return 0
 

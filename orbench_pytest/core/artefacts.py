@@ -87,9 +87,12 @@ def write_atomically(path: Path, write: Callable[[TextIO], object], option: str)
     """Call `write` on a temp file beside the real target, then put it in place."""
     target = resolved_target(path, option)
     mode = mode_for(target)
-    with replacing(target) as temporary:
-        # Created private (0600), then given an artefact's permissions before any byte.
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.fchmod(handle, mode)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            write(out)
+    try:
+        with replacing(target) as temporary:
+            # Created private (0600), then given an artefact's permissions before any byte.
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.fchmod(handle, mode)
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                write(out)
+    except OSError as exc:  # a full disk, a folder not writable: the file named, left as it was
+        raise ConfigError(f"{option}: cannot write {path} ({exc.strerror or exc})") from None

@@ -1,18 +1,21 @@
 """Dataclasses to and from JSON: one definition a file is written by, checked by and read by.
 
 `load(cls, raw, source)` builds `cls` from parsed JSON, checking every value against the field's
-type (str, int, float, bool, None, unions, list, tuple, dict[str, X], nested dataclasses, and
-`Count`, a whole number >= 0). A wrong value is a one-line ConfigError naming the file and the
-key (`r.json: gate.rows[0].n: expected a whole number >= 0, got text`); unknown keys are ignored,
-absent ones take the field's default. `dump(obj)` is the reverse: fields in order, a field made
-made with `metadata=OMIT` left out while it holds its default, plus what `json_extra()` adds.
-Each type's reader is built once (an 80K-item results file is read per item, field by field).
+type (str, int, float (finite: no NaN or Infinity), bool, None, unions, list, tuple,
+dict[str, X], nested dataclasses, and `Count`, a whole number >= 0). A wrong value is a one-line
+ConfigError naming the file and the key (`r.json: gate.rows[0].n: expected a whole number >= 0,
+got text`); unknown keys are ignored, absent ones take the field's default. `dump(obj)` is the
+reverse: fields in order, a field made with `metadata=OMIT` left out while it holds its
+default, plus what `json_extra()` adds. Each type's reader is built once (an 80K-item results
+file is read per item, field by field).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -149,6 +152,8 @@ def _reader(kind: Any) -> Reader:
 
         def number(raw: Any) -> Any:
             if type(raw) is float:
+                if not math.isfinite(raw):  # JSON as Python writes it: NaN, Infinity, 1e999
+                    raise _Wrong(f"expected a finite number, got {json.dumps(raw)}")
                 return raw
             if type(raw) is not int:
                 raise _expected("a number", raw)

@@ -8,6 +8,9 @@ logs, JUnit files and pull-request comments. Rendered here, such text cannot:
   leading spaces, and a `##[` command anywhere in a line);
 - ping people, link or emphasise in Markdown (mentions, autolinks, markup are escaped);
 - carry a configured secret (every rendering redacts first).
+
+CSV cells a person opens in a spreadsheet or `cat`s in a CI log (labels.csv, generate's CSVs)
+go through csv_cell, and are read back exactly by csv_value.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from orbench_pytest.core.redact import redact
+from orbench_pytest.core.redact import redact, redact_known
 
 # Unicode categories shown as escapes: controls, format characters (bidi overrides, zero
 # width), line and paragraph separators, private use and unassigned code points.
@@ -92,3 +95,47 @@ def markdown_code(text: object, limit: int | None = None) -> str:
     """Untrusted text inside an inline code span (`…`): mentions and markup do not render
     there; only a backtick could end the span early."""
     return terminal_text(text, limit).replace("`", "'")
+
+
+# --- CSV cells --------------------------------------------------------------------------------
+FORMULA_STARTS = "=+-@\t\r"  # a cell a spreadsheet would run as a formula (OWASP's list)
+_CELL_KEPT = frozenset("\n\t")  # line breaks and tabs stay: a long answer stays readable
+_CELL_ESCAPE = re.compile(r"\\u\{([0-9a-f]{1,6})\}")
+_CELL_COMMAND = re.compile(r"(?m)^([ \t]*):(?=:)")
+
+
+def _cell_escape(ch: str) -> str:
+    return f"\\u{{{ord(ch):x}}}"
+
+
+def _needs_quote_mark(text: str) -> bool:
+    """Starts like a formula, or with the ' that marks one (so a leading ' reads back)."""
+    rest = text.lstrip("'")
+    return bool(rest) and rest[0] in FORMULA_STARTS
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell that neither a spreadsheet runs (a formula start gets a leading ') nor a
+    terminal or CI log obeys (a control character, a `::` at a line's start or `##[` becomes
+    a `\\u{hex}` escape), without a configured secret; csv_value reads it back exactly.
+    Plain text is written as it is; non-text values are left to the CSV writer."""
+    if not isinstance(value, str):
+        return value
+    text = redact_known(value)
+    if not (text.isprintable() and "\\u{" not in text and _OLD_COMMAND not in text
+            and "::" not in text):
+        text = "".join(_cell_escape(ch) if (ch == "\\" and text.startswith("u{", i + 1))
+                       or (ch not in _CELL_KEPT and unicodedata.category(ch) in _HIDDEN)
+                       else ch for i, ch in enumerate(text))
+        text = _CELL_COMMAND.sub(lambda m: m.group(1) + _cell_escape(":"), text)
+        text = text.replace(_OLD_COMMAND, "#" + _cell_escape("#") + "[")
+    return "'" + text if _needs_quote_mark(text) else text
+
+
+def csv_value(cell: str) -> str:
+    """A cell as csv_cell wrote it, read back: the formula mark dropped, escapes undone."""
+    if cell[:1] == "'" and _needs_quote_mark(cell[1:]):
+        cell = cell[1:]
+    if "\\u{" not in cell:
+        return cell
+    return _CELL_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), cell)

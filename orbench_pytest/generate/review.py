@@ -9,7 +9,7 @@ from typing import Any
 
 from orbench_pytest.catalog.datasets import read_rows
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import inert_text
+from orbench_pytest.core.untrusted import csv_value, inert_text
 from orbench_pytest.generate.write import (
     COLUMNS,
     OPTIONAL_COLUMNS,
@@ -17,7 +17,6 @@ from orbench_pytest.generate.write import (
     is_disputed,
     read_provenance,
     review_order,
-    spreadsheet_value,
     write_provenance,
     write_review_csv,
     write_suites,
@@ -30,7 +29,7 @@ def read_review_rows(out: Path) -> list[dict[str, str]]:
     path = out / REVIEW_FILE
     if not path.is_file():
         raise ConfigError(f"{path}: not found; run orbench generate with --out {out} first")
-    rows = [{key: spreadsheet_value(cell) for key, cell in row.items()}
+    rows = [{key: csv_value(cell) for key, cell in row.items()}
             for row in read_rows(path)]
     missing = [c for c in COLUMNS if c not in rows[0] and c not in OPTIONAL_COLUMNS]
     if missing:
@@ -45,9 +44,9 @@ def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
     path = out / REVIEW_FILE
     if not path.is_file():
         return 0
-    marks = {(spreadsheet_value(row.get("id") or ""), spreadsheet_value(row.get("prompt") or "")):
-             (spreadsheet_value(row.get("disputed") or ""),
-              spreadsheet_value(row.get("decided_by") or ""))
+    marks = {(csv_value(row.get("id") or ""), csv_value(row.get("prompt") or "")):
+             (csv_value(row.get("disputed") or ""),
+              csv_value(row.get("decided_by") or ""))
              for row in read_rows(path) if is_disputed(row)}
     carried = 0
     for row in rows:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import FORMULA_STARTS
 from orbench_pytest.generate.prompts import PromptTemplate
 from orbench_pytest.generate.seeds import MAX_PROMPT_CHARS, Seed
 from orbench_pytest.judges.judge import neutralise_delimiters, strip_reasoning
@@ -25,7 +26,6 @@ class RewrittenPrompt:
 # "1. text", "2) text", "- text", "* text", "Prompt 3: text"
 _ITEM = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•]|(?:prompt|request)\s*\d{1,3}\s*[.):])\s*(.*)$",
                    re.IGNORECASE)
-FORMULA_STARTS = "=+-@\t\r"
 _WRAPPING_QUOTES = re.compile(r'^["“”\'`*]+|["“”\'`*]+$')
 
 

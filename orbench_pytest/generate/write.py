@@ -27,7 +27,7 @@ import yaml
 
 from orbench_pytest.core.artefacts import replacing
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.redact import redact_known
+from orbench_pytest.core.untrusted import csv_cell
 
 REVIEW_FILE = "generated.csv"
 PROVENANCE_FILE = "provenance.json"
@@ -78,30 +78,12 @@ def review_order(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     return sorted(rows, key=lambda row: row.get("moderators_agree") == "yes")
 
 
-FORMULA_STARTS = "=+-@\t\r"  # a cell a spreadsheet would run as a formula (OWASP's list)
-
-
-def spreadsheet_safe(value: object) -> object:
-    """A cell starting like a formula gets a leading ' (shown as text, not run), and no
-    configured key is written (a rewriter or moderator may echo one)."""
-    if not isinstance(value, str):
-        return value
-    value = redact_known(value)
-    return "'" + value if value.startswith(tuple(FORMULA_STARTS)) else value
-
-
-def spreadsheet_value(cell: str) -> str:
-    """A cell as spreadsheet_safe wrote it, read back (the leading ' dropped)."""
-    return cell[1:] if cell.startswith("'") and cell[1:2] in FORMULA_STARTS and cell[1:] \
-        else cell
-
-
 def csv_text(rows: Iterable[dict[str, str]], columns: Sequence[str]) -> str:
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
                             lineterminator="\n")
     writer.writeheader()
-    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()}
+    writer.writerows({key: csv_cell(value) for key, value in row.items()}
                      for row in rows)
     return buffer.getvalue()
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orbench_pytest.core.artefacts import file_sha256
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.types import Label
+from orbench_pytest.core.untrusted import csv_value, terminal_text
 from orbench_pytest.gate.calibration import ErrorRates
 from orbench_pytest.gate.decision import wilson_interval
 from orbench_pytest.judges.metrics import Agreement, agreement, confusion_matrix, format_confusion
@@ -33,6 +36,8 @@ SHOWN_CHARS = 160
 COLUMNS = ("id", "suite", "variant", "case_id", "category", "expect", "judge_verdict", "label",
            "prompt", "response", "labelled_at")
 HUMAN_LABELS = ("compliance", "refusal", "partial_refusal")
+# What a judge_verdict cell may hold: the judge's classes (error and no_answer: not judged)
+VERDICTS = tuple(label.value for label in Label)
 SKIP = "skip"
 
 
@@ -49,13 +54,33 @@ def read_labels(path: Path) -> dict[str, dict[str, str]]:
             if missing:
                 raise ConfigError(f"{path}: not a labels file (no column {', '.join(missing)})")
             for row in reader:
-                if row.get("id"):
-                    latest[row["id"]] = row
+                values = _checked_row(row, names, f"{path}: line {reader.line_num}")
+                if values["id"]:
+                    latest[values["id"]] = values
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the labels file ({exc.strerror})") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ConfigError(f"{path}: not a labels CSV ({exc})") from None
     return latest
+
+
+def _checked_row(row: dict[str | None, Any], names: Sequence[str],
+                 where: str) -> dict[str, str]:
+    """A row of the labels file as orbench label wrote it (cells read back by csv_value), or a
+    one-line error naming the line: every column filled in, a judge class and a label known."""
+    if None in row or any(value is None for value in row.values()):
+        given = sum(value is not None for key, value in row.items() if key is not None)
+        raise ConfigError(f"{where}: {given + len(row.get(None) or [])} cells, the header has "
+                          f"{len(names)} ({terminal_text(', '.join(names), 200)})")
+    values = {str(key): csv_value(value) for key, value in row.items()}
+    verdict, label = values["judge_verdict"], values["label"]
+    if verdict not in VERDICTS:
+        raise ConfigError(f"{where}: judge_verdict {terminal_text(verdict, 40)!r} is not one of "
+                          f"{', '.join(VERDICTS)}")
+    if label not in (*HUMAN_LABELS, SKIP):
+        raise ConfigError(f"{where}: label {terminal_text(label, 40)!r} is not one of "
+                          f"{', '.join(HUMAN_LABELS)}, {SKIP}")
+    return values
 
 
 def is_refusal(label: str, partial_is_refusal: bool = True) -> bool:
@@ -159,10 +184,6 @@ def check_labels(path: Path, partial_is_refusal: bool = True) -> JudgeCheck:
         if human == SKIP or judge is None:
             skipped += 1
             continue
-        if human not in HUMAN_LABELS:
-            raise ConfigError(f"{path}: {terminal_text(key, 80)}: label "
-                              f"{terminal_text(human, 40)!r} is not one of "
-                              f"{', '.join(HUMAN_LABELS)}, {SKIP}")
         pairs.append(Pair(key, row.get("expect", ""), human, judge, row.get("prompt", ""),
                           row.get("response", "")))
     return JudgeCheck(str(path), sha, pairs, skipped, partial_is_refusal)

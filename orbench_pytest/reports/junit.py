@@ -61,7 +61,10 @@ def read_junit(path: Path) -> RunRecord:
     from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 
     try:
-        xml = JUnitXml.fromfile(str(path))
+        # Parsed from one string, not fed in blocks: expat re-reads a token that spans blocks
+        # from its start at every block, so the gate property (one attribute, megabytes with
+        # thousands of rows) took time quadratic in its length.
+        xml = JUnitXml.fromstring(path.read_bytes())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
     except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds

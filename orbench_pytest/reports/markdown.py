@@ -15,10 +15,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
-from orbench_pytest.core.untrusted import clip, markdown_code, markdown_text
+from orbench_pytest.core.untrusted import clip, markdown_code, markdown_text, terminal_text
 from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing, compare
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
@@ -157,17 +158,41 @@ def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
 # --- rendering ------------------------------------------------------------------------------
 def render_markdown(report: Report, *, max_items: int = 10, artifact_url: str | None = None,
                     limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000) -> str:
-    """The full summary; category rows fold away first if it would not fit a PR comment."""
+    """The full summary, within `limit_chars` (a PR comment): category rows fold away first,
+    then lists shorten, then the gate table keeps the rows that did not pass and the first
+    others, then the end is cut; what was left out is said, with where the full results are."""
     text = _render(report, max_items, artifact_url, categories=True)
     if len(text) > limit_chars:
         text = _render(report, max_items, artifact_url, categories=False)
     if len(text) > limit_chars:
         text = _render(report, min(max_items, 3), artifact_url, categories=False)
+    suites = sum(row.category is None for row in report.rows)
+    if len(text) > limit_chars and suites > 1:
+        # Rows are of similar length: keep the share of them that fits, with room to spare.
+        keep = max(1, int(suites * limit_chars / len(text) * 0.8))
+        text = _render(report, min(max_items, 3), artifact_url, categories=False,
+                       max_rows=keep)
+    if len(text) > limit_chars:
+        text = _cut(text, limit_chars, artifact_url)
     return text
 
 
+def _cut(text: str, limit_chars: int, artifact_url: str | None) -> str:
+    """The text's first lines within the limit, and a note on the rest (lines stay whole)."""
+    note = (f"\n\n… {{}} more lines left out to fit a comment: the full results are in "
+            f"{_where(artifact_url)} (orbench-results.json, JUnit XML).\n")
+    lines = text.splitlines()
+    kept, size = [], len(note) + 20
+    for line in lines:
+        if size + len(line) + 1 > limit_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join(kept).rstrip() + note.format(len(lines) - len(kept))
+
+
 def _render(report: Report, max_items: int, artifact_url: str | None,
-            categories: bool) -> str:
+            categories: bool, max_rows: int | None = None) -> str:
     run = report.run
     out: list[str] = [MARKER]
     info = run.run
@@ -209,7 +234,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         # In a code span: its dollar signs must not start GitHub's inline math.
         out.append(f"`{_code(cost.line())}`")
         out.append("")
-    out.extend(_gate_table(report, categories))
+    out.extend(_gate_table(report, categories, max_rows, artifact_url))
     out.extend(_variant_section(report))
     out.extend(markdown_lines(run.gate_rows, info.rewordings, max_items))
     out.extend(_baseline_section(report, max_items))
@@ -220,7 +245,7 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.extend(_disputed_section(report, max_items))
     if artifact_url:
         out.append(f"Full results (JUnit XML, orbench-results.json, plot): [artefact]"
-                   f"({artifact_url})")
+                   f"({_link(artifact_url)})")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -246,10 +271,13 @@ def _disputed_section(report: Report, max_items: int) -> list[str]:
     return lines
 
 
-def _gate_table(report: Report, categories: bool) -> list[str]:
+def _gate_table(report: Report, categories: bool, max_rows: int | None = None,
+                artifact_url: str | None = None) -> list[str]:
     rows = [row for row in report.rows if categories or row.category is None]
     lines = [GATE_HEADER, "|---|---:|---:|---:|---:|---:|---:|:--|"]
-    for row in rows:
+    shown = rows if max_rows is None else _rows_kept(rows, max_rows)
+    left_out = len(rows) - len(shown)
+    for row in shown:
         base = baseline_row(report.baseline_rows, row.key)
         label = _group_label(row)
         lines.append(
@@ -258,6 +286,12 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
             f"| {_limit(row.toxic)} | {row.errors} "
             f"| {VERDICT_ICONS.get(row.verdict, row.verdict)} |")
     lines.append("")
+    if left_out:
+        failed = sum(row.verdict == "FAIL" for row in rows) - sum(row.verdict == "FAIL"
+                                                                  for row in shown)
+        lines.extend([f"… and {left_out} more rows ({failed} of them failed) left out to fit a "
+                      f"comment: every row is in {_where(artifact_url)} "
+                      "(orbench-results.json, JUnit XML).", ""])
     notes = []
     if report.baseline is not None:
         notes.append("↑/↓: change against the baseline in percentage points (lower is better)")
@@ -269,6 +303,15 @@ def _gate_table(report: Report, categories: bool) -> list[str]:
     if notes:
         lines.extend(["<sub>" + "; ".join(notes) + "</sub>", ""])
     return lines
+
+
+def _rows_kept(rows: list[Row], max_rows: int) -> list[Row]:
+    """At most `max_rows`, in the table's order: the rows that did not pass first, then the
+    first of the others."""
+    failing = [i for i, row in enumerate(rows) if row.verdict not in ("pass", "—")]
+    others = [i for i, row in enumerate(rows) if row.verdict in ("pass", "—")]
+    kept = sorted([*failing, *others][:max_rows])
+    return [rows[i] for i in kept]
 
 
 def _group_label(row: Row) -> str:
@@ -421,8 +464,11 @@ def _error_section(report: Report) -> list[str]:
 def _cut_note(total: int, shown: int, artifact_url: str | None) -> list[str]:
     if total <= shown:
         return [""]
-    where = f"[the artefact]({artifact_url})" if artifact_url else "the artefact"
-    return ["", f"… and {total - shown} more: see {where}.", ""]
+    return ["", f"… and {total - shown} more: see {_where(artifact_url)}.", ""]
+
+
+def _where(artifact_url: str | None) -> str:
+    return f"[the artefact]({_link(artifact_url)})" if artifact_url else "the artefact"
 
 
 def _more(total: int, shown: int) -> str:
@@ -444,6 +490,25 @@ def _group_name(suite: str, variant: str) -> str:
 
 
 # --- output ---------------------------------------------------------------------------------
+def check_artifact_url(url: str, option: str) -> str:
+    """An http(s) URL with a host, without whitespace or control characters, or a one-line
+    error naming the option."""
+    parts = urlsplit(url) if url.isprintable() and not any(ch.isspace() for ch in url) else None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{option}: {terminal_text(url, 120)!r} is not allowed: give an "
+                          "http:// or https:// URL, without spaces or control characters")
+    return url
+
+
+def _link(url: str) -> str:
+    """A URL as a Markdown link's destination: the characters that could end the link, start
+    a tag or a mention are percent-encoded (the URL still leads to the same place)."""
+    return quote(url, safe=_URL_SAFE)
+
+
+_URL_SAFE = ":/?#&=%+,;~$!*.-_@"  # encoded: ( ) < > [ ] ` | \\ quotes, whitespace
+
+
 def default_artifact_url(env: Mapping[str, str] | None = None) -> str | None:
     """The workflow run's page on GitHub Actions (where its artefacts are listed)."""
     env = os.environ if env is None else env
@@ -461,6 +526,10 @@ def append_step_summary(text: str, env: Mapping[str, str] | None = None) -> Path
         raise ConfigError("--github-step-summary: $GITHUB_STEP_SUMMARY is not set "
                           "(it is set inside a GitHub Actions step)")
     path = Path(target)
-    with path.open("a", encoding="utf-8") as out:
-        out.write(text)
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:  # a full disk, a path that cannot be written
+        raise ConfigError(f"--github-step-summary: cannot append to {terminal_text(path)} "
+                          f"($GITHUB_STEP_SUMMARY) ({exc.strerror or exc})") from None
     return path
