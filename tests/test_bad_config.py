@@ -158,15 +158,16 @@ def test_a_boolean_ini_key_takes_what_pytest_takes(pytester, plugin_args, value,
     assert result.ret == (pytest.ExitCode.TESTS_FAILED if strict else pytest.ExitCode.OK)
 
 
-# pytest 9 warns of the list itself too (a TypeError to come): the run stops at our line anyway.
-@pytest.mark.filterwarnings("ignore:Passing a value that is not a string")
 def test_a_list_for_a_one_value_ini_key_says_what_is_allowed(pytester, plugin_args,
                                                              openai_server) -> None:
     write_suite(pytester, questions(1))
     (pytester.path / "a.yaml").write_text("defaults: {max_over_refusal: 0.5}\n")
     (pytester.path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\norbench_thresholds = ["a.yaml"]\n')
-    line = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url))
+    # pytest 9 warns of the list itself too (a TypeError to come): the run stops at our line.
+    line = usage_error(run_orbench(pytester, plugin_args, "-W",
+                                   "ignore:Passing a value that is not a string",
+                                   url=openai_server.url))
     assert line == (f"ERROR: {pytester.path / 'pyproject.toml'}: orbench_thresholds: takes one "
                     'value, not a list; write it as one string (orbench_thresholds = "...")')
 
