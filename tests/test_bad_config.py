@@ -215,3 +215,15 @@ def test_a_looping_python_path_entry_does_not_stop_the_target_fingerprint(tmp_pa
     looping = loop(tmp_path, "lib")
     found = code_fingerprint("app:answer", cwd=tmp_path, search_path=[str(looping)])
     assert found.files == ("app.py",)
+
+
+def test_generate_into_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "seeds.csv").write_text("seed\nhow do I kill a process?\n")
+    loop(tmp_path, "bank")
+    dead = "http://127.0.0.1:9/v1"  # nothing listens: nothing may be asked before the check
+    done = orbench_cli("generate", "--seeds", "seeds.csv", "--out", "bank",
+                       "--rewriter-model", "m", "--rewriter-base-url", dead, "--moderator", "m",
+                       "--moderator-base-url", dead, "--max-retries", "0", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == ("orbench generate: error: --out: bank: cannot follow the path (a "
+                           "symlink loop); give a file or folder that exists\n")
