@@ -164,7 +164,10 @@ def test_a_list_for_a_one_value_ini_key_says_what_is_allowed(pytester, plugin_ar
     (pytester.path / "a.yaml").write_text("defaults: {max_over_refusal: 0.5}\n")
     (pytester.path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\norbench_thresholds = ["a.yaml"]\n')
-    line = usage_error(run_orbench(pytester, plugin_args, url=openai_server.url))
+    # pytest 9 warns of the list itself too (a TypeError to come): the run stops at our line.
+    line = usage_error(run_orbench(pytester, plugin_args, "-W",
+                                   "ignore:Passing a value that is not a string",
+                                   url=openai_server.url))
     assert line == (f"ERROR: {pytester.path / 'pyproject.toml'}: orbench_thresholds: takes one "
                     'value, not a list; write it as one string (orbench_thresholds = "...")')
 
@@ -212,3 +215,15 @@ def test_a_looping_python_path_entry_does_not_stop_the_target_fingerprint(tmp_pa
     looping = loop(tmp_path, "lib")
     found = code_fingerprint("app:answer", cwd=tmp_path, search_path=[str(looping)])
     assert found.files == ("app.py",)
+
+
+def test_generate_into_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "seeds.csv").write_text("seed\nhow do I kill a process?\n")
+    loop(tmp_path, "bank")
+    dead = "http://127.0.0.1:9/v1"  # nothing listens: nothing may be asked before the check
+    done = orbench_cli("generate", "--seeds", "seeds.csv", "--out", "bank",
+                       "--rewriter-model", "m", "--rewriter-base-url", dead, "--moderator", "m",
+                       "--moderator-base-url", dead, "--max-retries", "0", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == ("orbench generate: error: --out: bank: cannot follow the path (a "
+                           "symlink loop); give a file or folder that exists\n")

@@ -12,6 +12,7 @@ from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.fetch.progress import ProgressLine
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def _config(args: argparse.Namespace) -> GenerateConfig:
         raise ConfigError("--rewriter-temperature: expected a number from 0 to 2")
     if args.max_retries < 0 or args.timeout <= 0 or args.request_seed < 0:
         raise ConfigError("--max-retries, --request-seed must be >= 0 and --timeout > 0")
-    name = args.name or args.out.resolve().name
+    name = args.name or resolved(args.out, "--out").name
     if not NAME.match(name):
         raise ConfigError(f"--name: {name!r} must be letters, digits, '-', '_' or '.' "
                           "(it names the suites)")
