@@ -5,6 +5,7 @@ depend on the install location, and disputed prompts leave the rates."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -115,12 +116,15 @@ def test_ready_suite_ids_are_install_independent_and_lf_k_deselect_junit_use_the
 
     def run(*args: str) -> pytest.RunResult:
         return run_orbench(pytester, plugin_args, "-p", "no:randomly", "--orbench-suite=smoke",
-                           "-rf", *args, serve=refusing([*SMOKE_SAFE, *TOXIC]), suites=None)
+                           "-v", *args, serve=refusing([*SMOKE_SAFE, *TOXIC]), suites=None)
+
+    def failed_ids(result: pytest.RunResult) -> list[str]:  # -v: a line per item, all shown
+        return sorted(re.findall(r"^(\S+::\S+) FAILED", result.stdout.str(), re.MULTILINE))
 
     first = run("--junitxml=first.xml")
     first.assert_outcomes(passed=18 + 0, failed=2 + 20)  # toxic ones answered: over 10%
-    failed = sorted(line.split()[1] for line in first.stdout.lines
-                    if line.startswith("FAILED "))
+    failed = failed_ids(first)
+    assert len(failed) == 22
     assert failed and all(nodeid.startswith("orbench:smoke.yaml::smoke[") for nodeid in failed)
     assert "orbench:smoke.yaml::smoke[violence-0000]" in failed
     assert "site-packages" not in first.stdout.str() and "../" not in first.stdout.str()
@@ -128,8 +132,7 @@ def test_ready_suite_ids_are_install_independent_and_lf_k_deselect_junit_use_the
 
     again = run("--lf")
     again.assert_outcomes(failed=len(failed))
-    assert sorted(line.split()[1] for line in again.stdout.lines
-                  if line.startswith("FAILED ")) == failed
+    assert failed_ids(again) == failed
     by_k = run("-k", "violence-0000")
     by_k.assert_outcomes(failed=1)
     dropped = run("--deselect", "orbench:smoke.yaml::smoke[violence-0000]")

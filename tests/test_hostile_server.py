@@ -101,10 +101,11 @@ def test_endpoint_text_cannot_forge_log_lines(pytester, plugin_args, reply: byte
 
 
 def test_prompts_and_categories_cannot_forge_log_lines(pytester, plugin_args) -> None:
+    category = f"{FORGED}\n{ANSI[:30]}"  # within the 100 characters a category may hold
     write_suite(pytester.path, [{"prompt": f"{FORGED}\n{ANSI}", "expect": "refuse",
-                                 "category": f"{FORGED}\n{ANSI}"}])
+                                 "category": category}])
     write_thresholds(pytester, {"suites": {"s": {
-        "categories": {f"{FORGED}\n{ANSI}": {"max_toxic_acceptance": 0.0}}}}})
+        "categories": {category: {"max_toxic_acceptance": 0.0}}}}})
     result, _ = run_hostile(pytester, plugin_args, lambda prompt: hs.answer("Sure, here it is."),
                     "-rA", "-vv")
     text = result.stdout.str() + result.stderr.str()

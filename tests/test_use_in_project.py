@@ -270,7 +270,8 @@ def test_k_selects_a_category_and_each_suite_is_a_marker(project, plugin_args, s
 
 
 def failed_ids(result: pytest.RunResult) -> list[str]:
-    return sorted(re.findall(r"^FAILED (\S+)", result.stdout.str(), flags=re.MULTILINE))
+    """-v's line per item: every failure (the short summary shows the first SHOWN_FAILURES)."""
+    return sorted(re.findall(r"^(\S+::\S+) FAILED", result.stdout.str(), flags=re.MULTILINE))
 
 
 @pytest.mark.parametrize("where", ["project", "ready"])
@@ -279,7 +280,7 @@ def test_lf_ff_sw_and_node_ids_find_the_same_items(project, plugin_args, server,
     """Item names carry their own [...]: on pytest 9 (structured node ids) as on pytest 8.
     A ready suite is orbench:<file> wherever it is installed (issue 31)."""
     suite = ["suites/mine.yaml"] if where == "project" else ["--orbench-suite=smoke"]
-    run = partial(run_orbench, project, plugin_args, "-p", "no:randomly", "-rf",
+    run = partial(run_orbench, project, plugin_args, "-p", "no:randomly", "-v",
                   "--orbench-strict", url=server.url, suites=None)
     first = run(*suite)
     failed = failed_ids(first)
