@@ -270,8 +270,11 @@ def test_k_selects_a_category_and_each_suite_is_a_marker(project, plugin_args, s
 
 
 def failed_ids(result: pytest.RunResult) -> list[str]:
-    """-v's line per item: every failure (the short summary shows the first SHOWN_FAILURES)."""
-    return sorted(re.findall(r"^(\S+::\S+) FAILED", result.stdout.str(), flags=re.MULTILINE))
+    """From the short summary and -v's line per item (the summary shows the first
+    SHOWN_FAILURES prompts of a suite: a run with more passes -v)."""
+    found = re.findall(r"^(?:FAILED (\S+::\S+)|(\S+::\S+) FAILED)", result.stdout.str(),
+                       flags=re.MULTILINE)
+    return sorted({summary or verbose for summary, verbose in found})
 
 
 @pytest.mark.parametrize("where", ["project", "ready"])
@@ -349,7 +352,7 @@ def test_lf_reruns_a_ready_suites_failures_beside_a_failed_unit_test(project, pl
     orbench:<file> in the ids, so its failures must be found again beside a failed unit test."""
     (project.path / "tests" / "test_unit.py").write_text("def test_unit():\n    assert 1 == 2\n")
     run = partial(run_orbench, project, plugin_args, "-p", "no:randomly", "--orbench-suite=smoke",
-                  "-rf", "--orbench-strict", url=server.url, suites=None)
+                  "-v", "--orbench-strict", url=server.url, suites=None)
     first = run()
     failed = failed_ids(first)
     assert "tests/test_unit.py::test_unit" in failed and len(failed) > 1
