@@ -15,7 +15,6 @@ from __future__ import annotations
 import configparser
 import contextlib
 import importlib.util
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,12 @@ from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.catalog.ready import starter_thresholds
-from orbench_pytest.core.artefacts import mode_for, resolved_target
+from orbench_pytest.core.artefacts import (
+    mode_for,
+    replacing,
+    resolved_target,
+    write_new_file,
+)
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import shown_url, url_secrets
@@ -51,36 +55,25 @@ class InitReport:
 
 
 def write_text(path: Path, text: str, mode: int) -> None:
-    """One new file (created private, then given an artefact's mode before any byte)."""
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.fchmod(handle, mode)
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
+    """One new file, as every artefact is written (core/artefacts.write_new_file)."""
+    write_new_file(path, mode, lambda out: out.write(text))
 
 
 def write_all(files: list[tuple[Path, str]],
               write: Callable[[Path, str, int], None] = write_text) -> None:
-    """Every file or none: each is written whole beside its target first, and only when all
-    are written do they replace their targets. A failed write (a full disk) removes what was
-    written and the folders made for it, and names the file."""
-    staged: list[tuple[Path, Path]] = []
+    """Every file or none: each is written whole beside its target first (core/artefacts'
+    replacing), and only when all are written do they replace their targets. A failed write
+    (a full disk) removes what was written and the folders made for it, and names the file."""
     made: list[Path] = []
     path = Path()
     try:
-        for path, text in files:
-            made.extend(reversed([p for p in (path.parent, *path.parent.parents)
-                                  if not p.exists()]))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            target = resolved_target(path, "orbench init")
-            temporary = target.with_name(f".{target.name}.{os.getpid()}-init.tmp")
-            temporary.unlink(missing_ok=True)
-            staged.append((temporary, target))
-            write(temporary, text, mode_for(target))
-        for temporary, target in staged:
-            os.replace(temporary, target)
+        with contextlib.ExitStack() as written:
+            for path, text in files:
+                made.extend(reversed([p for p in (path.parent, *path.parent.parents)
+                                      if not p.exists()]))
+                target = resolved_target(path, "orbench init")
+                write(written.enter_context(replacing(target)), text, mode_for(target))
     except OSError as exc:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
         for folder in reversed(made):
             with contextlib.suppress(OSError):
                 folder.rmdir()

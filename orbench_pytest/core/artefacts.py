@@ -83,16 +83,21 @@ def mode_for(target: Path) -> int:
         return 0o666 & ~umask
 
 
+def write_new_file(path: Path, mode: int, write: Callable[[TextIO], object]) -> None:
+    """Call `write` on a new file at `path`: created private (0600), then given `mode` (an
+    artefact's permissions) before any byte."""
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(handle, mode)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        write(out)
+
+
 def write_atomically(path: Path, write: Callable[[TextIO], object], option: str) -> None:
     """Call `write` on a temp file beside the real target, then put it in place."""
     target = resolved_target(path, option)
     mode = mode_for(target)
     try:
         with replacing(target) as temporary:
-            # Created private (0600), then given an artefact's permissions before any byte.
-            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.fchmod(handle, mode)
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                write(out)
+            write_new_file(temporary, mode, write)
     except OSError as exc:  # a full disk, a folder not writable: the file named, left as it was
         raise ConfigError(f"{option}: cannot write {path} ({exc.strerror or exc})") from None
