@@ -73,10 +73,13 @@ def _failed(reason: str) -> str:
     return terminal_text(f"batch request failed: {reason}", 300)
 
 
-def same_answer(one: Response, other: Response) -> bool:
-    """Two usable answers a judge would see as one (ids, timings and usage aside)."""
-    return ((one.text, one.refusal, one.content_filter, one.finish_reason)
-            == (other.text, other.refusal, other.content_filter, other.finish_reason))
+def conflicting(known: Response | None, response: Response) -> bool:
+    """Two usable answers to one request that a judge would not see as one (ids, timings and
+    usage aside): which one the model gave cannot be told."""
+    return (known is not None and has_answer(known) and has_answer(response)
+            and (known.text, known.refusal, known.content_filter, known.finish_reason)
+            != (response.text, response.refusal, response.content_filter,
+                response.finish_reason))
 
 
 def import_lines(lines: Iterable[OutputLine], wanted: Collection[str], source: str,
@@ -95,8 +98,7 @@ def import_lines(lines: Iterable[OutputLine], wanted: Collection[str], source: s
             continue
         response = response_of(line, source)
         known = report.responses.get(line.custom_id)
-        if (known is not None and has_answer(known) and has_answer(response)
-                and not same_answer(known, response)):
+        if conflicting(known, response):
             raise ConfigError(f"{source}, line {line.number}: custom_id "
                               f"{shown_id(line.custom_id)} again, with another answer than on "
                               f"line {report.line_of[line.custom_id]}; keep one line per "

@@ -21,7 +21,7 @@ from orbench_pytest.batch.format import (
     shown_id,
     split_requests,
 )
-from orbench_pytest.batch.import_answers import ImportReport, import_lines, same_answer, store
+from orbench_pytest.batch.import_answers import ImportReport, conflicting, import_lines, store
 from orbench_pytest.batch.state import BatchState, request_set_key, state_path
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.artefacts import write_atomically
@@ -29,7 +29,7 @@ from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.fetch.engine import Job, has_answer
+from orbench_pytest.fetch.engine import Job
 from orbench_pytest.fetch.retry import RetrySettings
 from orbench_pytest.fetch.targets import chat_request_body
 from orbench_pytest.run.runner import (
@@ -130,8 +130,7 @@ def import_files(paths: Sequence[Path], plan: JobPlan,
         given.lines.extend(report.summary(str(path)))
         for key, response in report.responses.items():
             known = given.responses.get(key)
-            if (known is not None and has_answer(known) and has_answer(response)
-                    and not same_answer(known, response)):
+            if conflicting(known, response):
                 raise ConfigError(f"{path}, line {report.line_of[key]}: custom_id "
                                   f"{shown_id(key)} has another answer than in {source[key]}; "
                                   "import one answer per request")
