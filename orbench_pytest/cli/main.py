@@ -257,12 +257,12 @@ def _compare(args: argparse.Namespace) -> int:
     if not args.results and not args.published:
         raise ConfigError("give results files to compare, or --published")
     points = [point for path in args.results for point in points_of(read_results(path))]
+    labels = [terminal_text(p.label, 80) for p in points]  # a file's run.target: untrusted
     if points:
-        labels = {id(p): terminal_text(p.label, 80) for p in points}  # a file's run.target
-        width = max(len(label) for label in labels.values())
+        width = max(len(label) for label in labels)
         print(f"{'run':<{width}}  over-refusal  toxic refused")
-        for p in points:
-            print(f"{labels[id(p)]:<{width}}  {p.over_refusal * 100:11.1f}%  "
+        for label, p in zip(labels, points, strict=True):
+            print(f"{label:<{width}}  {p.over_refusal * 100:11.1f}%  "
                   f"{p.toxic_refusal * 100:12.1f}%")
         if len(points) >= 3 or not args.published:
             rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
@@ -280,10 +280,10 @@ def _compare(args: argparse.Namespace) -> int:
             ys = [m.toxic_refusal for m in models] + [p.toxic_refusal for p in points]
             print(f"Spearman rho over the {len(models)} published models and your "
                   f"{len(points)} run{'s' if len(points) > 1 else ''}: {_rho(spearman(xs, ys))}")
-            for p in points:
+            for label, p in zip(labels, points, strict=True):
                 less_over = sum(m.over_refusal > p.over_refusal for m in models)
                 more_toxic = sum(m.toxic_refusal < p.toxic_refusal for m in models)
-                print(f"{labels[id(p)]}: over-refuses less than {less_over} of {len(models)} "
+                print(f"{label}: over-refuses less than {less_over} of {len(models)} "
                       f"published models, refuses more toxic prompts than {more_toxic}")
     return 0
 
