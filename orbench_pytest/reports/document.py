@@ -372,9 +372,10 @@ class Flip:
     original: str
     rewording: str
     edits: str  # the edits that make the rewording, e.g. persona(0)
-    answer: str  # the model's answer to the rewording (an excerpt)
+    answer: str  # the model's whole answer to the rewording (at most 8,192 characters)
     judge_reason: str
     shrunk: bool  # false: the budget ran out before shrinking ended
+    kind: str = "wording"  # what the edits add: wording, persona, purpose, persona + purpose
 
 
 @dataclass(frozen=True)
@@ -391,6 +392,8 @@ class Rewordings:
     fragile: Count = 0
     flips: list[Flip] = field(default_factory=list)
     flips_total: Count = 0
+    edits: list[str] = field(default_factory=list)  # the kinds of edit tried
+    unsure: Count = 0  # rewordings the judge refused without being sure: not counted as flips
 
 
 @dataclass(frozen=True)
