@@ -16,7 +16,11 @@ Local mode: one pytest run over the smoke suite on the embedded model with the r
 (CPU-heavy: one run, small N), reporting its fragile rate, a few minimal flips and the wall time
 and CPU of the whole run (pytest and the model server):
 
-    python benchmarks/rewordings.py --local --tries 3 --budget 120
+    python benchmarks/rewordings.py --local --tries 3 --budget 120 [--keep DIR] [--extra ARG]
+
+--keep DIR keeps the results file (every flip with its whole answer, to read: issue 44's "true
+flips by reading") and the answer cache; --extra passes one more pytest argument, e.g.
+--extra=--orbench-rewording-edits=wording.
 
 Wall times on a shared machine vary: report them with the command and the load.
 """
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,9 +128,12 @@ def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str
         search = data["run"]["rewordings"]
         print(f"\nwall {wall:.0f} s, CPU {cpu_s:.0f} s (pytest and the model server), "
               f"exit status {done.returncode}")
+        kinds = Counter(flip.get("kind", "?") for flip in search["flips"])
         print(f"searched {search['searched']} answered safe prompts, not searched "
-              f"{search['not_searched']}, fragile {search['fragile']}, rewordings asked "
-              f"{search['asked']} ({search['requests']} requests)")
+              f"{search['not_searched']}, fragile {search['fragile']} "
+              f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'}), "
+              f"refusals the judge was unsure of (not flips) {search.get('unsure', 'n/a')}, "
+              f"rewordings asked {search['asked']} ({search['requests']} requests)")
         for flip in search["flips"]:  # every flip, its whole stored answer: read them
             print(f"  {flip['case_id']}: {flip['edits']}{'' if flip['shrunk'] else ' (not shrunk)'}"
                   f" [{flip.get('judge_reason', '')}]\n    {flip['rewording']}\n"
