@@ -93,7 +93,8 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         ungated=ungated, partial=list(gate.partial) or None, disputed=disputed or None, **run)
     return Document(
         run=info, items=list(items),
-        gate=GateRecord(None if ungated is not None else gate.passed, gate.stopped_reason,
+        gate=GateRecord(None if ungated is not None or gate.nothing_gated else gate.passed,
+                        gate.stopped_reason,
                         gate.baseline_source, gate.failures(), gate.ratchet_notes(),
                         list(gate.partial), disputed,
                         [row_record(row) for row in gate.rows.values()]),
