@@ -99,6 +99,7 @@ class OrbenchSession:
         self._disputes: Disputes | None = None
         self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
         self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
+        self._collection_errors = 0  # failed collection reports, the user's own files too
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
@@ -149,6 +150,7 @@ class OrbenchSession:
         pytest the loop is done."""
         if session.config.option.collectonly or self.is_worker or self._catalog is None:
             return None
+        self._stop_on_collection_errors()
         from orbench_pytest.plugin.items import PromptItem
         from orbench_pytest.run.runner import Selected
 
@@ -183,6 +185,28 @@ class OrbenchSession:
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Counted here, the xdist controller included (it is sent the workers' reports)."""
+        if report.failed:
+            self._collection_errors += 1
+
+    def _stop_on_collection_errors(self) -> None:
+        """A collection error anywhere (the user's own tests too): the run is not the one
+        meant, so nothing is asked (it would cost money) and no gate is printed, even under
+        --continue-on-collection-errors. A broken thresholds or disputed file, which made
+        the suites fail to collect, is its own one-line usage error."""
+        if not self._collection_errors:
+            return
+        try:
+            self.disputes()
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        errors = self._collection_errors
+        pytest.exit(f"ERROR: orbench: no endpoint asked and no gate: {errors} collection "
+                    f"error{'s' if errors > 1 else ''} (shown above); fix "
+                    f"{'them' if errors > 1 else 'it'} and run again",
+                    returncode=pytest.ExitCode.INTERRUPTED)
 
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
@@ -245,6 +269,7 @@ class OrbenchSession:
         if self._run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
             return
         try:
+            self._stop_on_collection_errors()
             self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
         except pytest.UsageError as exc:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
