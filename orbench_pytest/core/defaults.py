@@ -62,6 +62,12 @@ MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 # prompts prints a bounded amount however many fail.
 SHOWN_FAILURES = 20
 
+# --- costs (fetch/costs.py) -------------------------------------------------------------------
+# Past any real price or count: a price above it is an error, a provider's usage above it is
+# ignored (estimated from the text) with a warning, so every cost figure stays a finite number.
+MAX_PRICE_PER_M = 10_000.0  # dollars per million tokens (--orbench-price-input / -output)
+MAX_USAGE_TOKENS = 10_000_000  # tokens of one request or answer, as a provider reports them
+
 # --- the Batch API ------------------------------------------------------------------------------
 BATCH_POLL_S = 30.0  # between two looks at a submitted batch
 BATCH_MAX_REQUESTS = 50_000  # per input file (OpenAI's limit)

@@ -41,7 +41,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"))),
+    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"),
+                                       allow_nan=False)),
             *cost_properties(data["run"].get("cost"))]
 
 

@@ -264,9 +264,12 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
     def write(out: TextIO) -> None:
         # Compact, one item per line: small at 80K items, still greppable and diffable.
-        opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all.
+        opening = (json.dumps(head, ensure_ascii=False, indent=1, allow_nan=False)[:-2] + ","
+                   if head else "{")
         out.write(opening + '\n "items": [\n')
-        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
+                                         allow_nan=False)
                              for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 
