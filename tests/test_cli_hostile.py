@@ -4,22 +4,26 @@ comment; bad input is one line naming the file or option and what is allowed."""
 
 from __future__ import annotations
 
+import configparser
 import csv
 import io
 import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from iniconfig import IniConfig
 
 from orbench_pytest.cli.init_project import init_project
+from orbench_pytest.cli.init_values import tomllib
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import csv_cell, csv_value
 from orbench_pytest.judges.check import read_labels
@@ -246,15 +250,11 @@ def test_init_refuses_a_value_that_is_not_one_plain_line(tmp_path: Path, option:
     assert list(tmp_path.iterdir()) == []
 
 
+@settings(deadline=None)  # two folders written per example: its time is not the subject
 @given(st.text(max_size=40))
 def test_init_writes_the_model_exactly_or_refuses_it(model: str) -> None:
     """Whatever the value: a one-line refusal, or settings that read back (as pytest reads them)
     as exactly the model and nothing else."""
-    import configparser
-    import tempfile
-
-    from iniconfig import IniConfig
-
     for pyproject in (False, True):
         with tempfile.TemporaryDirectory() as folder:
             root = Path(folder)
@@ -268,8 +268,6 @@ def test_init_writes_the_model_exactly_or_refuses_it(model: str) -> None:
                     ["pyproject.toml"] if pyproject else [])
                 continue
             if pyproject:
-                import tomllib
-
                 data = tomllib.loads((root / "pyproject.toml").read_text())
                 assert data["tool"]["pytest"]["ini_options"] == {"orbench_model": model}
             else:

@@ -121,14 +121,13 @@ def init_project(root: Path, *, model: str | None = None, base_url: str | None =
     config = pytest_config(root)  # an unreadable configuration stops here, before any write
     if model is None and (config is None or "orbench_model" not in config[2]):
         raise ConfigError(MODEL_REQUIRED)
-    workflow = gate_workflow(root, install, suites, system_prompt, report)
+    workflow = gate_workflow(root, install, suites, system_prompt)
     _write_file(root / "thresholds.yaml", starter_thresholds().read_text(encoding="utf-8"),
                 force, report, "the gate: limits per suite")
     _write_ini(root, settings, report)
-    if _write_file(root / WORKFLOW, workflow, force, report, "the gate on pull requests"):
-        report.unknown.extend(_workflow_notes(model))
-    else:
-        report.unknown.clear()  # the kept workflow is the user's, whatever init would write
+    if _write_file(root / WORKFLOW, workflow.text, force, report, "the gate on pull requests"):
+        report.lines.extend(workflow.said)  # a kept workflow is the user's: nothing to say
+        report.unknown.extend([*workflow.unknown, *_workflow_notes(model)])
     write_all(report.files, write)
     if is_local_model(model or ""):
         report.unknown.append(
@@ -161,17 +160,25 @@ def try_commands() -> list[tuple[str, str]]:
     ]
 
 
+@dataclass
+class Workflow:
+    text: str
+    said: list[str] = field(default_factory=list)  # how its values were found
+    unknown: list[str] = field(default_factory=list)  # what init could not know for it
+
+
 def gate_workflow(root: Path, install: str | None, suites: Sequence[str],
-                  system_prompt: str | None, report: InitReport) -> str:
-    """The workflow's text, its env block filled in; what init could not know in `report`."""
+                  system_prompt: str | None) -> Workflow:
+    """The workflow's text, its env block filled in, and what init found or could not know."""
     found = install_spec(root, install)
     values = {"ORBENCH_INSTALL": checked_value("--install", found.spec, workflow=True)
               if found.spec else ""}
+    workflow = Workflow("")
     if found.spec and install is None:
-        report.say(f"CI installs orbench-pytest with: pip install {found.spec} ({found.source}; "
-                   "--install changes it)")
+        workflow.said.append(f"CI installs orbench-pytest with: pip install {found.spec} "
+                             f"({found.source}; --install changes it)")
     elif not found.spec:
-        report.unknown.append(
+        workflow.unknown.append(
             "how CI installs orbench-pytest (it is on no package index): rerun with --install "
             "and the pip arguments, a wheel committed in the repository (./wheels/"
             "orbench_pytest-….whl) or git+https://…@COMMIT, or set ORBENCH_INSTALL in the "
@@ -188,9 +195,10 @@ def gate_workflow(root: Path, install: str | None, suites: Sequence[str],
                               "repository; give the file's path there (prompts/system.txt)")
         values["ORBENCH_SYSTEM_PROMPT"] = path.as_posix()
         if not (root / path).is_file():
-            report.unknown.append(f"{path.as_posix()}, the system prompt: not in the "
-                                  "repository yet; the workflow reads it from there")
-    return render_workflow(values)
+            workflow.unknown.append(f"{path.as_posix()}, the system prompt: not in the "
+                                    "repository yet; the workflow reads it from there")
+    workflow.text = render_workflow(values)
+    return workflow
 
 
 def _workflow_notes(model: str | None) -> list[str]:
