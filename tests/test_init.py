@@ -268,3 +268,19 @@ def test_the_model_is_required_and_local_is_said_to_be_slow_in_ci(
     assert orbench(["init", str(tmp_path)]) == 0  # pytest.ini names the model now
     assert "kept pytest.ini: its [pytest] already names the model (orbench_model)" in \
         capsys.readouterr().out
+
+
+def test_a_pyproject_whose_tool_table_is_inline_is_one_line_and_left_as_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Appending [tool.pytest.ini_options] after an inline `tool = {...}` is invalid TOML: a
+    one-line refusal (it was a TOMLDecodeError traceback), nothing written."""
+    inline = 'tool = { ruff = { line-length = 100 } }\n'
+    a_value = '[project]\nname = "app"\n\n[tool]\npytest = "no table"\n'
+    for text in (inline, a_value):
+        (tmp_path / "pyproject.toml").write_text(text)
+        status = orbench(["init", str(tmp_path), "--model", "m"])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "pyproject.toml" in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+        assert (tmp_path / "pyproject.toml").read_text() == text
