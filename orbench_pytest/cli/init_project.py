@@ -129,7 +129,7 @@ def init_project(root: Path, *, model: str | None = None, base_url: str | None =
         report.lines.extend(workflow.said)  # a kept workflow is the user's: nothing to say
         report.unknown.extend([*workflow.unknown, *_workflow_notes(model)])
     write_all(report.files, write)
-    if is_local_model(model or ""):
+    if is_local_model(model or "") and not suites:
         report.unknown.append(
             "the model is the embedded one (local): in CI it would answer on the runner's CPU, "
             "and the workflow's suites (1,974 prompts, twice) would not end in its 60 minutes; "
