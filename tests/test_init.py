@@ -263,7 +263,8 @@ def test_the_model_is_required_and_local_is_said_to_be_slow_in_ci(
     assert orbench(["init", str(tmp_path), "--model", "local"]) == 0
     out = capsys.readouterr().out
     assert "  - the model is the embedded one (local): in CI it would answer on the runner's " \
-           "CPU" in out
+           "CPU, and the workflow's suites (1,974 prompts, twice) would not end in its 60 " \
+           "minutes; give an API model for CI, or --suite smoke" in out
     assert "OPENAI_API_KEY" not in out  # the embedded model needs no key
     assert orbench(["init", str(tmp_path)]) == 0  # pytest.ini names the model now
     assert "kept pytest.ini: its [pytest] already names the model (orbench_model)" in \

@@ -24,7 +24,12 @@ from pathlib import Path
 
 from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.cli.init_values import checked_value, ini_text, toml_text, tomllib
-from orbench_pytest.cli.init_workflow import install_spec, render_workflow, template_env
+from orbench_pytest.cli.init_workflow import (
+    default_suites_size,
+    install_spec,
+    render_workflow,
+    template_env,
+)
 from orbench_pytest.core.artefacts import (
     mode_for,
     replacing,
@@ -130,10 +135,11 @@ def init_project(root: Path, *, model: str | None = None, base_url: str | None =
         report.unknown.extend([*workflow.unknown, *_workflow_notes(model)])
     write_all(report.files, write)
     if is_local_model(model or "") and not suites:
+        prompts, minutes = default_suites_size()
         report.unknown.append(
             "the model is the embedded one (local): in CI it would answer on the runner's CPU, "
-            "and the workflow's suites (1,974 prompts, twice) would not end in its 60 minutes; "
-            "give an API model for CI, or --suite smoke")
+            f"and the workflow's suites ({prompts:,} prompts, twice) would not end in its "
+            f"{minutes} minutes; give an API model for CI, or --suite smoke")
     if report.unknown:
         report.say("")
         report.say("What orbench init could not know (the workflow needs it):")

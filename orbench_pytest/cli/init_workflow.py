@@ -40,6 +40,16 @@ def template_env() -> dict[str, str]:
     return env
 
 
+def default_suites_size() -> tuple[int, int]:
+    """The prompts of the template's suites (ready suites' sizes), and its job's minutes."""
+    from orbench_pytest.catalog.ready import ready_suites
+
+    data = yaml.safe_load(template())
+    names = {flag.partition("=")[2] for flag in data["env"]["ORBENCH_SUITES"].split()}
+    prompts = sum(suite.prompts or 0 for suite in ready_suites() if suite.name in names)
+    return prompts, int(data["jobs"]["gate"]["timeout-minutes"])
+
+
 def render_workflow(values: Mapping[str, str]) -> str:
     """The template with the `env` values given (each `  NAME: ...` line of its env block)."""
     text = template()
@@ -120,9 +130,10 @@ def _installed_from_git() -> str | None:
         return None
     vcs, url = data.get("vcs_info"), data.get("url")
     if not isinstance(vcs, dict) or vcs.get("vcs") != "git" or not isinstance(url, str) or \
-            url_secrets(url) or "@" in url.partition("://")[2].split("/")[0]:
+            not isinstance(vcs.get("commit_id"), str) or url_secrets(url) or \
+            "@" in url.partition("://")[2].split("/")[0]:  # a user name: ssh or a token
         return None
-    return f"git+{url}@{vcs.get('commit_id')}"
+    return f"git+{url}@{vcs['commit_id']}"
 
 
 def _text(path: Path) -> str:
