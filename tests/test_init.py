@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ import yaml
 
 from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.cli.init_project import WORKFLOW, init_project, tomllib, try_commands
-from orbench_pytest.cli.init_workflow import render_workflow, template
+from orbench_pytest.cli.init_workflow import git_spec, render_workflow, template
 from orbench_pytest.cli.main import main as orbench
 from tests.helpers import REPO
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, Script
@@ -285,3 +286,24 @@ def test_a_pyproject_whose_tool_table_is_inline_is_one_line_and_left_as_it_is(
         assert "pyproject.toml" in err
         assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
         assert (tmp_path / "pyproject.toml").read_text() == text
+
+
+@pytest.mark.parametrize(("direct_url", "spec"), [
+    ({"url": "https://github.com/org/orbench-pytest.git",
+      "vcs_info": {"vcs": "git", "commit_id": "0123abc", "requested_revision": "main"}},
+     "git+https://github.com/org/orbench-pytest.git@0123abc"),
+    ({"url": "https://ghp_token0123456789abcdef@github.com/org/r.git",
+      "vcs_info": {"vcs": "git", "commit_id": "0123abc"}}, None),  # a token: never written
+    ({"url": "ssh://git@github.com/org/r.git", "vcs_info": {"vcs": "git", "commit_id": "1"}},
+     None),  # CI has no ssh key
+    ({"url": "file:///home/me/orbench-pytest", "dir_info": {"editable": True}}, None),
+    ({"url": "file:///tmp/orbench_pytest-0.1.0-py3-none-any.whl", "archive_info": {}}, None),
+    ({"url": "https://h/r.git", "vcs_info": {"vcs": "hg", "commit_id": "1"}}, None),
+    ("not json", None),
+    (None, None),
+])
+def test_a_git_install_of_the_plugin_is_how_ci_installs_it(direct_url: object,
+                                                           spec: str | None) -> None:
+    recorded = direct_url if isinstance(direct_url, str) or direct_url is None else \
+        json.dumps(direct_url)
+    assert git_spec(recorded) == spec

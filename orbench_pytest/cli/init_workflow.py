@@ -84,7 +84,7 @@ def install_spec(root: Path, given: str | None) -> Install:
         if requirements.is_file() and not requirements.is_symlink() and \
                 _NAMES_PLUGIN.search(_text(requirements)):
             return Install(f"-r {requirements.name}", f"{requirements.name} names it")
-    url = _installed_from_git()
+    url = git_spec(installed_direct_url())
     if url:
         return Install(url, "the git commit this copy was installed from")
     return Install("", "")
@@ -118,20 +118,27 @@ def _committed(root: Path) -> list[str]:
     return [name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name]
 
 
-def _installed_from_git() -> str | None:
-    """`git+URL@commit` of this copy (PEP 610's direct_url.json), when pip installed it from a
-    git repository whose URL holds no credential."""
+def installed_direct_url() -> str | None:
+    """The installed copy's direct_url.json (PEP 610): where pip installed it from."""
     try:
-        recorded = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-        data = json.loads(recorded or "null")
-    except (metadata.PackageNotFoundError, ValueError):
+        return metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_spec(direct_url: str | None) -> str | None:
+    """`git+URL@commit` from a direct_url.json that records a git install from a URL that
+    holds no credential (and no user name: ssh, or a token)."""
+    try:
+        data = json.loads(direct_url or "null")
+    except ValueError:
         return None
     if not isinstance(data, dict):
         return None
     vcs, url = data.get("vcs_info"), data.get("url")
     if not isinstance(vcs, dict) or vcs.get("vcs") != "git" or not isinstance(url, str) or \
             not isinstance(vcs.get("commit_id"), str) or url_secrets(url) or \
-            "@" in url.partition("://")[2].split("/")[0]:  # a user name: ssh or a token
+            "@" in url.partition("://")[2].split("/")[0]:
         return None
     return f"git+{url}@{vcs['commit_id']}"
 
