@@ -213,7 +213,7 @@ def test_a_committed_wheel_is_how_ci_installs_the_plugin(
 
 def test_a_requirements_file_that_names_the_plugin_is_how_ci_installs_it(tmp_path: Path) -> None:
     project = fresh_project(tmp_path)
-    (project / "requirements-ci.txt").write_text("pytest\n./wheels/x.whl\n")
+    (project / "requirements-ci.txt").write_text("pytest\norbench-pytest-extras\n")
     (project / "requirements-test.txt").write_text("# tests\norbench_pytest @ git+https://h/r\n")
     init_project(project, model="m")
     assert written_env(project)["ORBENCH_INSTALL"] == "-r requirements-test.txt"

@@ -27,7 +27,7 @@ from orbench_pytest.core.redact import url_secrets
 WORKFLOW_RESOURCE = "orbench-gate.yml"  # package data: orbench_pytest/data/
 DISTRIBUTION = "orbench-pytest"
 WHEEL_GLOB = "orbench_pytest-*.whl"
-_NAMES_PLUGIN = re.compile(r"^\s*orbench[-_.]pytest\b", re.IGNORECASE | re.MULTILINE)
+_NAMES_PLUGIN = re.compile(r"^\s*orbench[-_.]pytest(?![\w.-])", re.IGNORECASE | re.MULTILINE)
 
 
 def template() -> str:
