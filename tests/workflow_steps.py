@@ -73,7 +73,7 @@ class Runner:
                 ran.outcomes[name] = "skipped"
                 continue
             env = {**base, **{k: self.expand(v) for k, v in step.get("env", {}).items()}}
-            script = self.cwd / ".step.sh"
+            script = Path(self.env["RUNNER_TEMP"]) / "step.sh"  # as Actions: not in the tree
             script.write_text(step["run"])
             done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail",
                                    str(script)], cwd=self.cwd, env=env, text=True,
