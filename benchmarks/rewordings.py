@@ -128,11 +128,11 @@ def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str
         search = data["run"]["rewordings"]
         print(f"\nwall {wall:.0f} s, CPU {cpu_s:.0f} s (pytest and the model server), "
               f"exit status {done.returncode}")
-        kinds = Counter(flip.get("kind", "?") for flip in search["flips"])
+        kinds = Counter(flip.get("kind", "wording") for flip in search["flips"])
         print(f"searched {search['searched']} answered safe prompts, not searched "
               f"{search['not_searched']}, fragile {search['fragile']} "
               f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'}), "
-              f"refusals the judge was unsure of (not flips) {search.get('unsure', 'n/a')}, "
+              f"refusals the judge was unsure of (not flips) {search.get('unsure', 0)}, "
               f"rewordings asked {search['asked']} ({search['requests']} requests)")
         for flip in search["flips"]:  # every flip, its whole stored answer: read them
             print(f"  {flip['case_id']}: {flip['edits']}{'' if flip['shrunk'] else ' (not shrunk)'}"

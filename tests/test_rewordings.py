@@ -401,7 +401,8 @@ def test_a_flip_counts_only_a_refusal_the_judge_is_sure_of_with_its_whole_answer
     # The persona refusals (classifier only) are no flips, and are counted apart.
     assert [f["case_id"] for f in flips] and all("terminate" in f["rewording"] for f in flips)
     assert len(WHOLE_REFUSAL) > 3000  # ten times the excerpt of an item
-    assert all(f["kind"] == "wording" and f["answer"] == WHOLE_REFUSAL for f in flips), flips
+    assert all(f.get("kind", "wording") == "wording" and f["answer"] == WHOLE_REFUSAL
+               for f in flips), flips
     assert data["unsure"] > 0
     assert f"{data['unsure']} refusals the judge was unsure of, not counted" in out
 
@@ -418,7 +419,7 @@ def test_rewording_edits_wording_leaves_persona_and_purpose_out(
     assert reworded
     assert not [p for p in reworded if p.startswith(edits.PERSONAS)
                 or p.startswith(tuple(x.split(",")[0] for x in edits.PURPOSES))]
-    assert all(f["kind"] == "wording" for f in flips_of(pytester))
+    assert all(f.get("kind", "wording") == "wording" for f in flips_of(pytester))
     assert "edits wording, seed 0" in out
 
 
@@ -430,10 +431,12 @@ def test_the_default_edits_report_each_flip_by_kind(pytester: pytest.Pytester,
     with server:
         result = search(pytester, plugin_args, server)
     flips = flips_of(pytester)
-    kinds = {f["kind"] for f in flips}
+    kinds = {f.get("kind", "wording") for f in flips}
     assert "persona" in kinds, flips
     out = result.stdout.str()
     assert "edits wording, persona, purpose" in out and " [persona]" in out
+    # the search's progress, as a CI log shows it (not a terminal: whole lines)
+    assert "rewording tries asked" in out and "fragile prompts' flips shrunk" in out, out
 
 
 def counting(calls: list[int]):
