@@ -407,13 +407,17 @@ def test_a_flip_counts_only_a_refusal_the_judge_is_sure_of_with_its_whole_answer
     assert f"{data['unsure']} refusals the judge was unsure of, not counted" in out
 
 
+@pytest.mark.parametrize("where", ["option", "ini"])
 def test_rewording_edits_wording_leaves_persona_and_purpose_out(
-        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+        pytester: pytest.Pytester, plugin_args: list[str], where: str) -> None:
     make_suite(pytester)
     thresholds(pytester, 1.0)
+    args = ["--orbench-rewording-edits=wording"] if where == "option" else []
+    if where == "ini":
+        pytester.makeini("[pytest]\norbench_rewording_edits = wording\n")
     server, script = trigger_server()
     with server:
-        result = search(pytester, plugin_args, server, "--orbench-rewording-edits=wording")
+        result = search(pytester, plugin_args, server, *args)
     out = result.stdout.str()
     reworded = [p for p in script.asked if p not in SAFE + TOXIC]
     assert reworded
