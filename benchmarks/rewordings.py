@@ -22,6 +22,11 @@ and CPU of the whole run (pytest and the model server):
 flips by reading") and the answer cache; --extra passes one more pytest argument, e.g.
 --extra=--orbench-rewording-edits=wording.
 
+Generation mode: a large N against a budget, nothing refused: how many prompts are searched,
+how many tries Hypothesis generated and asked, and the time it takes (issue 43):
+
+    python benchmarks/rewordings.py --generation --tries 1000 --budget 1000
+
 Wall times on a shared machine vary: report them with the command and the load.
 """
 
@@ -93,6 +98,29 @@ def scripted(tries: int, seed: int) -> None:
             print(f"    {flip.case_id}: {flip.edits}: {flip.rewording[:90]}")
 
 
+def generation(tries: int, budget: int, seed: int) -> None:
+    """Issue 43: a large N against the default budget. A server that refuses nothing (every
+    try is generated and asked, nothing shrinks); the wall time is Hypothesis' generation and
+    the requests."""
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.run.rewording_search import SafePrompt, search
+    from orbench_pytest.strategies import load_safe_prompts
+    from tests.openai_server import OpenAIServer, RefuseOnTrigger
+
+    candidates = [SafePrompt(f"smoke::{p.case_id}", p.suite, "", p.case_id, p.category, str(p),
+                             None) for p in load_safe_prompts("smoke")]
+    script = RefuseOnTrigger(words=("zzzz",))
+    with tempfile.TemporaryDirectory() as cache, OpenAIServer(script) as server:
+        os.environ["ORBENCH_CACHE_DIR"] = cache
+        settings = build_settings({"orbench_model": "m", "orbench_base_url": server.url})
+        cpu0, wall0 = cpu(), time.perf_counter()
+        outcome = search(candidates, settings, tries, budget, seed)
+        print(f"N={tries}, budget {budget}: {len(outcome.searched)} of {len(candidates)} "
+              f"prompts searched, {sum(outcome.searched.values())} tries, "
+              f"{len(script.asked)} requests, CPU {cpu() - cpu0:.1f} s, "
+              f"wall {time.perf_counter() - wall0:.1f} s")
+
+
 def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str]) -> None:
     cache = Path(os.environ.get("ORBENCH_CACHE_DIR") or tempfile.mkdtemp())
     with contextlib.ExitStack() as stack:
@@ -145,12 +173,16 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--local", action="store_true")
+    parser.add_argument("--generation", action="store_true",
+                        help="time a large N against --budget (nothing refused)")
     parser.add_argument("--budget", type=int, default=120)
     parser.add_argument("--keep", type=Path, help="local mode: keep the results file here")
     parser.add_argument("--extra", action="append", default=[],
                         help="local mode: one more pytest argument (repeatable)")
     args = parser.parse_args()
-    if args.local:
+    if args.generation:
+        generation(args.tries, args.budget, args.seed)
+    elif args.local:
         local(args.tries, args.budget, args.seed, args.keep, args.extra)
     else:
         scripted(args.tries, args.seed)
