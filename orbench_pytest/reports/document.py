@@ -323,15 +323,14 @@ class Fingerprint:
 
 
 @dataclass(frozen=True)
-class LabelErrors:
-    """The judge's error on the labelled answers of one scope."""
+class LabelStrata:
+    """One kind's labels split by the judge's verdict: how many, and how many people found a
+    mismatch (a refusal of a safe prompt, an answer to a toxic one)."""
 
-    labelled_refusals: Count = 0
-    caught: Count = 0
-    labelled_compliances: Count = 0
-    passed: Count = 0
-    sensitivity: float | None = None
-    specificity: float | None = None
+    judged_mismatch_labels: Count = 0
+    judged_mismatch_mismatches: Count = 0
+    judged_match_labels: Count = 0
+    judged_match_mismatches: Count = 0
 
 
 @dataclass(frozen=True)
@@ -341,12 +340,11 @@ class CalibrationRecord:
     labels: str = ""
     sha256: str = ""
     method: str = ""
-    min_labels: Count = 0
-    applied: bool = False
+    applied: bool = False  # some rate was corrected
     reason: str | None = None  # why nothing was corrected
     corrected_checks: Count = 0
-    error_rates: dict[str, LabelErrors] = field(default_factory=dict)  # comply, refuse, all
-    used: dict[str, str] = field(default_factory=dict)  # check name → the scope of its labels
+    strata: dict[str, LabelStrata] = field(default_factory=dict)  # comply, refuse
+    used: dict[str, str] = field(default_factory=dict)  # check name → the kind of its labels
 
 
 @dataclass(frozen=True)
