@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.cli.label import JudgedAnswer, candidates, read_labels, sample
+from orbench_pytest.cli.label import JudgedAnswer, candidates, export, read_labels, sample
 from orbench_pytest.cli.main import main
 from orbench_pytest.gate.calibration import allocate
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
@@ -189,10 +189,33 @@ def test_export_writes_the_sample_for_a_spreadsheet_and_reads_it_back(tmp_path: 
     out = orbench_cli("judge-check", "sheet.csv", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "4 labelled" in out.stdout and "2 not labelled yet" in out.stdout
+    # the file records its strata's sizes: the labelled run's rates, corrected
+    assert "labelled run's over-refusal: judged " in out.stdout
     # orbench label resumes the same file: the two left are the ones offered
     more = orbench_cli("label", results, "-o", "sheet.csv", "--n", "6", input="c c",
                        cwd=tmp_path)
     assert "6 of 6 labelled (0 left, done)" in more.stdout, more.stdout + more.stderr
+
+
+text_cells = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(text_cells, text_cells, st.sampled_from(["comply", "refuse"]),
+                          st.sampled_from(VERDICTS)), min_size=1, max_size=5))
+def test_export_round_trips_any_text(tmp_path: Path,
+                                     rows: list[tuple[str, str, str, str]]) -> None:
+    chosen = [JudgedAnswer(f"s[c-{i}]", "s", "", f"c-{i}", "k", expect, verdict, prompt, answer,
+                           i + 1) for i, (prompt, answer, expect, verdict) in enumerate(rows)]
+    path = tmp_path / "sheet.csv"
+    export(chosen, path)
+    back = read_labels(path)
+    for candidate in chosen:
+        row = back[candidate.id]
+        assert row["label"] == "" and row["judge_verdict"] == candidate.judge_verdict
+        assert row["prompt"] == candidate.prompt and row["response"] == candidate.response
+        assert row["stratum_size"] == str(candidate.stratum_size)
 
 
 def test_labels_files_that_are_not_regular_files_are_refused_in_one_line(tmp_path: Path) -> None:
