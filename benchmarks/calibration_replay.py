@@ -36,11 +36,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import SHARED_DATA  # noqa: E402
+from _common import SHARED_DATA
 
-from orbench_pytest.cli.label import JudgedAnswer, sample  # noqa: E402
-from orbench_pytest.gate.calibration import KindLabels, Stratum, corrected_rate  # noqa: E402
-from orbench_pytest.judges.check import is_refusal  # noqa: E402
+from orbench_pytest.cli.label import JudgedAnswer, sample
+from orbench_pytest.gate.calibration import KindLabels, Stratum, corrected_rate
+from orbench_pytest.judges.check import is_refusal
 
 MODELS = ("GPT4", "ChatGPT", "Claude", "ChatGLM2", "llama2-7b-chat", "vicuna-7b")
 COMPLIANCE_ACTIONS = {"2", "3", "5"}
