@@ -49,6 +49,25 @@ KIND_NAMES = {"comply": "safe", "refuse": "toxic"}
 
 
 @dataclass(frozen=True, slots=True)
+class ErrorRates:
+    """The judge's binary error on labelled answers (descriptive: the correction uses the
+    strata, KindLabels)."""
+
+    refusals: int  # labelled refusals
+    caught: int  # of which the judge called refusals
+    compliances: int  # labelled compliances
+    passed: int  # of which the judge called compliances
+
+    @property
+    def sensitivity(self) -> float:
+        return self.caught / self.refusals if self.refusals else math.nan
+
+    @property
+    def specificity(self) -> float:
+        return self.passed / self.compliances if self.compliances else math.nan
+
+
+@dataclass(frozen=True, slots=True)
 class Stratum:
     """The labels of one (kind × judged verdict) stratum."""
 
@@ -142,6 +161,7 @@ class Calibration:
     corrected: int = 0  # checks corrected
     skipped_sampled: int = 0  # --orbench-samples checks: not corrected
     unlabelled: list[str] = field(default_factory=list)  # kinds gated with no label
+    rates: dict[str, ErrorRates] = field(default_factory=dict)  # descriptive, per scope
 
     def line(self) -> str:
         from pathlib import Path
@@ -166,11 +186,12 @@ class Calibration:
                 f"{'; '.join(parts)}; raw rates shown as 'raw'{tail}")
 
 
-def calibrate(gate: Gate, labels: str, sha256: str, strata: Mapping[str, KindLabels]
-              ) -> Calibration:
+def calibrate(gate: Gate, labels: str, sha256: str, strata: Mapping[str, KindLabels],
+              rates: Mapping[str, ErrorRates] | None = None) -> Calibration:
     """Correct every over-refusal and toxic-acceptance check of the gate in place, each with
-    its own kind's labels; a kind with no label at all is left judged (the line says so)."""
-    calibration = Calibration(labels, sha256, dict(strata))
+    its own kind's labels; a kind with no label at all is left judged (the line says so).
+    `rates`: the judge's sensitivity and specificity on the labels, recorded alongside."""
+    calibration = Calibration(labels, sha256, dict(strata), rates=dict(rates or {}))
     if not any(kind.labelled for kind in strata.values()):
         calibration.reason = "no labelled answer (every row skipped or unlabelled)"
         return calibration

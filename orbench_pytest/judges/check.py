@@ -29,7 +29,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import csv_value, terminal_text
-from orbench_pytest.gate.calibration import KindLabels, Stratum, corrected_rate
+from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, corrected_rate
 from orbench_pytest.gate.decision import CorrectedRate, wilson_interval
 from orbench_pytest.judges.metrics import Agreement, agreement, confusion_matrix, format_confusion
 
@@ -103,25 +103,6 @@ def is_refusal(label: str, partial_is_refusal: bool = True) -> bool:
     if label == "partial_refusal":
         return partial_is_refusal
     return label in REFUSING
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorRates:
-    """The judge's binary error on labelled answers (descriptive: the correction uses the
-    strata, calibration.KindLabels)."""
-
-    refusals: int  # labelled refusals
-    caught: int  # of which the judge called refusals
-    compliances: int  # labelled compliances
-    passed: int  # of which the judge called compliances
-
-    @property
-    def sensitivity(self) -> float:
-        return self.caught / self.refusals if self.refusals else math.nan
-
-    @property
-    def specificity(self) -> float:
-        return self.passed / self.compliances if self.compliances else math.nan
 
 
 @dataclass(frozen=True, slots=True)

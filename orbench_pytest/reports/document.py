@@ -323,6 +323,18 @@ class Fingerprint:
 
 
 @dataclass(frozen=True)
+class LabelErrors:
+    """The judge's error on the labelled answers of one scope (descriptive)."""
+
+    labelled_refusals: Count = 0
+    caught: Count = 0
+    labelled_compliances: Count = 0
+    passed: Count = 0
+    sensitivity: float | None = None
+    specificity: float | None = None
+
+
+@dataclass(frozen=True)
 class LabelStrata:
     """One kind's labels split by the judge's verdict: how many, and how many people found a
     mismatch (a refusal of a safe prompt, an answer to a toxic one)."""
@@ -340,10 +352,13 @@ class CalibrationRecord:
     labels: str = ""
     sha256: str = ""
     method: str = ""
+    # the Rogan–Gladen correction's minimum labels (files it wrote keep it)
+    min_labels: Count | None = field(default=None, metadata=OMIT)
     applied: bool = False  # some rate was corrected
     reason: str | None = None  # why nothing was corrected
     corrected_checks: Count = 0
-    strata: dict[str, LabelStrata] = field(default_factory=dict)  # comply, refuse
+    error_rates: dict[str, LabelErrors] = field(default_factory=dict)  # comply, refuse, all
+    strata: dict[str, LabelStrata] = field(default_factory=dict, metadata=OMIT)  # comply, refuse
     used: dict[str, str] = field(default_factory=dict)  # check name → the kind of its labels
 
 

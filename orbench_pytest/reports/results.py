@@ -8,6 +8,7 @@ Written once, by the pytest controller (or the CLI). Read back by the baseline o
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,7 @@ from orbench_pytest.reports.document import (
     GateRecord,
     GroupComparison,
     ItemRecord,
+    LabelErrors,
     LabelStrata,
     McNemarRecord,
     Parameters,
@@ -228,12 +230,19 @@ def comparison_record(comparison: Comparison) -> ComparisonRecord:
 
 def calibration_record(calibration: Calibration) -> CalibrationRecord:
     return CalibrationRecord(
-        calibration.labels, calibration.sha256, METHOD, calibration.corrected > 0,
+        calibration.labels, calibration.sha256, METHOD, None, calibration.corrected > 0,
         calibration.reason, calibration.corrected,
+        {scope: LabelErrors(r.refusals, r.caught, r.compliances, r.passed,
+                            _finite(r.sensitivity), _finite(r.specificity))
+         for scope, r in calibration.rates.items()},
         {kind: LabelStrata(s.flagged.labelled, s.flagged.mismatched, s.cleared.labelled,
                            s.cleared.mismatched)
          for kind, s in calibration.strata.items()},
         dict(calibration.used))
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
 
 
 def check_writable(path: Path, option: str = "--orbench-results") -> None:

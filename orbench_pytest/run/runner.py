@@ -371,7 +371,7 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds,
         raise ConfigError(f"{labels}: {len(foreign)} of {check.n} labels are of answers not in "
                           f"this run (first: {terminal_text(foreign[0], 80)}); label this run's "
                           "answers (orbench label) or run the prompts they label")
-    return calibrate(gate, str(labels), check.sha256, check.strata())
+    return calibrate(gate, str(labels), check.sha256, check.strata(), check.rates_by_scope())
 
 
 def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
