@@ -218,6 +218,20 @@ def test_export_round_trips_any_text(tmp_path: Path,
         assert row["stratum_size"] == str(candidate.stratum_size)
 
 
+def test_label_appends_to_an_older_labels_file_in_its_own_columns(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "run.json")
+    old = "id,suite,variant,case_id,category,expect,judge_verdict,label,prompt,response,labelled_at"
+    (tmp_path / "labels.csv").write_text(old + "\r\nx[1],x,,1,k,comply,refusal,refusal,p,a,",
+                                         encoding="utf-8")  # no line break at its end
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "2", input="cc",
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = label_rows(tmp_path / "labels.csv")
+    assert list(rows[0]) == old.split(",") and len(rows) == 3
+    assert rows[0]["id"] == "x[1]" and [r["label"] for r in rows[1:]] == ["compliance"] * 2
+    assert check_labels(tmp_path / "labels.csv").n == 3
+
+
 def test_labels_files_that_are_not_regular_files_are_refused_in_one_line(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
     (tmp_path / "folder.csv").mkdir()
