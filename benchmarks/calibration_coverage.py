@@ -26,6 +26,7 @@ Python call per simulated run.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -101,6 +102,8 @@ def simulate(cell: Cell, draws: int, rng: np.random.Generator) -> dict[str, Resu
         strata[kind] = (flagged_true + flagged_false, flagged_true,
                         cell.n - flagged_true - flagged_false, mismatches - flagged_true)
     results = {kind: Result() for kind in KINDS}
+    if cell.design == "uniform":
+        results.update({f"{kind} ppi": Result() for kind in KINDS})
     uniform = _uniform_counts(cell, strata, draws, rng) if cell.design == "uniform" else None
     for d in range(draws):
         sizes = {(kind, flagged): int(strata[kind][0 if flagged else 2][d])
@@ -114,7 +117,25 @@ def simulate(cell: Cell, draws: int, rng: np.random.Generator) -> dict[str, Resu
             y0 = int(rng.hypergeometric(x0, n0 - x0, m0)) if m0 else 0
             fixed = corrected_rate(n1, cell.n, KindLabels(Stratum(m1, y1), Stratum(m0, y0)))
             results[kind].add(cell.rate, fixed.rate, fixed.low, fixed.high)
+            if uniform is not None:
+                results[f"{kind} ppi"].add(cell.rate, *_ppi(n1, cell.n, m1, y1, m0, y0))
     return results
+
+
+def _ppi(k: int, n: int, m1: int, y1: int, m0: int, y0: int) -> tuple[float, float, float]:
+    """Prediction-powered inference's mean and CLT interval (Angelopoulos et al. 2023) from
+    a uniform sample: the judged rate plus the labels' mean rectifier y − f."""
+    m = m1 + m0
+    w = k / n
+    if m == 0:
+        return w, 0.0, 1.0
+    # rectifier values: −1 (flagged, people disagree), +1 (cleared, a miss), else 0
+    minus, plus = m1 - y1, y0
+    mean = (plus - minus) / m
+    var = (plus + minus) / m - mean * mean
+    half = 1.959964 * math.sqrt(w * (1 - w) / n + max(var, 0.0) / m)
+    point = w + mean
+    return point, max(point - half, 0.0), min(point + half, 1.0)
 
 
 def _uniform_counts(cell: Cell, strata: dict[str, tuple[np.ndarray, ...]], draws: int,
@@ -136,10 +157,10 @@ def cells() -> Iterator[Cell]:
 
 
 def gate_part(draws: int, rng: np.random.Generator) -> None:
-    rows = []
+    rows, ppi = [], []
     for cell in cells():
         for kind, result in simulate(cell, draws, rng).items():
-            rows.append((cell, kind, result))
+            (ppi if kind.endswith(" ppi") else rows).append((cell, kind, result))
     rows.sort(key=lambda row: row[2].coverage)
     print(f"gate: {len(rows)} cells (rate × judge × run size × labels × design × kind), "
           f"{draws} draws each; worst 15 by coverage:")
@@ -152,6 +173,16 @@ def gate_part(draws: int, rng: np.random.Generator) -> None:
     print(f"all {len(rows)} cells: coverage min {rows[0][2].coverage:.3f}, median "
           f"{rows[len(rows) // 2][2].coverage:.3f}; cells below 0.93: "
           f"{sum(r.coverage < 0.93 for _, _, r in rows)}")
+    for design in DESIGNS:
+        cell, kind, r = max(((c, k, r) for c, k, r in rows if c.design == design),
+                            key=lambda row: abs(row[2].error))
+        print(f"largest mean error, {design} labels: {r.error / r.draws * 100:+.2f} points "
+              f"({kind}, rate {cell.rate}, {cell.judge} judge, n {cell.n}, {cell.labels} labels)")
+    ppi.sort(key=lambda row: row[2].coverage)
+    print(f"beside it, on the {len(ppi)} cells of uniform labels, prediction-powered inference's "
+          f"CLT interval: coverage min {ppi[0][2].coverage:.3f}, median "
+          f"{ppi[len(ppi) // 2][2].coverage:.3f}; cells below 0.93: "
+          f"{sum(r.coverage < 0.93 for _, _, r in ppi)}")
     print("\nmean width (points) by labels and rate, the sampler's design, n 1000, both kinds:")
     print(f"{'labels':>6} " + " ".join(f"{rate:>6.2f}" for rate in RATES))
     for labels in LABELS:
