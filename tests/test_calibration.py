@@ -195,9 +195,13 @@ def test_coverage_simulation_holds_in_a_small_grid() -> None:
     for cell in (bench.Cell(0.02, "held-out", 1000, 60, "uniform"),
                  bench.Cell(0.05, "held-out", 200, 30, "sampler"),
                  bench.Cell(0.10, "eager", 1000, 120, "sampler")):
-        for kind, result in bench.simulate(cell, 300, rng).items():
+        results = bench.simulate(cell, 300, rng)
+        for kind in ("comply", "refuse"):
+            result = results[kind]
             assert result.coverage >= 0.90, (cell, kind, result.coverage)
             assert abs(result.error / result.draws) < 0.02, (cell, kind)
+        if cell.design == "uniform":  # beside it, PPI's CLT interval falls short here
+            assert results["comply ppi"].coverage < 0.9
 
 
 def test_thresholds_judge_calibration_is_a_path_next_to_the_file(tmp_path: Path) -> None:
