@@ -14,8 +14,9 @@ sample, the rows a team labelled in a spreadsheet), since each stratum is weight
 size, not by its share of the labels. A stratum without labels keeps the judge's verdict as
 its point and contributes its whole possible range, weighted by its share, to the interval.
 
-The interval (MOVER, Zou & Donner 2008): Wilson limits of each labelled stratum's q and of
-the run's judged rate w, each mapped through θ's linear form, added in quadrature per side:
+The interval (MOVER, Zou & Donner 2008): Wilson limits of each labelled stratum's q (the
+lower one continuity-corrected) and of the run's judged rate w, each mapped through θ's
+linear form, added in quadrature per side:
 
     low  = θ − √((w·(q₁ − l₁))² + ((1 − w)·(q₀ − l₀))² + ((q₁ − q₀)·(w − l_w))²)
 
@@ -137,15 +138,16 @@ def corrected_rate(k: int, n: int, labels: KindLabels, confidence: float = 0.95
 
 
 def _score_interval(x: int, m: int, z: float) -> tuple[float, float]:
-    """Wilson's score interval of x in m with the continuity correction (Newcombe 1998,
-    method 4): without it a stratum's share near 0 (one disagreement in 20 labels where the
-    truth is 1 in 200) pulls the lower limit above the truth about one run in ten."""
+    """Wilson's score interval of x in m, its lower limit with the continuity correction
+    (Newcombe 1998, method 4): without it a stratum's share near 0 (one disagreement in 20
+    labels where the truth is 1 in 200) puts the lower limit above the truth about one run in
+    ten; the upper limit needs none (the simulation's coverage is the same, 18% narrower)."""
     p = x / m
     denominator = 2 * (m + z * z)
     low = 0.0 if x == 0 else (2 * m * p + z * z - 1 - z * math.sqrt(
         max(z * z - 2 - 1 / m + 4 * p * (m * (1 - p) + 1), 0.0))) / denominator
-    high = 1.0 if x == m else (2 * m * p + z * z + 1 + z * math.sqrt(
-        max(z * z + 2 - 1 / m + 4 * p * (m * (1 - p) - 1), 0.0))) / denominator
+    centre = (p + z * z / (2 * m)) / (1 + z * z / m)
+    high = centre + z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / (1 + z * z / m)
     return max(low, 0.0), min(high, 1.0)
 
 
