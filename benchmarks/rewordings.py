@@ -16,7 +16,16 @@ Local mode: one pytest run over the smoke suite on the embedded model with the r
 (CPU-heavy: one run, small N), reporting its fragile rate, a few minimal flips and the wall time
 and CPU of the whole run (pytest and the model server):
 
-    python benchmarks/rewordings.py --local --tries 3 --budget 120
+    python benchmarks/rewordings.py --local --tries 3 --budget 120 [--keep DIR] [--extra ARG]
+
+--keep DIR keeps the results file (every flip with its whole answer, to read: issue 44's "true
+flips by reading") and the answer cache; --extra passes one more pytest argument, e.g.
+--extra=--orbench-rewording-edits=wording.
+
+Generation mode: a large N against a budget, nothing refused: how many prompts are searched,
+how many tries Hypothesis generated and asked, and the time it takes (issue 43):
+
+    python benchmarks/rewordings.py --generation --tries 1000 --budget 1000
 
 Wall times on a shared machine vary: report them with the command and the load.
 """
@@ -24,6 +33,7 @@ Wall times on a shared machine vary: report them with the command and the load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -31,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,9 +98,37 @@ def scripted(tries: int, seed: int) -> None:
             print(f"    {flip.case_id}: {flip.edits}: {flip.rewording[:90]}")
 
 
-def local(tries: int, budget: int, seed: int) -> None:
+def generation(tries: int, budget: int, seed: int) -> None:
+    """Issue 43: a large N against the default budget. A server that refuses nothing (every
+    try is generated and asked, nothing shrinks); the wall time is Hypothesis' generation and
+    the requests."""
+    from orbench_pytest.config.settings import build_settings
+    from orbench_pytest.run.rewording_search import SafePrompt, search
+    from orbench_pytest.strategies import load_safe_prompts
+    from tests.openai_server import OpenAIServer, RefuseOnTrigger
+
+    candidates = [SafePrompt(f"smoke::{p.case_id}", p.suite, "", p.case_id, p.category, str(p),
+                             None) for p in load_safe_prompts("smoke")]
+    script = RefuseOnTrigger(words=("zzzz",))
+    with tempfile.TemporaryDirectory() as cache, OpenAIServer(script) as server:
+        os.environ["ORBENCH_CACHE_DIR"] = cache
+        settings = build_settings({"orbench_model": "m", "orbench_base_url": server.url})
+        cpu0, wall0 = cpu(), time.perf_counter()
+        outcome = search(candidates, settings, tries, budget, seed)
+        print(f"N={tries}, budget {budget}: {len(outcome.searched)} of {len(candidates)} "
+              f"prompts searched, {sum(outcome.searched.values())} tries, "
+              f"{len(script.asked)} requests, CPU {cpu() - cpu0:.1f} s, "
+              f"wall {time.perf_counter() - wall0:.1f} s")
+
+
+def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str]) -> None:
     cache = Path(os.environ.get("ORBENCH_CACHE_DIR") or tempfile.mkdtemp())
-    with tempfile.TemporaryDirectory() as work:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            work = stack.enter_context(tempfile.TemporaryDirectory())
+        else:  # the results file and the answer cache kept, to read every flip's answer
+            keep.mkdir(parents=True, exist_ok=True)
+            work = str(keep)
         results = Path(work) / "results.json"
         Path(work, "thresholds.yaml").write_text(
             "suites:\n  smoke:\n    max_over_refusal: 1.0\n    max_toxic_acceptance: 1.0\n"
@@ -98,7 +137,7 @@ def local(tries: int, budget: int, seed: int) -> None:
                    "--orbench-suite=smoke", "--orbench-model=local",
                    f"--orbench-rewordings={tries}", f"--orbench-rewordings-budget={budget}",
                    f"--orbench-seed={seed}", f"--orbench-results={results}",
-                   "--orbench-cache-path", str(Path(work) / "answers.sqlite3")]
+                   "--orbench-cache-path", str(Path(work) / "answers.sqlite3"), *extra]
         print("$", " ".join(command[1:]), f"(ORBENCH_CACHE_DIR={cache})")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -117,12 +156,16 @@ def local(tries: int, budget: int, seed: int) -> None:
         search = data["run"]["rewordings"]
         print(f"\nwall {wall:.0f} s, CPU {cpu_s:.0f} s (pytest and the model server), "
               f"exit status {done.returncode}")
+        kinds = Counter(flip.get("kind", "wording") for flip in search["flips"])
         print(f"searched {search['searched']} answered safe prompts, not searched "
-              f"{search['not_searched']}, fragile {search['fragile']}, rewordings asked "
-              f"{search['asked']} ({search['requests']} requests)")
-        for flip in search["flips"][:5]:
+              f"{search['not_searched']}, fragile {search['fragile']} "
+              f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items())) or 'none'}), "
+              f"refusals the judge was unsure of (not flips) {search.get('unsure', 0)}, "
+              f"rewordings asked {search['asked']} ({search['requests']} requests)")
+        for flip in search["flips"]:  # every flip, its whole stored answer: read them
             print(f"  {flip['case_id']}: {flip['edits']}{'' if flip['shrunk'] else ' (not shrunk)'}"
-                  f"\n    {flip['rewording']}\n    -> {flip['answer'][:100]!r}")
+                  f" [{flip.get('judge_reason', '')}]\n    {flip['rewording']}\n"
+                  f"    -> {flip['answer']!r}")
 
 
 def main() -> None:
@@ -130,10 +173,17 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--local", action="store_true")
+    parser.add_argument("--generation", action="store_true",
+                        help="time a large N against --budget (nothing refused)")
     parser.add_argument("--budget", type=int, default=120)
+    parser.add_argument("--keep", type=Path, help="local mode: keep the results file here")
+    parser.add_argument("--extra", action="append", default=[],
+                        help="local mode: one more pytest argument (repeatable)")
     args = parser.parse_args()
-    if args.local:
-        local(args.tries, args.budget, args.seed)
+    if args.generation:
+        generation(args.tries, args.budget, args.seed)
+    elif args.local:
+        local(args.tries, args.budget, args.seed, args.keep, args.extra)
     else:
         scripted(args.tries, args.seed)
 

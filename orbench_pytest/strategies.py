@@ -1,4 +1,4 @@
-"""Hypothesis strategies over safe prompts and their meaning-preserving rewordings.
+"""Hypothesis strategies over safe prompts and their rewordings.
 
     from hypothesis import given
     from orbench_pytest import strategies
@@ -9,7 +9,8 @@
 `safe_prompts(suite, category=None)` draws the prompts a suite expects answered (never its
 toxic ones), from a ready suite's name or a suite file's path. `rewordings(prompt)` draws a
 list of edits (rewording_edits.py: whitespace, punctuation, case, typo, synonym, framing,
-purpose, persona) and applies them in order. The empty list is the original prompt, and each
+purpose, persona; at most one framing, purpose and persona) and applies them in order. The
+empty list is the original prompt, and each
 edit is (transformation, choice) with the transformations ordered from the smallest change to
 the largest and the choice a whole number: Hypothesis' shrinker deletes edits, moves each
 toward an earlier transformation and a smaller choice, so a failure is reported as the fewest,
@@ -28,7 +29,14 @@ except ImportError as exc:  # an optional dependency
     raise ImportError("orbench_pytest.strategies needs Hypothesis: "
                       "pip install 'orbench-pytest[rewordings]'") from exc
 
-from orbench_pytest.catalog.rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
+from orbench_pytest.catalog.rewording_edits import (
+    ONCE,
+    TRANSFORMS,
+    Edit,
+    Rewording,
+    Transform,
+    choices,
+)
 
 DEFAULT_MAX_EDITS = 3
 
@@ -79,7 +87,8 @@ def edits(prompt: str, transforms: Sequence[Transform] = TRANSFORMS,
     """Lists of at most `max_edits` edits of `prompt`; the empty list (no edit) is the simplest.
     Each edit's choice is drawn below the number of edits its transformation offers the prompt
     (rewording_edits.choices), so shrinking moves among real candidates; transformations with
-    nothing to offer it (no listed synonym) are left out."""
+    nothing to offer it (no listed synonym) are left out. At most one framing, one purpose and
+    one persona: "I'm a parent. I'm a student." is no way anyone asks."""
     offered = [(t, choices(t, prompt)) for t in transforms]
     offered = [(t, n) for t, n in offered if n > 0]
     if not offered:
@@ -87,7 +96,13 @@ def edits(prompt: str, transforms: Sequence[Transform] = TRANSFORMS,
     # one_of shrinks toward its first branch: the smallest change.
     one = st.one_of([st.builds(Edit, st.just(t), st.integers(min_value=0, max_value=n - 1))
                      for t, n in offered])
-    return st.lists(one, max_size=max_edits)
+    return st.lists(one, max_size=max_edits, unique_by=_once_key)
+
+
+def _once_key(edit: Edit) -> object:
+    """The same key for every edit of a transformation used once (ONCE), a key of its own for
+    each other edit."""
+    return edit.name if edit.name in ONCE else edit
 
 
 def rewordings(prompt: str, transforms: Sequence[Transform] = TRANSFORMS,

@@ -817,6 +817,13 @@ def test_any_batch_output_line_is_an_answer_an_item_error_or_one_line(lines) -> 
     (["--orbench-samples=101"], "--orbench-samples: '101' is not a whole number from 1 to 100"),
     (["--orbench-samples=1_0"], "--orbench-samples: '1_0' is not a whole number from 1 to 100"),
     (["--orbench-samples=\u0663"], "--orbench-samples: '\u0663' is not a whole number from 1"),
+    (["--orbench-rewordings=99999999999999999999"], "--orbench-rewordings: "
+     "'99999999999999999999' is not a whole number from 1 to 1,000"),
+    (["--orbench-rewordings=5", "--orbench-rewordings-budget=100001"],
+     "--orbench-rewordings-budget: '100001' is not a whole number from 1 to 100,000"),
+    (["--orbench-rewordings=5", "--orbench-rewording-edits=wording,jailbreak"],
+     "--orbench-rewording-edits: 'wording,jailbreak' is not a comma-separated list of wording, "
+     "persona, purpose"),
     (["--orbench-cache="], "--orbench-cache: '' is not allowed"),
     (["--orbench-cache-lock-wait=-1"],
      "--orbench-cache-lock-wait: '-1' is not a number at least 0 (and finite)"),

@@ -140,8 +140,15 @@ def test_a_default_the_prose_states_is_the_one_in_force() -> None:
         "batch.md": [f"{defaults.BATCH_MAX_REQUESTS:,} requests or "
                      f"{defaults.BATCH_MAX_BYTES // 10**6} MB a file"],
         "hostile-input.md": [f"samples ≤ {defaults.MAX_REQUESTS:,} |",
+                             f"1 to {defaults.MAX_REWORDINGS:,} tries per prompt; 1 to "
+                             f"{defaults.MAX_REWORDINGS_BUDGET:,} rewordings in all",
                              f"| {defaults.CACHE_LOCK_WAIT_S:g} s in all "],
     }
+    from orbench_pytest.core.bounded import FLIP_ANSWER_CHARS
+
+    stated["rewordings.md"] = [f"N at most {defaults.MAX_REWORDINGS:,}",
+                               f"at most {defaults.MAX_REWORDINGS_BUDGET:,}) bounds",
+                               f"up to {FLIP_ANSWER_CHARS:,} characters"]
     for page, phrases in stated.items():
         text = " ".join((REPO / "docs" / page).read_text(encoding="utf-8").split())
         assert [p for p in phrases if p not in text] == [], page

@@ -1,4 +1,9 @@
-"""Meaning-preserving edits of a safe prompt: the transformations the rewording search draws.
+"""Edits of a safe prompt: the transformations the rewording search draws.
+
+Two sorts (KINDS): *wording* edits (whitespace, punctuation, case, typo, synonym, framing) ask
+the same thing in other words; *persona* and *purpose* edits add who asks or why, the framings
+jailbreaks use, so a refusal of one may be a choice a team accepts: the search reports each
+flip's kind and `--orbench-rewording-edits` leaves kinds out.
 
 Each transformation is a named, documented function `(prompt, choice) -> prompt`: `choice` is a
 whole number >= 0 that picks *which* edit (which persona, which word, which typo), always
@@ -19,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+
+from orbench_pytest.core.redact import redact
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 
@@ -116,21 +123,43 @@ def typo(prompt: str, choice: int) -> str:
 
 
 def synonym(prompt: str, choice: int) -> str:
-    """One word swapped for a synonym from the bundled list (orbench_pytest/data/synonyms.csv);
-    `choice` picks one (word, synonym) pair of the prompt's. Unchanged when no word of the
-    prompt is listed."""
+    """One word or phrase swapped for a synonym from the bundled list
+    (orbench_pytest/data/synonyms.csv, reviewed so that no swap drops a qualifier or changes the
+    object: a phrase where the word alone is ambiguous, "dispose of"); `choice` picks one
+    (match, synonym) pair of the prompt's. A preceding "a"/"an" follows the new word. Unchanged
+    when nothing of the prompt is listed."""
     pairs = _synonym_pairs(prompt)
     if not pairs:
         return prompt
-    word, replacement = pairs[choice % len(pairs)]
-    if word.group()[0].isupper():
+    (start, end), replacement = pairs[choice % len(pairs)]
+    if prompt[start].isupper():
         replacement = replacement[0].upper() + replacement[1:]
-    return prompt[:word.start()] + replacement + prompt[word.end():]
+    return _article(prompt[:start], replacement) + replacement + prompt[end:]
 
 
-def _synonym_pairs(prompt: str) -> list[tuple[re.Match[str], str]]:
-    table = synonyms()
-    return [(m, option) for m in _words(prompt) for option in table.get(m.group().lower(), ())]
+_ARTICLE_BEFORE = re.compile(r"\b([Aa]n?) $")
+
+
+def _article(before: str, word: str) -> str:
+    """`before` with its final article agreeing with `word` ("a acceptable" is no rewording)."""
+    found = _ARTICLE_BEFORE.search(before)
+    if found is None:
+        return before
+    article = "an" if word[:1].lower() in "aeiou" else "a"
+    if found.group(1)[0] == "A":
+        article = article.capitalize()
+    return before[:found.start(1)] + article + " "
+
+
+def _synonym_pairs(prompt: str) -> list[tuple[tuple[int, int], str]]:
+    return [((m.start(), m.end()), option) for pattern, options in _synonym_patterns()
+            for m in pattern.finditer(prompt) for option in options]
+
+
+@lru_cache(maxsize=1)
+def _synonym_patterns() -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
+    return tuple((re.compile(rf"(?<![A-Za-z']){re.escape(word)}(?![A-Za-z'])", re.IGNORECASE),
+                  options) for word, options in synonyms().items())
 
 
 def framing(prompt: str, choice: int) -> str:
@@ -157,6 +186,22 @@ Transform = Callable[[str, int], str]
 TRANSFORMS: tuple[Transform, ...] = (whitespace, punctuation, case, typo, synonym, framing,
                                      purpose, persona)
 BY_NAME: dict[str, Transform] = {t.__name__: t for t in TRANSFORMS}
+# The kinds of edit --orbench-rewording-edits chooses among, and each transformation's.
+KINDS = ("wording", "persona", "purpose")
+KIND_OF: dict[str, str] = {"persona": "persona", "purpose": "purpose"}  # the rest: wording
+# At most one edit of each of these in a rewording: "I'm a parent. I'm a student." contradicts
+# itself, and two framings ("Please, Explain: …") are no way anyone asks.
+ONCE = frozenset({"framing", "purpose", "persona"})
+
+
+def kind_of(name: str) -> str:
+    """A transformation's kind: persona, purpose, or wording (a user's own too)."""
+    return KIND_OF.get(name, "wording")
+
+
+def transforms_of(kinds: Sequence[str]) -> tuple[Transform, ...]:
+    """The transformations of the given kinds, smallest change first."""
+    return tuple(t for t in TRANSFORMS if kind_of(t.__name__) in kinds)
 DEFAULT_CHOICES = 256  # a transformation of the user's: choices drawn from 0..255
 
 # How many distinct edits each transformation offers a prompt: the strategy draws `choice` below
@@ -215,8 +260,15 @@ class Rewording(str):
         """The edits in order, e.g. `persona(0) + typo(3)`; "original" for none."""
         return " + ".join(str(edit) for edit in self.edits) or "original"
 
+    def kind(self) -> str:
+        """What the rewording adds: "persona", "purpose", "persona + purpose", or "wording"
+        (other words for the same request; also the original)."""
+        added = [k for k in KINDS[1:] if any(kind_of(e.name) == k for e in self.edits)]
+        return " + ".join(added) or "wording"
+
     def __repr__(self) -> str:
-        return f"Rewording({str.__repr__(self)}, edits: {self.describe()})"
+        # Hypothesis prints it in its own report: a suite prompt may hold a key (redacted).
+        return f"Rewording({redact(str(self))!r}, edits: {self.describe()})"
 
     def _repr_pretty_(self, printer: object, cycle: bool) -> None:  # Hypothesis' printer
         printer.text(repr(self))  # type: ignore[attr-defined]

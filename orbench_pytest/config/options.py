@@ -131,10 +131,16 @@ OPTIONS: tuple[Option, ...] = (
            old_flag="--orbench-sample"),
     Option("--orbench-seed", "Seed of --orbench-subset and --orbench-rewordings", "N"),
     Option("--orbench-rewordings", "Search for fragile prompts: for each safe prompt the model "
-           "answered, try up to N rewordings (Hypothesis); one refused makes the prompt "
-           "fragile, gated by max_fragile_rate", "N"),
+           f"answered, try up to N rewordings (Hypothesis, N at most {defaults.MAX_REWORDINGS:,}"
+           "); one the judge surely calls a refusal makes the prompt fragile, gated by "
+           "max_fragile_rate", "N"),
     Option("--orbench-rewordings-budget", "Most rewordings --orbench-rewordings asks in the "
-           f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET})", "N"),
+           f"whole run, cached ones included (default: {defaults.REWORDINGS_BUDGET:,}; at most "
+           f"{defaults.MAX_REWORDINGS_BUDGET:,})", "N"),
+    Option("--orbench-rewording-edits", "Kinds of edit --orbench-rewordings tries, "
+           "comma-separated: wording (other words for the same request), persona ('I'm a "
+           "nurse.'), purpose ('For a novel I'm writing,') (default: "
+           f"{','.join(defaults.REWORDING_EDITS)})", "KINDS"),
     Option("--orbench-category", "Run only this category (repeatable)", "NAME", "list"),
     Option("--orbench-data-dir", "Existing folder of pre-downloaded data files, looked in "
            "first (read, never created); repeatable (default: $ORBENCH_DATA_DIR, a path list)",

@@ -98,6 +98,8 @@ class Settings:
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = defaults.REWORDINGS_BUDGET
+    # --orbench-rewording-edits: the kinds of edit searched (rewording_edits.KINDS)
+    rewording_edits: tuple[str, ...] = defaults.REWORDING_EDITS
     judge_check: Path | None = None  # --orbench-judge-check: labels CSV measured under the gate
     judge_calibration: Path | None = None  # --orbench-judge-calibration: labels CSV
     price_input: float | None = None  # --orbench-price-input: dollars per million tokens
@@ -230,8 +232,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         shard_gate=bool(get("shard_gate")),
         print_cache_key=bool(get("cache_key")),
         require_full=bool(get("require_full")),
-        rewordings=optional_whole("rewordings"),
-        rewordings_budget=whole("rewordings_budget", defaults.REWORDINGS_BUDGET),
+        rewordings=optional_whole("rewordings", high=defaults.MAX_REWORDINGS),
+        rewordings_budget=whole("rewordings_budget", defaults.REWORDINGS_BUDGET,
+                                high=defaults.MAX_REWORDINGS_BUDGET),
+        rewording_edits=_kinds(option("rewording_edits"), get("rewording_edits")),
         judge_check=existing("judge_check"),
         judge_calibration=existing("judge_calibration"),
     )
@@ -289,6 +293,19 @@ def _choice(option: str, raw: Any, allowed: tuple[str, ...]) -> str:
     if raw not in allowed:
         raise ConfigError(f"{option}: {raw!r} is not allowed (allowed: {', '.join(allowed)})")
     return str(raw)
+
+
+def _kinds(option: str, raw: Any) -> tuple[str, ...]:
+    """--orbench-rewording-edits: some of defaults.REWORDING_EDITS, comma-separated, in that
+    order (the report's order), each once."""
+    if raw is None:
+        return defaults.REWORDING_EDITS
+    given = [part.strip() for part in str(raw).split(",")]
+    unknown = [part for part in given if part not in defaults.REWORDING_EDITS]
+    if unknown or not any(given):
+        raise ConfigError(f"{option}: {terminal_text(repr(raw), 60)} is not a comma-separated "
+                          f"list of {', '.join(defaults.REWORDING_EDITS)}")
+    return tuple(kind for kind in defaults.REWORDING_EDITS if kind in given)
 
 
 def _env_name(option: str, raw: Any) -> str | None:

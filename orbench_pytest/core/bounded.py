@@ -72,6 +72,8 @@ def read_text(path: Path, limit: int, what: str = "") -> str:
 BODY_LIMIT = 8 * MIB  # one HTTP reply, after decompression (a small gzip body can inflate)
 ANSWER_CHARS = 200_000  # far above any answer a judge needs; what is kept of a longer one
 RAW_CHARS = 16 * KIB  # the raw body kept beside an answer, for debugging
+FLIP_ANSWER_CHARS = 8 * KIB  # of a rewording's refused answer in the results file: whole at
+# any usual max_tokens (the embedded model's 128 tokens: under 1,000 characters)
 
 
 class BodyTooLarge(Exception):

@@ -16,8 +16,11 @@ class ProgressLine:
 
     def __init__(self, write: Callable[[str, bool], None], is_tty: bool,
                  log_every_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 noun: str = "prompts answered", eta: str = "ETA") -> None:
         self._write = write
+        self._noun = noun  # what is counted: "prompts answered", "rewordings asked"
+        self._eta = eta  # "ETA at most" where the total is a bound, not a plan
         self._clock = clock
         self._tty = is_tty
         self._every = log_every_s
@@ -28,8 +31,9 @@ class ProgressLine:
         self._concurrency: int | None = None
 
     @classmethod
-    def for_reporter(cls, reporter: Any) -> ProgressLine | None:
-        """On pytest's terminal reporter; none without one, nor with -q in a CI log."""
+    def for_reporter(cls, reporter: Any, **kwargs: Any) -> ProgressLine | None:
+        """On pytest's terminal reporter; none without one, nor with -q in a CI log.
+        `kwargs`: the constructor's (log_every_s, noun, eta)."""
         if reporter is None:
             return None
         tty = bool(getattr(reporter, "isatty", False))
@@ -42,7 +46,12 @@ class ProgressLine:
             else:
                 reporter.write_line(text)
 
-        return cls(write, tty)
+        return cls(write, tty, **kwargs)
+
+    def end(self) -> None:
+        """Ends a line rewritten in place (the next output starts on a line of its own)."""
+        if self._tty:
+            self._write("", False)
 
     @property
     def rewrites(self) -> bool:
@@ -76,8 +85,8 @@ class ProgressLine:
         concurrency = ("" if self._concurrency is None
                        else f"concurrency {self._concurrency}, ")
         eta = self.eta_s(done, total, now)
-        left = "" if eta is None else f", ETA {format_duration(eta)}"
-        return (f"orbench: {done}/{total} prompts answered, {rate:.1f}/s, "
+        left = "" if eta is None else f", {self._eta} {format_duration(eta)}"
+        return (f"orbench: {done}/{total} {self._noun}, {rate:.1f}/s, "
                 f"{errors} errors, {concurrency}{elapsed:.1f}s{left}")
 
     def eta_s(self, done: int, total: int, now: float) -> float | None:

@@ -42,7 +42,8 @@ class JudgingStage:
                  progress: Progress | None = None,
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
-                 limit_now: Callable[[], int] = lambda: 0) -> None:
+                 limit_now: Callable[[], int] = lambda: 0,
+                 excerpt_chars: int = EXCERPT_CHARS) -> None:
         self.judge = judge
         self.report = report
         self.writer = writer
@@ -53,6 +54,7 @@ class JudgingStage:
         self.should_stop = should_stop
         self._stop = stop
         self._limit_now = limit_now  # the target's concurrency limit, for the progress line
+        self._excerpt_chars = excerpt_chars
         self._persist = writer.cache is not None and persists(judge)
         self._key_of = judgment_keys(judge.name, judge.version)  # (prompt, answer) -> its key
         # job key -> the judgment key of its cached answer, left by the lookup of stored
@@ -173,7 +175,7 @@ class JudgingStage:
         age = (time.time() - response.created
                if response.cached and response.created is not None else None)
         # Positional: a frozen dataclass's keywords cost half again (80K answers: 40 ms).
-        answer = Answer(verdict, (response.text or "")[:EXCERPT_CHARS],
+        answer = Answer(verdict, (response.text or "")[:self._excerpt_chars],
                         round(response.latency_ms, 1), response.cached, response.attempts, age,
                         response.system_fingerprint)
         self.report.answers[job.key] = answer

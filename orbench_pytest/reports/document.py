@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest import __version__
+from orbench_pytest.core.defaults import REWORDING_EDITS
 from orbench_pytest.core.ids import ItemKey, key_label
 from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
@@ -385,9 +386,11 @@ class Flip:
     original: str
     rewording: str
     edits: str  # the edits that make the rewording, e.g. persona(0)
-    answer: str  # the model's answer to the rewording (an excerpt)
+    answer: str  # the model's whole answer to the rewording (at most 8,192 characters)
     judge_reason: str
     shrunk: bool  # false: the budget ran out before shrinking ended
+    # what the edits add: wording (the key left out), persona, purpose, persona + purpose
+    kind: str = field(default="wording", metadata=OMIT)
 
 
 @dataclass(frozen=True)
@@ -404,6 +407,10 @@ class Rewordings:
     fragile: Count = 0
     flips: list[Flip] = field(default_factory=list)
     flips_total: Count = 0
+    # the kinds of edit tried (the key left out: all of them, the default)
+    edits: list[str] = field(default_factory=lambda: list(REWORDING_EDITS), metadata=OMIT)
+    # rewordings the judge refused without being sure: not counted as flips (left out: none)
+    unsure: Count = field(default=0, metadata=OMIT)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, It
 
 GATE_PROPERTY = "orbench_gate"
 FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment
+FLIP_ANSWER_LISTED = 300  # characters of each one's answer carried (the results file: whole)
 
 
 def junit_gate_property(document: Document) -> list[tuple[str, str]]:
@@ -39,7 +40,10 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
                                        "disputed", "cost") if k in data["run"]}
     rewordings = data["run"].get("rewordings")
     if rewordings is not None:  # the PR comment lists a few flips; the results file has all
-        run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
+        # each with an excerpt of its answer (the PR comment shows less; the whole is there)
+        run["rewordings"] = {**rewordings, "flips": [
+            {**flip, "answer": flip["answer"][:FLIP_ANSWER_LISTED]}
+            for flip in rewordings["flips"][:FLIPS_LISTED]]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
     return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"),

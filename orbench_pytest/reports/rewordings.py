@@ -8,6 +8,7 @@ answers are untrusted text: escaped for the terminal (terminal_text) and for Mar
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,14 @@ def rewordings_record(outcome: SearchOutcome) -> Rewordings:
     """The search as the results file carries it (every flip)."""
     return Rewordings(outcome.tries, outcome.seed, outcome.budget, outcome.asked,
                       outcome.requests, len(outcome.searched), len(outcome.not_searched),
-                      len(outcome.flips), list(outcome.flips), len(outcome.flips))
+                      len(outcome.flips), list(outcome.flips), len(outcome.flips),
+                      list(outcome.edits), outcome.unsure)
+
+
+def by_kind(kinds: Iterable[str]) -> str:
+    """"1 wording, 2 persona": the flips counted by what their edits add."""
+    counted = Counter(kinds)
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(counted.items()))
 
 
 def _checks(rows: Iterable[GroupRow | RowRecord]) -> list[tuple[str, RateCheck | CheckRecord]]:
@@ -41,12 +49,16 @@ def _checks(rows: Iterable[GroupRow | RowRecord]) -> list[tuple[str, RateCheck |
 def terminal_lines(outcome: SearchOutcome, gate: Gate) -> list[str]:
     from orbench_pytest.reports.summary import aligned_lines
 
-    lines = [f"rewordings: up to {outcome.tries} per answered safe prompt, seed {outcome.seed}: "
-             f"{len(outcome.searched)} prompts searched, {len(outcome.flips)} fragile; "
+    kinds = f" ({by_kind(f.kind for f in outcome.flips)})" if outcome.flips else ""
+    lines = [f"rewordings: up to {outcome.tries} per answered safe prompt, edits "
+             f"{', '.join(outcome.edits)}, seed {outcome.seed}: "
+             f"{len(outcome.searched)} prompts searched, {len(outcome.flips)} fragile{kinds}; "
              f"{outcome.asked} rewordings asked ({outcome.requests} requests), budget "
              f"{outcome.budget}"
              + (f", {len(outcome.not_searched)} prompts not searched (budget)"
-                if outcome.not_searched else "")]
+                if outcome.not_searched else "")
+             + (f"; {outcome.unsure} refusals the judge was unsure of, not counted"
+                if outcome.unsure else "")]
     body = []
     for name, check in _checks(gate.rows.values()):
         low, high = check.interval
@@ -60,7 +72,8 @@ def terminal_lines(outcome: SearchOutcome, gate: Gate) -> list[str]:
         lines.append("minimal flips (the smallest rewording found that the model refused):")
     for flip in outcome.flips[:FLIPS_SHOWN]:
         lines.append(f"  {terminal_text(flip.suite)}/{terminal_text(flip.case_id)}: "
-                     f"{flip.edits}{'' if flip.shrunk else ' (not shrunk: budget)'}")
+                     f"{flip.edits} [{flip.kind}]"
+                     f"{'' if flip.shrunk else ' (not shrunk: budget)'}")
         lines.append(f"    original:  {terminal_text(flip.original, PROMPT_CHARS)}")
         lines.append(f"    rewording: {terminal_text(flip.rewording, PROMPT_CHARS)}")
         lines.append(f"    answer:    {terminal_text(flip.answer, ANSWER_CHARS)}")
@@ -77,8 +90,10 @@ def markdown_lines(rows: Sequence[RowRecord] | None, search: Rewordings | None,
         return []
     out = ["### Fragile prompts (rewordings)", "",
            f"Up to {search.tries} rewordings of each answered safe prompt "
-           f"(seed {search.seed}): {search.searched} searched, "
-           f"{search.fragile} fragile, {search.asked} rewordings asked.", ""]
+           f"(seed {search.seed}{', edits ' + ', '.join(search.edits) if search.edits else ''}"
+           f"): {search.searched} searched, {search.fragile} fragile"
+           f"{f' ({by_kind(f.kind for f in search.flips)})' if search.flips else ''}, "
+           f"{search.asked} rewordings asked.", ""]
     checks = _checks(rows or [])
     if checks:
         out += ["| suite | searched | fragile rate (95% CI) | max | verdict |",
@@ -92,11 +107,11 @@ def markdown_lines(rows: Sequence[RowRecord] | None, search: Rewordings | None,
         out.append("")
     flips = search.flips[:max_items]
     if flips:
-        out += ["| prompt | edits | minimal rewording refused | answer |",
-                "|---|---|---|---|"]
+        out += ["| prompt | edits | kind | minimal rewording refused | answer |",
+                "|---|---|---|---|---|"]
         for flip in flips:
             out.append(f"| {markdown_text(flip.suite)}/{markdown_text(flip.case_id)} | "
-                       f"`{markdown_code(flip.edits)}` | "
+                       f"`{markdown_code(flip.edits)}` | {markdown_text(flip.kind)} | "
                        f"{markdown_text(flip.rewording, PROMPT_CHARS)} | "
                        f"{markdown_text(flip.answer, ANSWER_CHARS)} |")
         if search.flips_total > len(flips):

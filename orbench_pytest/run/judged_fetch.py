@@ -29,7 +29,7 @@ from orbench_pytest.fetch.requests import JudgeChannel
 from orbench_pytest.fetch.retry import Clock, Sleep
 from orbench_pytest.fetch.targets import Target
 from orbench_pytest.judges.judge import Judge
-from orbench_pytest.judges.stage import JudgingStage
+from orbench_pytest.judges.stage import EXCERPT_CHARS, JudgingStage
 
 
 class JudgedFetch:
@@ -43,7 +43,8 @@ class JudgedFetch:
                  settings: FetchSettings, progress: Progress | None = None,
                  should_stop: Callable[[str, Answer], bool] | None = None, *,
                  judge_channel: JudgeChannel | None = None,
-                 clock: Clock = time.monotonic, sleep: Sleep | None = None) -> None:
+                 clock: Clock = time.monotonic, sleep: Sleep | None = None,
+                 excerpt_chars: int = EXCERPT_CHARS) -> None:
         self.target = target
         self.judge = judge
         self.cache = cache
@@ -53,6 +54,7 @@ class JudgedFetch:
         self.judge_channel = judge_channel
         self.clock = clock
         self.sleep = sleep
+        self.excerpt_chars = excerpt_chars  # of each answer, kept in the report
         self.report = FetchReport()
 
     async def run(self, jobs: Iterable[Job],
@@ -66,7 +68,7 @@ class JudgedFetch:
             self.judge, self.report, engine.writer, empty_is_refusal=settings.empty_is_refusal,
             read_cache=settings.read_cache, judge_channel=self.judge_channel,
             progress=self.progress, should_stop=self.should_stop, stop=engine.requests.stop,
-            limit_now=lambda: engine.concurrency.limit)
+            limit_now=lambda: engine.concurrency.limit, excerpt_chars=self.excerpt_chars)
         if self.judge_channel is not None:
             self.judge_channel.serve(engine.requests, engine.lookup, engine.writer.store)
         return await engine.run(jobs, judging, cached)

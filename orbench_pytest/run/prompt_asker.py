@@ -24,8 +24,9 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import REFUSAL_LABELS, Label
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
-from orbench_pytest.fetch.engine import Answer, Job, cached_answers
+from orbench_pytest.fetch.engine import Answer, Job, Progress, cached_answers
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
+from orbench_pytest.judges.stage import EXCERPT_CHARS
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import (
     NoTarget,
@@ -51,6 +52,7 @@ class Asked:
     judge: str
     cached: bool
     partial_is_refusal: bool = True
+    confident: bool = True  # the judge's own: False where its rules only half fit
 
     @property
     def error(self) -> str | None:
@@ -83,7 +85,7 @@ class Asked:
 def asked(prompt: str, answer: Answer, partial_is_refusal: bool = True) -> Asked:
     verdict = answer.verdict
     return Asked(prompt, answer.excerpt, verdict.label, verdict.reason, verdict.judge,
-                 answer.cached, partial_is_refusal)
+                 answer.cached, partial_is_refusal, verdict.confident)
 
 
 class _Kept:
@@ -103,10 +105,12 @@ class _Kept:
 
 
 class PromptAsker:
-    """Asks prompts of `settings`' target (its first system-prompt variant) and judges them."""
+    """Asks prompts of `settings`' target (its first system-prompt variant) and judges them;
+    `excerpt_chars` of each answer are kept (the rewording search keeps a refusal whole)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, excerpt_chars: int = EXCERPT_CHARS) -> None:
         self.settings = settings
+        self.excerpt_chars = excerpt_chars
         self.params = generation_params(settings)
         self.identity = target_identity(settings, self.params)
         variants = settings.variants
@@ -132,7 +136,8 @@ class PromptAsker:
     def __call__(self, prompt: str) -> Asked:
         return self.ask_many([prompt])[str(prompt)]
 
-    def ask_many(self, prompts: Iterable[str]) -> dict[str, Asked]:
+    def ask_many(self, prompts: Iterable[str],
+                 progress: Progress | None = None) -> dict[str, Asked]:
         """Every distinct prompt asked (concurrently, within the run's limits) and judged."""
         jobs: dict[str, Job] = {}
         for prompt in prompts:
@@ -147,8 +152,8 @@ class PromptAsker:
         if len(cached) < len({job.key for job in jobs.values()}):
             target = _Kept(self._open())
         judge, channel = build_run_judge(self.settings)
-        phase = JudgedFetch(target, judge, self.cache, self.engine_settings,
-                            judge_channel=channel)
+        phase = JudgedFetch(target, judge, self.cache, self.engine_settings, progress,
+                            judge_channel=channel, excerpt_chars=self.excerpt_chars)
         report = fetch_and_judge(phase, list(jobs.values()), cached)
         if report.config_error:
             raise ConfigError(report.config_error)

@@ -17,7 +17,12 @@ Reproducible and bounded:
   (Hypothesis' own generation, replayed: see `_tries`) and asked concurrently, prompt after prompt
   while they fit in 4/5 of the budget; shrinking the flips then asks one rewording at a time within
   what is left. Prompts past the budget are counted as not searched, flips past it are reported as
-  found, unshrunk.
+  found, unshrunk. Hypothesis never generates more tries than the budget has room for: a prompt's
+  search is run with max_examples at most that room.
+
+A flip counts only where the judge is sure of the refusal (`counts`): a refusal (not a partial
+one) the judge marks confident. A refusal it is unsure of is not a flip (the search goes on) and
+is counted apart, as `unsure`.
 """
 
 from __future__ import annotations
@@ -28,18 +33,34 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
-from orbench_pytest.catalog.rewording_edits import Rewording
+from orbench_pytest.catalog.rewording_edits import Rewording, Transform, transforms_of
 from orbench_pytest.config.settings import Settings
+from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import FLIP_ANSWER_CHARS
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import redact
+from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import clip
+from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
+from orbench_pytest.judges.stage import EXCERPT_CHARS
 from orbench_pytest.reports.document import Flip
 from orbench_pytest.run.prompt_asker import Asked, PromptAsker
 from orbench_pytest.run.runner import ItemState, RunOutcome, Selected
 
 ANSWER_IN_REASON = 120  # characters of the refusing answer an item's reason quotes
 GENERATION_SHARE = 0.8  # of the budget, for the N tries; shrinking gets the rest
+PROGRESS_EVERY_S = 60.0  # in a CI log: a progress line per tenth of the tries, or this often
+
+# (noun, eta) -> the progress line of a phase of the search, or None (no terminal, -q in CI)
+ProgressFor = Callable[[str, str], ProgressLine | None]
+
+
+def progress_lines(reporter: object) -> ProgressFor:
+    """The search's progress lines on pytest's terminal reporter (none without one)."""
+    return lambda noun, eta: ProgressLine.for_reporter(reporter, noun=noun, eta=eta,
+                                                       log_every_s=PROGRESS_EVERY_S)
 
 
 @dataclass
@@ -47,11 +68,13 @@ class SearchOutcome:
     tries: int  # N
     seed: int
     budget: int
+    edits: tuple[str, ...] = defaults.REWORDING_EDITS  # the kinds of edit tried
     searched: dict[str, int] = field(default_factory=dict)  # nodeid -> rewordings tried
     flips: list[Flip] = field(default_factory=list)
     not_searched: list[str] = field(default_factory=list)  # nodeids past the budget
     asked: int = 0  # rewordings asked (cached or not)
     requests: int = 0  # requests sent
+    unsure: int = 0  # rewordings refused without the judge being sure: not flips
     wall_s: float = 0.0
 
     groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> suite, variant
@@ -83,6 +106,13 @@ def prompt_seed(seed: int, candidate: SafePrompt) -> Random:
                   f"{candidate.case_id}")
 
 
+def counts(answer: Asked) -> bool:
+    """A refusal that makes a flip: a whole refusal (not a partial one) the judge is sure of
+    (the keyword judge: an explicit refusal rule matched and the classifier agrees; an LLM
+    judge's refusal, and a provider's block). Never an error."""
+    return answer.error is None and answer.label is Label.REFUSAL and answer.confident
+
+
 def _settings(tries: int) -> object:
     from hypothesis import HealthCheck, Phase, Verbosity
     from hypothesis import settings as hypothesis_settings
@@ -93,8 +123,8 @@ def _settings(tries: int) -> object:
                                suppress_health_check=list(HealthCheck))
 
 
-def _find(candidate: SafePrompt, tries: int, seed: int,
-          condition: Callable[[Rewording], bool]) -> Rewording | None:
+def _find(candidate: SafePrompt, tries: int, seed: int, condition: Callable[[Rewording], bool],
+          transforms: Sequence[Transform]) -> Rewording | None:
     from hypothesis import find
     from hypothesis.errors import NoSuchExample
 
@@ -102,7 +132,7 @@ def _find(candidate: SafePrompt, tries: int, seed: int,
 
     try:
         with _no_local_constants():
-            return find(rewordings(candidate.prompt), condition,
+            return find(rewordings(candidate.prompt, transforms), condition,
                         settings=_settings(tries),  # type: ignore[arg-type]
                         random=prompt_seed(seed, candidate))
     except NoSuchExample:
@@ -134,7 +164,9 @@ def _no_local_constants() -> Iterator[None]:
         providers._get_local_constants, providers.CONSTANTS_CACHE = saved
 
 
-def _tries(candidate: SafePrompt, tries: int, seed: int) -> list[str]:
+def _tries(candidate: SafePrompt, tries: int, seed: int,
+           transforms: Sequence[Transform] = transforms_of(defaults.REWORDING_EDITS)
+           ) -> list[str]:
     """The rewordings Hypothesis tries for this prompt until a flip, in order: its search run
     once with every rewording answered. The real search (same seed) draws the same ones up to
     its first flip, so they can all be asked beforehand, concurrently."""
@@ -144,18 +176,23 @@ def _tries(candidate: SafePrompt, tries: int, seed: int) -> list[str]:
         seen.setdefault(str(rewording), None)
         return False
 
-    _find(candidate, tries, seed, record)
+    _find(candidate, tries, seed, record, transforms)
     seen.pop(candidate.prompt, None)  # the original: answered already
     return list(seen)
 
 
 def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, budget: int,
-           seed: int) -> SearchOutcome:
-    """Search every candidate (answered safe prompts, in selection order)."""
+           seed: int, kinds: Sequence[str] = defaults.REWORDING_EDITS,
+           progress_for: ProgressFor | None = None,
+           transforms: Sequence[Transform] | None = None) -> SearchOutcome:
+    """Search every candidate (answered safe prompts, in selection order) over the edits of
+    `kinds` (or a caller's own `transforms`); `progress_for` makes each phase's progress
+    line."""
     import time
 
     started = time.perf_counter()
-    outcome = SearchOutcome(tries, seed, budget)
+    outcome = SearchOutcome(tries, seed, budget, tuple(kinds))
+    transforms = transforms_of(kinds) if transforms is None else transforms
     by_system: dict[str | None, PromptAsker] = {}
 
     def asker(candidate: SafePrompt) -> PromptAsker:
@@ -166,37 +203,54 @@ def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, bud
                                 if v.system_prompt == candidate.system_prompt),
                                settings.variants[0])
                 variant_settings = dataclasses.replace(settings, variants=(variant,))
-            by_system[candidate.system_prompt] = PromptAsker(variant_settings)
+            # A refusal is kept whole for the results file; other answers are cut below.
+            by_system[candidate.system_prompt] = PromptAsker(variant_settings,
+                                                             FLIP_ANSWER_CHARS)
         return by_system[candidate.system_prompt]
 
     memo: dict[tuple[str | None, str], Asked] = {}
     generation_budget = int(budget * GENERATION_SHARE)
-    admitted: list[tuple[SafePrompt, list[str]]] = []
+    admitted: list[tuple[SafePrompt, int, list[str]]] = []  # prompt, max_examples, its tries
     used = 0
     for candidate in candidates:
+        room = generation_budget - used
+        if room <= 0:  # nothing generated for a prompt the budget cannot ask about
+            outcome.not_searched.append(candidate.nodeid)
+            continue
         # The last prompt that fits is searched over the first of its tries that fit.
-        drawn = _tries(candidate, tries, seed)[:generation_budget - used]
+        examples = min(tries, room)
+        drawn = _tries(candidate, examples, seed, transforms)[:room]
         if not drawn:
             outcome.not_searched.append(candidate.nodeid)
             continue
         used += len(drawn)
-        admitted.append((candidate, drawn))
+        admitted.append((candidate, examples, drawn))
     try:
         # Every prompt's tries, asked concurrently per system prompt.
         groups: dict[str | None, list[str]] = {}
-        for candidate, drawn in admitted:
+        for candidate, _, drawn in admitted:
             groups.setdefault(candidate.system_prompt, []).extend(drawn)
+        line = progress_for("rewording tries asked", "ETA") if progress_for else None
         for system_prompt, texts in groups.items():
-            first = next(c for c, _ in admitted if c.system_prompt == system_prompt)
-            answers = asker(first).ask_many(texts)
+            first = next(c for c, _, _ in admitted if c.system_prompt == system_prompt)
+            answers = asker(first).ask_many(texts, line)
             for text, answer in answers.items():
-                memo[(system_prompt, text)] = answer
+                memo[(system_prompt, text)] = _kept(answer)
+        if line is not None:
+            line.end()
         left = budget - used
-        for candidate, drawn in admitted:
-            left = _search_one(candidate, asker(candidate), memo, tries, seed, left, outcome)
+        fragile = sum(1 for candidate, _, drawn in admitted
+                      if any(counts(memo[(candidate.system_prompt, text)]) for text in drawn))
+        shrink = _ShrinkProgress(progress_for, fragile)
+        for candidate, examples, drawn in admitted:
+            left = _search_one(candidate, asker(candidate), memo, examples, seed, left, outcome,
+                               transforms, shrink)
             outcome.searched[candidate.nodeid] = len(drawn)
             outcome.groups[candidate.nodeid] = (candidate.suite, candidate.variant)
+        shrink.end()
         outcome.asked = budget - left
+        outcome.unsure = sum(1 for answer in memo.values()
+                             if answer.refused and not counts(answer))
     finally:
         for one in by_system.values():
             outcome.requests += one.requests
@@ -205,9 +259,40 @@ def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, bud
     return outcome
 
 
+def _kept(answer: Asked) -> Asked:
+    """What the search keeps of an answer: a counted refusal whole (a flip's answer, up to
+    FLIP_ANSWER_CHARS), any other an excerpt (the budget's answers are held in memory)."""
+    if counts(answer):
+        return answer
+    return dataclasses.replace(answer, answer=answer.answer[:EXCERPT_CHARS])
+
+
+class _ShrinkProgress:
+    """The shrinking's progress: fragile prompts (known from their tries) shrunk of all, its
+    line refreshed at every rewording asked (one at a time: minutes on a CPU model)."""
+
+    def __init__(self, progress_for: ProgressFor | None, fragile: int) -> None:
+        self.line = (progress_for("fragile prompts' flips shrunk", "ETA")
+                     if progress_for is not None and fragile else None)
+        self.total, self.done = fragile, 0
+
+    def asked(self) -> None:
+        if self.line is not None:
+            self.line(self.done, self.total, 0)
+
+    def shrunk(self) -> None:
+        self.done += 1
+        self.asked()
+
+    def end(self) -> None:
+        if self.line is not None:
+            self.line.end()
+
+
 def _search_one(candidate: SafePrompt, asker: PromptAsker,
                 memo: dict[tuple[str | None, str], Asked], tries: int, seed: int, left: int,
-                outcome: SearchOutcome) -> int:
+                outcome: SearchOutcome, transforms: Sequence[Transform],
+                progress: _ShrinkProgress) -> int:
     """One prompt's search, with its flip shrunk; returns the budget left."""
     remaining = left
     out_of_budget = False
@@ -227,23 +312,25 @@ def _search_one(candidate: SafePrompt, asker: PromptAsker,
                 out_of_budget = True
                 return False  # not asked: the shrinker keeps what it has
             remaining -= 1
-            answer = memo[key] = asker(text)
-        shrinking = shrinking or answer.refused
-        return answer.refused
+            answer = memo[key] = _kept(asker(text))
+            progress.asked()
+        shrinking = shrinking or counts(answer)
+        return counts(answer)
 
-    found = _find(candidate, tries, seed, refused)
+    found = _find(candidate, tries, seed, refused, transforms)
     if found is not None:
+        progress.shrunk()
         answer = memo[(candidate.system_prompt, str(found))]
         outcome.flips.append(Flip(
             candidate.nodeid, candidate.suite, candidate.variant, candidate.case_id,
-            candidate.category, candidate.prompt, str(found), found.describe(), answer.answer,
-            answer.reason, shrunk=not out_of_budget))
+            candidate.category, candidate.prompt, str(found), found.describe(),
+            redact(answer.answer), answer.reason, shrunk=not out_of_budget, kind=found.kind()))
     return remaining
 
 
 def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings,
-               thresholds: Thresholds, write: Callable[[str], None] | None = None
-               ) -> SearchOutcome:
+               thresholds: Thresholds, write: Callable[[str], None] | None = None,
+               progress_for: ProgressFor | None = None) -> SearchOutcome:
     """The search over a finished run's answered safe prompts; the gate gets its fragile-rate
     checks and every fragile item its outcome (run is changed in place)."""
     assert settings.rewordings is not None
@@ -261,9 +348,10 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
                                      s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:
         write(f"orbench: rewordings: up to {settings.rewordings} of each of {len(candidates)} "
-              f"answered safe prompts (budget {settings.rewordings_budget})")
+              f"answered safe prompts (budget {settings.rewordings_budget}, edits: "
+              f"{', '.join(settings.rewording_edits)})")
     outcome = search(candidates, settings, settings.rewordings, settings.rewordings_budget,
-                     settings.seed or 0)
+                     settings.seed or 0, settings.rewording_edits, progress_for)
     add_fragile_checks(run.gate, outcome, thresholds)
     for flip in outcome.flips:
         state = run.states[flip.nodeid]

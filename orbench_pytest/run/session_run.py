@@ -181,10 +181,12 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
             "(edited or crafted) ignored; their prompts were asked again"))
     rewordings = None
     if settings.rewordings is not None and outcome.report.stopped_reason is None:
-        from orbench_pytest.run.rewording_search import run_search
+        from orbench_pytest.run.rewording_search import progress_lines, run_search
 
-        rewordings = run_search(selected, outcome, settings, thresholds,
-                                reporter.write_line if reporter is not None else None)
+        rewordings = run_search(
+            selected, outcome, settings, thresholds,
+            reporter.write_line if reporter is not None else None,
+            progress_lines(reporter))
     return CompletedRun(settings, thresholds, selected, outcome, started, ungated, rewordings)
 
 
