@@ -1102,9 +1102,11 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     assert "\x1b" not in text
     assert not [line for line in text.splitlines() if line.lstrip().startswith("::")]
     assert "no verdict" not in text
-    # A collection error: nothing asked, no gate, under xdist too (issue 44).
+    # A collection error stops the run before any request, with or without workers.
     assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "no endpoint asked and no gate: 1 collection error" in text
     assert "orbench gate" not in text
+    assert server.requests == 0
     body = _collection_error_body(result.stdout.lines)
     assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "
                     "file name may not hold control characters, line breaks or '::' (pytest "
