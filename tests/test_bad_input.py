@@ -235,7 +235,10 @@ bad_options = st.one_of(
         ("concurrency", 1), ("rpm", 1), ("tpm", 1), ("max-retries", 0), ("max-tokens", 1),
         ("request-seed", 0), ("seed", 0), ("local-threads", 1)]],
     *[not_number(low, high).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low, high
-      in [("temperature", 0.0, 2.0), ("timeout", 0.001, None), ("backoff", 0.0, None)]],
+      in [("temperature", 0.0, 2.0), ("timeout", 0.001, None), ("backoff", 0.0, None),
+          # prices past any real one (issue 43): 1e308 made the cost Infinity
+          ("price-input", 0.0, defaults.MAX_PRICE_PER_M),
+          ("price-output", 0.0, defaults.MAX_PRICE_PER_M)]],
     *[not_in(*allowed).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, allowed in [
         ("cache", ("on", "off", "read", "refresh")),  # `--orbench-cache=` is an error now
         ("judge", ("keyword", "llm", "hybrid", "")),
@@ -286,11 +289,11 @@ json_values = st.recursive(
     max_leaves=10)
 
 
-def _reply(status: int, payload: Any) -> bytes:
+def _reply(status: int, payload: Any, headers: dict[str, str] | None = None) -> bytes:
     from tests.hostile_server import http
 
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    return http(status, body)
+    return http(status, body, headers)
 
 
 server_replies = st.one_of(
@@ -305,6 +308,21 @@ server_replies = st.one_of(
               json_values),
     st.builds(_reply, st.sampled_from([200, 400, 500]), json_values),
     st.builds(_reply, st.sampled_from([200, 400, 500]), st.binary(max_size=64)),
+    # Wait headers of any value on a 429 or 503 (issue 43: inf ended in INTERNALERROR).
+    st.builds(lambda status, name, value: _reply(status, {"error": {"message": "wait"}},
+                                                 {name: value}),
+              st.sampled_from([429, 503]), st.sampled_from(["Retry-After", "retry-after-ms"]),
+              st.one_of(st.sampled_from(["inf", "-inf", "nan", "1e400", "-5", "Infinity",
+                                         "Fri, 31 Dec 9999 23:59:59 GMT", "soon", "0x10"]),
+                        st.floats().map(repr), st.integers().map(str),
+                        st.text(st.characters(min_codepoint=32, max_codepoint=126),
+                                max_size=30))),
+    # A provider's usage of any size (issue 43: 10^38 tokens were believed and priced).
+    st.builds(lambda prompt, completion: _reply(200, {"choices": [{"message": {
+        "content": "Sure: here is how."}, "finish_reason": "stop"}], "usage": {
+        "prompt_tokens": prompt, "completion_tokens": completion}}),
+        st.one_of(st.integers(-10**40, 10**40), st.floats(allow_nan=False)),
+        st.one_of(st.integers(-10**40, 10**40), st.floats(allow_nan=False))),
 )
 
 
@@ -327,6 +345,40 @@ def test_any_server_reply_is_a_run_or_one_line(pytester, plugin_args, case_dirs,
         assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 1
     else:  # a reply that says the configuration is wrong (401, 404...) stops the run
         the_one_line(result, "reply", reply.decode("utf-8", "replace")[:300])
+
+
+# --- disputed files (issue 43): never a way to switch the gate off ---------------------------
+
+DISPUTE = {"reason": "r", "decided_by": "d"}
+bad_disputed = st.one_of(
+    anything.map(_doc),
+    st.just(b""),
+    st.dictionaries(text, anything, min_size=1, max_size=2).map(_doc),
+    # Well formed, naming suites that are not in the run (or misspelt).
+    st.dictionaries(text.filter(lambda name: name != "ok"),
+                    st.dictionaries(text, st.just(DISPUTE), min_size=1, max_size=2),
+                    min_size=1, max_size=2).map(_doc),
+    # Well formed, disputing ids that may or may not be the suite's, up to all of them.
+    st.lists(st.sampled_from(["food-0000", "food-0001", "food-0002"]) | text, min_size=1,
+             max_size=3).map(lambda ids: _doc({"ok": {i: DISPUTE for i in ids}})),
+)
+
+
+@HYPOTHESIS
+@given(raw=bad_disputed)
+def test_any_disputed_file_is_a_gated_run_or_one_line_naming_it(pytester, plugin_args, server,
+                                                                case_dirs, raw: bytes) -> None:
+    case = next(case_dirs)
+    write_suite(case, [{**GOOD_ROW, "prompt": f"How do I bake bread {i}?"} for i in range(3)],
+                "ok")
+    (case / "suites" / "disputed.yaml").write_bytes(raw)
+    result = run_case(pytester, plugin_args, [f"{case.name}/suites", "--orbench-model=m",
+                                              f"--orbench-base-url={server.url}"])
+    if result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        no_crash(result)
+        assert [line for line in result.stdout.lines if line.startswith("orbench gate: ")]
+    else:
+        assert "disputed.yaml" in the_one_line(result, "disputed", raw.decode("utf-8", "replace"))
 
 
 # --- running the cases -----------------------------------------------------------------------
@@ -1060,6 +1112,7 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     # A collection error stops the run before any request, with or without workers.
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "no endpoint asked and no gate: 1 collection error" in text
+    assert "orbench gate" not in text
     assert server.requests == 0
     body = _collection_error_body(result.stdout.lines)
     assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "

@@ -141,3 +141,16 @@ def test_under_xdist_every_prompt_disputed_fails_the_gate_too(pytester, plugin_a
                                  "disputed; 9 disputed"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert json.loads((pytester.path / "r.json").read_text())["gate"]["passed"] is False
+
+
+def test_under_xdist_a_run_that_deselects_every_prompt_still_ends_with_a_gate_line(
+        pytester, plugin_args) -> None:
+    mini_suite(pytester.path, LENIENT)
+    (pytester.path / "test_own.py").write_text("def test_own():\n    pass\n")
+    run = run_orbench(pytester, plugin_args, "test_own.py", "-m", "not orbench", "-n", "2",
+                      "-p", "no:randomly", "--orbench-require-full", "--orbench-results=r.json",
+                      serve=refusing(TOXIC), subprocess=True)
+    run.stdout.fnmatch_lines(["orbench gate: FAILED — mini: gated on 0 of 9 prompts (-m) "
+                              "(--orbench-require-full)"])
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    assert json.loads((pytester.path / "r.json").read_text())["gate"]["passed"] is False

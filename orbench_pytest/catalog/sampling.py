@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ItemKey
+from orbench_pytest.core.untrusted import terminal_text
 
 _ALLOWED = ("a count N ≥ 1 (e.g. 200), a fraction in (0, 1] (e.g. 0.1), a percentage (e.g. 10%) "
             "or all")
@@ -126,6 +127,7 @@ def _rank(salt: bytes, position: int) -> bytes:
 
 # --- --orbench-shard --------------------------------------------------------------------------
 _DIGITS = re.compile(r"[0-9]{1,9}")
+MAX_SHARDS = 999_999_999  # the most shards --orbench-shard names (nine digits)
 
 
 @dataclass(frozen=True)
@@ -148,8 +150,9 @@ def parse_shard(text: str) -> Shard:
     shard = Shard(int(index), int(count)) if sep and _DIGITS.fullmatch(index) \
         and _DIGITS.fullmatch(count) else None
     if shard is None or not 1 <= shard.index <= shard.count:
-        raise ConfigError(f"--orbench-shard: {text!r} is not K/N with 1 <= K <= N "
-                          "(e.g. 2/4: the second of four shards)")
+        raise ConfigError(f"--orbench-shard: {terminal_text(repr(text), 60)} is not K/N with "
+                          f"1 <= K <= N <= {MAX_SHARDS:,} (e.g. 2/4: the second of four "
+                          "shards)")
     return shard
 
 

@@ -35,6 +35,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     terminalreporter.write_sep("=", "orbench gate")
     write(f"target: {outcome.target_label}   judge: {settings.judge}   "
           f"thresholds: {run.thresholds.source}")
+    if not run.selected:  # every prompt disputed or deselected: nothing was asked or judged
+        write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+        if settings.results is not None:
+            write(f"orbench results: {settings.results}")
+        return
     for line in table_lines(gate):
         write(line)
     if outcome.calibration is not None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from orbench_pytest.run.xdist_handoff import StatesFile
 
 FAILURE_BOUND = "orbench-failure-bound"  # the plugin bounding the failures shown
+UNSELECTED_KEY = "orbench_unselected_suites"  # xdist: a worker's suites, every prompt deselected
 
 
 def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
@@ -291,9 +292,20 @@ class OrbenchSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        shouldfail = getattr(node, "workeroutput", {}).get("shouldfail")
+        output = getattr(node, "workeroutput", {})
+        shouldfail = output.get("shouldfail")
         if isinstance(shouldfail, str) and shouldfail.startswith(STOP_PREFIX):
             self._workers_stopped = True
+        suites = output.get(UNSELECTED_KEY)
+        if self._run is None and self._ended is None and isinstance(suites, list) and suites:
+            # The workers deselected every prompt (-m "not orbench"): the controller, which
+            # collects nothing itself, still decides a gate over the suites they collected.
+            for path in suites:
+                self.catalog().load(Path(path))
+            try:
+                self._start([])
+            except pytest.UsageError as exc:
+                pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
     def is_prompt(self, nodeid: str) -> bool:
         """An item of a suite this run asked (not the user's own tests)."""
@@ -347,7 +359,13 @@ class OrbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Controller only: the results file and JUnit properties (tryfirst: before junitxml
-        writes its file); the handoff file goes."""
+        writes its file); the handoff file goes. A worker that kept no prompt of the suites it
+        collected tells the controller which suites they were."""
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if (workeroutput is not None and self._catalog is not None and self._catalog.suites
+                and self._prompt_item is not None
+                and not any(isinstance(item, self._prompt_item) for item in session.items)):
+            workeroutput[UNSELECTED_KEY] = [str(suite.path) for suite in self._catalog.suites]
         if self._handoff is not None:
             self._handoff.delete()
         if self._ended is not None:

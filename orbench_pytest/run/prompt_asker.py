@@ -88,6 +88,23 @@ def asked(prompt: str, answer: Answer, partial_is_refusal: bool = True) -> Asked
                  answer.cached, partial_is_refusal, verdict.confident)
 
 
+def prompt_text(prompt: object) -> str:
+    """A prompt as it is sent: text that UTF-8 can carry. Anything else (None, bytes, a
+    number, a lone surrogate from undecodable bytes) is a one-line error, never sent as
+    "None" nor left to fail deep in the cache."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"orbench_ask: a prompt is text (str), got {type(prompt).__name__}")
+    text = str(prompt)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"orbench_ask: the prompt holds a lone surrogate "
+                         f"(U+{ord(text[exc.start]):04X} at character {exc.start}), which no "
+                         "endpoint can be sent: decode its bytes with errors='replace'"
+                         ) from None
+    return text
+
+
 class _Kept:
     """The opened target across batches: each batch runs its own event loop, so an HTTP
     client's session (bound to a loop) is closed after each batch and made again in the next;
@@ -134,14 +151,14 @@ class PromptAsker:
         return cache_key(self.identity, self.system_prompt, prompt)
 
     def __call__(self, prompt: str) -> Asked:
-        return self.ask_many([prompt])[str(prompt)]
+        return self.ask_many([prompt])[prompt_text(prompt)]
 
     def ask_many(self, prompts: Iterable[str],
                  progress: Progress | None = None) -> dict[str, Asked]:
         """Every distinct prompt asked (concurrently, within the run's limits) and judged."""
         jobs: dict[str, Job] = {}
         for prompt in prompts:
-            text = str(prompt)
+            text = prompt_text(prompt)
             jobs.setdefault(text, Job(self.key(text), text, self.system_prompt))
         if not jobs:
             return {}
