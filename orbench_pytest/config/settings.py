@@ -19,6 +19,7 @@ from typing import Any
 
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
@@ -340,7 +341,10 @@ def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
     if raw is None:
         return None
     path = here / str(raw)
-    found = stat_of(path, option)
-    if found is None or not stat.S_ISREG(found.st_mode):
-        raise ConfigError(f"{option}: {path} does not exist or is not a file")
+    try:
+        found = regular_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+    if found is None:
+        raise ConfigError(f"{option}: {path} does not exist")
     return path

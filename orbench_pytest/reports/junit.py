@@ -18,6 +18,7 @@ from typing import Any
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
+from orbench_pytest.core.untrusted import defused, json_escape, read_kept
 from orbench_pytest.gate.decision import Outcome
 from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord, RunRecord
 
@@ -39,7 +40,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"))),
+    gate_json = json.dumps(summary, ensure_ascii=False, separators=(",", ":"))
+    return [(GATE_PROPERTY, defused(gate_json, json_escape)),  # CI markers as JSON escapes
             *cost_properties(data["run"].get("cost"))]
 
 
@@ -60,13 +62,14 @@ def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 def read_junit(path: Path) -> RunRecord:
     from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 
+    from orbench_pytest.core.bounded import RUN_FILE_LIMIT, read_bytes
+
+    raw = read_bytes(path, RUN_FILE_LIMIT, "JUnit XML")
     try:
         # Parsed from one string, not fed in blocks: expat re-reads a token that spans blocks
         # from its start at every block, so the gate property (one attribute, megabytes with
         # thousands of rows) took time quadratic in its length.
-        xml = JUnitXml.fromstring(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
+        xml = JUnitXml.fromstring(raw)
     except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
         raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
     suites: list[TestSuite] = [xml] if isinstance(xml, TestSuite) else list(xml)
@@ -122,7 +125,8 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
     except ValueError:
         latency_ms = None
     return ItemRecord(
-        suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
+        suite=suite, case_id=case_id, variant=variant,
+        category=read_kept(props.get("category", "")),
         expect=props["expectation"], verdict=verdict, outcome=outcome,
         mismatch=not error and outcome in (Outcome.TOLERATED, Outcome.FAILED), error=error,
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),

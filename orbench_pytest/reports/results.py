@@ -23,6 +23,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
+from orbench_pytest.core.untrusted import defused, json_escape
 from orbench_pytest.gate.baseline import Comparison, Pairing
 from orbench_pytest.gate.calibration import METHOD, MIN_LABELS, Calibration
 from orbench_pytest.gate.decision import (
@@ -262,11 +263,13 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
     head = {key: value for key, value in data.items() if key != "items"}
 
     def write(out: TextIO) -> None:
-        # Compact, one item per line: small at 80K items, still greppable and diffable.
+        # Compact, one item per line: small at 80K items, still greppable and diffable. A CI
+        # marker in a string is written as a JSON escape (`\u0023`): a CI log that shows the
+        # file obeys none, and json.load reads the same text back.
         opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
-        out.write(opening + '\n "items": [\n')
-        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-                             for item in data.get("items", [])))
+        out.write(defused(opening, json_escape) + '\n "items": [\n')
+        out.write(",\n".join(defused(json.dumps(item, ensure_ascii=False, separators=(",", ":")),
+                                      json_escape) for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 
     write_atomically(path, write, "--orbench-results")
@@ -274,10 +277,11 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
 # --- reading --------------------------------------------------------------------------------
 def read_results(path: Path) -> RunRecord:
+    from orbench_pytest.core.bounded import RUN_FILE_LIMIT, read_bytes
+
+    raw = read_bytes(path, RUN_FILE_LIMIT, "results file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read results file ({exc.strerror})") from None
+        data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
