@@ -29,10 +29,12 @@ except ImportError as exc:  # an optional dependency
                       "pip install 'orbench-pytest[rewordings]'") from exc
 
 from orbench_pytest.catalog.rewording_edits import TRANSFORMS, Edit, Rewording, Transform, choices
+from orbench_pytest.core.untrusted import redacted_repr
 
 DEFAULT_MAX_EDITS = 3
 
 
+@redacted_repr
 class SafePrompt(str):
     """A suite's prompt that expects an answer, with where it comes from."""
 

@@ -25,7 +25,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
 from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import has_lone_surrogate
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
 from orbench_pytest.fetch.freshness import DEFAULT_MAX_AGE_S, parse_max_age
 
@@ -36,6 +36,7 @@ MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Variant:
     """A system prompt every prompt runs under (--orbench-system-prompt, --orbench-variant)."""
@@ -44,6 +45,7 @@ class Variant:
     system_prompt: str | None
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Settings:
     """A run's options, read and checked once from the command line and the ini file."""

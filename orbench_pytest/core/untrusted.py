@@ -20,6 +20,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from orbench_pytest.core.redact import redact, redact_known
 
@@ -212,3 +213,25 @@ def csv_value(cell: str) -> str:
     if cell[:1] == "'" and _needs_quote_mark(cell[1:]):
         cell = cell[1:]
     return read_kept(cell)
+
+
+# --- reprs ------------------------------------------------------------------------------------
+_Class = TypeVar("_Class", bound=type)
+
+
+def redacted_repr(cls: _Class) -> _Class:
+    """Class decorator (above @dataclass): the class's own repr, redacted and inert, wherever a
+    library shows the object: repr() (pytest's assertion rewriting, tracebacks) and Hypothesis'
+    reports, which print a dataclass field by field and a str subclass as a plain str unless
+    `_repr_pretty_` says otherwise. A prompt or an answer that quotes a key shows [REDACTED]."""
+    plain = cast(Callable[[object], str], cls.__repr__)
+
+    def __repr__(self: object) -> str:
+        return terminal_line(plain(self))
+
+    def _repr_pretty_(self: object, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    setattr(cls, "__repr__", __repr__)  # noqa: B010 (mypy: a method is not assignable)
+    setattr(cls, "_repr_pretty_", _repr_pretty_)  # noqa: B010
+    return cls

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
     TOXIC_ACCEPTANCE,
@@ -120,6 +121,7 @@ def correct_check(check: RateCheck, rates: ErrorRates) -> CorrectedRate:
                    compliance_counts, refusal_counts, check.confidence)
 
 
+@redacted_repr
 @dataclass
 class Calibration:
     """What the run's gate was corrected with, for the terminal and the results file."""

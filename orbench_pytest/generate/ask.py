@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
     FetchEngine,
@@ -28,6 +29,7 @@ from orbench_pytest.fetch.engine import (
 from orbench_pytest.generate.models import Endpoints, ModelRef
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Request:
     prompt: str

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import redacted_repr
 
 # Template name → the placeholders it must use (and the only ones it may use).
 PLACEHOLDERS: dict[str, frozenset[str]] = {
@@ -28,6 +29,7 @@ REQUIRED: dict[str, frozenset[str]] = {
 }
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class PromptTemplate:
     name: str

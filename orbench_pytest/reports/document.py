@@ -17,6 +17,7 @@ from orbench_pytest import __version__
 from orbench_pytest.core.ids import ItemKey, key_label
 from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.costs import RunCost
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.decision import ItemResult, group_rates
@@ -26,6 +27,7 @@ ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "n
 
 
 # --- items ----------------------------------------------------------------------------------
+@redacted_repr
 @dataclass(frozen=True)
 class ItemRecord:
     """One prompt's outcome. Also written, worked out from the fields: `id` (the item's
@@ -180,6 +182,7 @@ class RowRecord:
     regression: RegressionRecord | None = None  # suite rows against a baseline
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Disputed:
     """A prompt the team disputes: left out of every rate."""
@@ -304,6 +307,7 @@ class SuiteCount:
     items: Count
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class VariantInfo:
     """A system-prompt variant."""
@@ -334,6 +338,7 @@ class LabelErrors:
     specificity: float | None = None
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class CalibrationRecord:
     """judge_calibration: what corrected the gate's rates."""
@@ -360,6 +365,7 @@ class Agreement:
     confusion: dict[str, dict[str, Count]] = field(default_factory=dict)
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Flip:
     """A fragile prompt and the smallest rewording found that the model refused."""

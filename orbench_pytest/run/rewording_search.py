@@ -31,7 +31,7 @@ from random import Random
 from orbench_pytest.catalog.rewording_edits import Rewording
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import clip
+from orbench_pytest.core.untrusted import clip, redacted_repr
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.reports.document import Flip
@@ -64,6 +64,7 @@ class SearchOutcome:
         return flips, searched
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class SafePrompt:
     """An answered safe prompt whose rewordings are searched for one the target refuses."""
