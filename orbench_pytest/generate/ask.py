@@ -70,7 +70,9 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
         target = endpoints.target(ref, concurrency)
         fetch = FetchSettings.of(concurrency=concurrency, rpm=settings.rpm, tpm=settings.tpm,
                                  max_tokens=ref.params.max_tokens,
-                                 max_retries=settings.max_retries, backoff_s=settings.backoff_s)
+                                 max_retries=settings.max_retries, backoff_s=settings.backoff_s,
+                                 # the plugin's stall bound: no answer for 2 timeouts stops
+                                 timeout_s=ref.params.timeout_s)
         # Nothing is judged here: the pipeline reads the answers' text from the cache, and the
         # probes are judged by the caller.
         report = FetchReport()
