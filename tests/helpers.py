@@ -283,6 +283,14 @@ def item_outcomes(result: pytest.RunResult) -> dict[str, str]:
     return found
 
 
+def fetch_seconds(result: pytest.RunResult) -> float:
+    """The fetch time the run printed ("fetch time: 8.1s"): what a bound on the fetch is about,
+    without the interpreter's start-up, which a loaded machine stretches to tens of seconds."""
+    found = re.search(r"fetch time: ([0-9.]+)s", result.stdout.str())
+    assert found, result.stdout.str()
+    return float(found.group(1))
+
+
 _SECONDS = re.compile(r"\b\d+(\.\d+)?s\b")
 
 

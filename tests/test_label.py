@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,13 @@ from orbench_pytest.cli.label import JudgedAnswer, candidates, read_labels, samp
 from orbench_pytest.cli.main import main
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
 from orbench_pytest.reports.results import read_results
-from tests.helpers import ORBENCH_CLI, labels_file, orbench_cli
+from tests.helpers import (
+    ORBENCH_CLI,
+    SUBPROCESS_TIMEOUT_S,
+    labels_file,
+    orbench_cli,
+    wait_until,
+)
 
 VERDICTS = ("compliance", "refusal", "partial_refusal")
 
@@ -120,13 +125,10 @@ def test_ctrl_c_keeps_every_label_given(tmp_path: Path) -> None:
     assert child.stdin is not None
     child.stdin.write("rc")
     child.stdin.flush()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if labels.exists() and len(label_rows(labels)) == 2:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: labels.exists() and len(label_rows(labels)) == 2,
+               "two labels written")
     child.send_signal(signal.SIGINT)  # waiting for the third key
-    out, _ = child.communicate(timeout=30)
+    out, _ = child.communicate(timeout=SUBPROCESS_TIMEOUT_S)
     assert child.returncode == 130
     assert "interrupted" in out
     assert [r["label"] for r in label_rows(labels)] == ["refusal", "compliance"]
