@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import stat_of
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -19,9 +18,8 @@ OPTION_FILE_LIMIT = 1 * MIB  # a system prompt
 THRESHOLDS_LIMIT = 1 * MIB
 SUITE_LIMIT = 64 * MIB  # inline suites of tens of thousands of prompts fit
 DATA_FILE_LIMIT = 64 * MIB  # a suite's source (CSV, JSONL, Parquet): OR-Bench-80K is ~12 MB
+RESULTS_LIMIT = 1024 * MIB  # a results file or JUnit XML of an 80K-prompt run fits
 PROMPT_LIMIT = 131_072  # characters of one prompt (the csv module's own field limit)
-# A run's results file or JUnit XML: answers are excerpts, so 80K prompts make tens of MiB.
-RUN_FILE_LIMIT = 512 * MIB
 
 
 def _size_text(limit: int) -> str:
@@ -37,22 +35,26 @@ def _not_regular(mode: int) -> str | None:
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
-def _refused(path: Path, what: str, kind: str) -> ConfigError:
-    return ConfigError(f"{path}: cannot read{what} ({kind}, not a regular file)")
+def _refused(path: Path, verb: str, what: str, kind: str) -> ConfigError:
+    return ConfigError(f"{path}: cannot {verb}{what} ({kind}, not a regular file)")
 
 
-def regular_file(path: Path, what: str = "") -> Path | None:
-    """`path` where a regular file is there, None where nothing is; anything else there (a
-    folder, a device, a FIFO, a socket, a path that cannot be looked at) is a one-line
-    ConfigError naming it, where Path.is_file() would answer False and the file be silently
-    taken as absent."""
-    found = stat_of(path, what)
-    if found is None:
+def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_result | None:
+    """The file's stat, None where nothing is there; a folder, device, FIFO or socket (or a
+    path that cannot be looked at) is a one-line ConfigError ("{path}: cannot {verb}{what}
+    (a FIFO, not a regular file)") before anything opens it, where Path.is_file() would answer
+    False and the file be silently taken as absent."""
+    shown = f" {what}" if what else ""
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot {verb}{shown} ({exc.strerror or exc})") from None
     kind = _not_regular(found.st_mode)
     if kind is not None:
-        raise _refused(path, f" {what}" if what else "", kind)
-    return path
+        raise _refused(path, verb, shown, kind)
+    return found
 
 
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no FIFOs to open
@@ -75,7 +77,7 @@ def open_regular(path: Path, what: str = "") -> BinaryIO:
             os.close(fd)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read{shown} ({exc.strerror or exc})") from None
-    raise _refused(path, shown, kind)
+    raise _refused(path, "read", shown, kind)
 
 
 def read_bytes(path: Path, limit: int, what: str = "") -> bytes:

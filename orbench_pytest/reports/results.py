@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.bounded import RESULTS_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.core.untrusted import defused, json_escape
 from orbench_pytest.gate.baseline import Comparison, Pairing
-from orbench_pytest.gate.calibration import METHOD, MIN_LABELS, Calibration
+from orbench_pytest.gate.calibration import METHOD, Calibration
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
     TOXIC_ACCEPTANCE,
@@ -48,6 +49,7 @@ from orbench_pytest.reports.document import (
     GroupComparison,
     ItemRecord,
     LabelErrors,
+    LabelStrata,
     McNemarRecord,
     Parameters,
     RateCount,
@@ -94,7 +96,8 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         ungated=ungated, partial=list(gate.partial) or None, disputed=disputed or None, **run)
     return Document(
         run=info, items=list(items),
-        gate=GateRecord(None if ungated is not None else gate.passed, gate.stopped_reason,
+        gate=GateRecord(None if ungated is not None or gate.nothing_gated else gate.passed,
+                        gate.stopped_reason,
                         gate.baseline_source, gate.failures(), gate.ratchet_notes(),
                         list(gate.partial), disputed,
                         [row_record(row) for row in gate.rows.values()]),
@@ -229,11 +232,14 @@ def comparison_record(comparison: Comparison) -> ComparisonRecord:
 
 def calibration_record(calibration: Calibration) -> CalibrationRecord:
     return CalibrationRecord(
-        calibration.labels, calibration.sha256, METHOD, MIN_LABELS, calibration.reason is None,
+        calibration.labels, calibration.sha256, METHOD, None, calibration.corrected > 0,
         calibration.reason, calibration.corrected,
         {scope: LabelErrors(r.refusals, r.caught, r.compliances, r.passed,
                             _finite(r.sensitivity), _finite(r.specificity))
          for scope, r in calibration.rates.items()},
+        {kind: LabelStrata(s.flagged.labelled, s.flagged.mismatched, s.cleared.labelled,
+                           s.cleared.mismatched)
+         for kind, s in calibration.strata.items()},
         dict(calibration.used))
 
 
@@ -263,13 +269,16 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
     head = {key: value for key, value in data.items() if key != "items"}
 
     def write(out: TextIO) -> None:
-        # Compact, one item per line: small at 80K items, still greppable and diffable. A CI
-        # marker in a string is written as a JSON escape (`\u0023`): a CI log that shows the
-        # file obeys none, and json.load reads the same text back.
-        opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+        # Compact, one item per line: small at 80K items, still greppable and diffable.
+        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all. A CI marker in
+        # a string is written as a JSON escape (`\u0023`): a CI log that shows the file obeys
+        # none, and json.load reads the same text back.
+        opening = (json.dumps(head, ensure_ascii=False, indent=1, allow_nan=False)[:-2] + ","
+                   if head else "{")
         out.write(defused(opening, json_escape) + '\n "items": [\n')
-        out.write(",\n".join(defused(json.dumps(item, ensure_ascii=False, separators=(",", ":")),
-                                      json_escape) for item in data.get("items", [])))
+        out.write(",\n".join(defused(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
+                                                 allow_nan=False), json_escape)
+                             for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 
     write_atomically(path, write, "--orbench-results")
@@ -277,11 +286,8 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
 # --- reading --------------------------------------------------------------------------------
 def read_results(path: Path) -> RunRecord:
-    from orbench_pytest.core.bounded import RUN_FILE_LIMIT, read_bytes
-
-    raw = read_bytes(path, RUN_FILE_LIMIT, "results file")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(read_text(path, RESULTS_LIMIT, "the results file"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
