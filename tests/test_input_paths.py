@@ -62,7 +62,7 @@ def test_the_helper_reads_a_regular_file_with_its_cap_and_tells_absent_from_spec
         tmp_path: Path) -> None:
     path = tmp_path / "f.txt"
     path.write_bytes(b"12345")
-    assert regular_file(path) == path and regular_file(tmp_path / "none") is None
+    assert regular_file(path) is not None and regular_file(tmp_path / "none") is None
     assert read_bytes(path, 5) == b"12345"
     with pytest.raises(ConfigError, match=r"f.txt: cannot read \(larger than the 0 KiB"):
         read_bytes(path, 4)

@@ -39,6 +39,7 @@ from orbench_pytest.core.artefacts import (
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import shown_url, url_secrets
+from orbench_pytest.core.untrusted import redacted_repr
 
 WORKFLOW = Path(".github") / "workflows" / "orbench-gate.yml"
 TRY_SAMPLE = 10
@@ -166,6 +167,7 @@ def try_commands() -> list[tuple[str, str]]:
     ]
 
 
+@redacted_repr
 @dataclass
 class Workflow:
     text: str

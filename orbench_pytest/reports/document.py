@@ -350,6 +350,7 @@ class LabelStrata:
     judged_match_mismatches: Count = 0
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class CalibrationRecord:
     """judge_calibration: what corrected the gate's rates."""
