@@ -37,10 +37,12 @@ from orbench_pytest.catalog.rewording_edits import (
     Transform,
     choices,
 )
+from orbench_pytest.core.untrusted import redacted_repr
 
 DEFAULT_MAX_EDITS = 3
 
 
+@redacted_repr
 class SafePrompt(str):
     """A suite's prompt that expects an answer, with where it comes from."""
 

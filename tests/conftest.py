@@ -13,6 +13,19 @@ from tests.openai_server import OpenAIServer
 pytest_plugins = ["pytester"]
 
 
+def _hypothesis_profile() -> None:
+    """No property test here is about its own speed: Hypothesis' 200 ms deadline and its
+    too-slow health check measure the machine, and failed on a loaded 2-core host (issue 44).
+    The profile keeps everything else of the one in force (Hypothesis' `ci` profile on CI)."""
+    from hypothesis import HealthCheck, settings
+
+    current = settings.default
+    settings.register_profile(
+        "orbench-tests", parent=current, deadline=None,
+        suppress_health_check=[*current.suppress_health_check, HealthCheck.too_slow])
+    settings.load_profile("orbench-tests")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Hypothesis keeps its files (example database, cache of constants) in pytest's cache
     folder rather than a `.hypothesis/` in the working directory, so a test run leaves the
@@ -28,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
                     else Path(tempfile.mkdtemp(prefix="orbench-tests-hypothesis-")))
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
     set_hypothesis_home_dir(where)
+    _hypothesis_profile()  # after the storage folder: the profile's database lives there
 
 
 @pytest.fixture

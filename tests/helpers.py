@@ -17,7 +17,8 @@ import re
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Coroutine, Iterable, Sequence
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -232,12 +233,32 @@ def orbench_argv(plugin_args: list[str], *args: str, url: str | None = None,
     return [*argv, *args]
 
 
+# --- a loaded machine ----------------------------------------------------------------------------
+
+# How long a test waits for a child process, or for an event it caused, before failing: sized
+# for a 2-core machine at load 20+ (a pytest start-up alone then takes tens of seconds). A test
+# decides nothing by it: a healthy run ends, or shows its event, long before.
+SUBPROCESS_TIMEOUT_S = 300.0
+
+
+def wait_until(condition: Callable[[], bool], what: str,
+               timeout: float = SUBPROCESS_TIMEOUT_S) -> None:
+    """Return once `condition()` holds (looked at every 10 ms); fail naming `what` if it never
+    does. For events a test caused in another process or thread: a server's Nth request, a
+    file a child wrote, a line it printed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {timeout:g}s: {what}")
+        time.sleep(0.01)
+
+
 # `orbench` as a real process, in this environment.
 ORBENCH_CLI = [sys.executable, "-m", "orbench_pytest.cli.main"]
 
 
 def orbench_cli(*args: str | Path, cwd: Path, input: str = "", env: dict[str, str] | None = None,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+                timeout: float = SUBPROCESS_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """`orbench ARGS` run in `cwd`, reading `input` on stdin, with `env` added to the
     environment."""
     return subprocess.run([*ORBENCH_CLI, *map(str, args)], cwd=cwd, input=input,
@@ -260,6 +281,14 @@ def item_outcomes(result: pytest.RunResult) -> dict[str, str]:
         if match:
             found[match.group(2)] = match.group(1)
     return found
+
+
+def fetch_seconds(result: pytest.RunResult) -> float:
+    """The fetch time the run printed ("fetch time: 8.1s"): what a bound on the fetch is about,
+    without the interpreter's start-up, which a loaded machine stretches to tens of seconds."""
+    found = re.search(r"fetch time: ([0-9.]+)s", result.stdout.str())
+    assert found, result.stdout.str()
+    return float(found.group(1))
 
 
 _SECONDS = re.compile(r"\b\d+(\.\d+)?s\b")

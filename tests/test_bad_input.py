@@ -28,7 +28,15 @@ from orbench_pytest.config.settings import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
 from orbench_pytest.core.errors import ConfigError
-from tests.helpers import FakeClock, no_crash, orbench_cli, questions, run_orbench, write_suite
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    FakeClock,
+    no_crash,
+    orbench_cli,
+    questions,
+    run_orbench,
+    write_suite,
+)
 from tests.openai_server import OpenAIServer
 
 EXAMPLES = int(os.environ.get("ORBENCH_BAD_INPUT_EXAMPLES", "15"))
@@ -582,15 +590,12 @@ def crafted_view_cache(path: Path) -> None:
 @pytest.mark.parametrize("mode", ["on", "read"])
 def test_a_crafted_cache_with_a_view_is_refused_at_once(pytester, plugin_args, server,
                                                         mode) -> None:
-    import time
-
     write_suite(pytester, questions(3, "food"), "ok")
     cache = pytester.path / "crafted.sqlite3"
     crafted_view_cache(cache)
-    started = time.monotonic()
     result = run_case(pytester, plugin_args, ["suites", f"--orbench-cache={mode}"],
                       url=server.url, cache=str(cache))
-    assert time.monotonic() - started < 20
+    # At once: refused for its view, not after the 30 s bound on one statement.
     line = the_one_line(result, "cache", "view")
     assert "crafted.sqlite3: not an orbench response cache (it holds the view 'responses')" \
         in line
@@ -601,7 +606,7 @@ def test_cache_merge_refuses_a_crafted_cache_at_once(tmp_path) -> None:
     filled_cache(good, {"k1": "a"})
     crafted_view_cache(crafted)
     done = orbench_cli("cache", "merge", good, crafted, "-o", tmp_path / "o.sqlite3",
-                       cwd=tmp_path, timeout=30)
+                       cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "crafted.sqlite3: not an orbench response cache (it holds the view" in done.stderr
@@ -724,12 +729,13 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
 
     write_suite(pytester, questions(8, "food"), "ok")
     path = pytester.path / "c.sqlite3"
-    released = threading.Event()
+    taken, released = threading.Event(), threading.Event()
 
     def hold_lock() -> None:
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
-        time.sleep(3.0)
+        taken.set()
+        time.sleep(3.0)  # how long the other process writes: the case itself
         holder.execute("ROLLBACK")
         holder.close()
         released.set()
@@ -737,7 +743,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
     def script(prompt: str, system: str | None, body: Any) -> Reply:
         if prompt.startswith("question 0:"):
             threading.Thread(target=hold_lock, daemon=True).start()
-            time.sleep(0.3)  # the lock is taken before the next answers arrive
+            taken.wait()  # the lock is taken before the next answers arrive
         return Reply(text="Sure, flour and water.")
 
     with OpenAIServer(script, latency_s=0.5) as slow:
@@ -1042,7 +1048,7 @@ def run_generate(tmp_path: Path, url: str) -> subprocess.CompletedProcess[str]:
                        "rewriter", "--rewriter-base-url", url, "--moderator", "mod1",
                        "--moderator", "mod2", "--moderator-base-url", url, "--per-seed", "3",
                        "--max-retries", "0", "--cache-path", "cache.sqlite3", cwd=tmp_path,
-                       timeout=120)
+                       timeout=SUBPROCESS_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("out", ["seeds.csv", "/dev/null"])
@@ -1104,7 +1110,7 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / "suites" / FORGING_NAME).write_text(yaml.safe_dump(GOOD_SUITE))
     result = run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *xdist,
-                         url=server.url, subprocess=True, timeout=120)
+                         url=server.url, subprocess=True, timeout=SUBPROCESS_TIMEOUT_S)
     text = no_crash(result)
     assert "\x1b" not in text
     assert not [line for line in text.splitlines() if line.lstrip().startswith("::")]

@@ -79,7 +79,8 @@ def test_an_error_message_is_one_line_without_control_characters() -> None:
 def test_a_special_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(ConfigError, match=r"fifo: cannot read the batch output \(not a regular"):
+    with pytest.raises(ConfigError,
+                       match=r"fifo: cannot read the batch output \(a FIFO, not a regular"):
         list(read_output(fifo))
 
 

@@ -19,7 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
 from orbench_pytest.run.runner import generation_params, target_identity
-from tests.helpers import run_orbench
+from tests.helpers import SUBPROCESS_TIMEOUT_S, run_orbench
 
 
 def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
@@ -209,7 +209,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         process.start()
     start.set()
     for process in writers:
-        process.join(timeout=60)
+        process.join(timeout=SUBPROCESS_TIMEOUT_S)
         assert process.exitcode == 0
     cache = ResponseCache(path)
     assert cache.count() == 600
@@ -274,7 +274,7 @@ def test_a_deleted_cache_leaves_no_trap_for_the_next_run(tmp_path: Path) -> None
               "cache.put('k2', Response(text='again'))\n"
               "print(cache.get_many(['k2'])['k2'].text)\n")
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=SUBPROCESS_TIMEOUT_S)
     holder.close()
     assert done.returncode == 0, done.stderr[-500:]
     assert done.stdout.strip() == "again"

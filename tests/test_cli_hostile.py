@@ -28,7 +28,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import csv_cell, csv_value
 from orbench_pytest.judges.check import read_labels
 from orbench_pytest.reports.markdown import GITHUB_COMMENT_LIMIT
-from tests.helpers import labels_file, orbench_cli, results_file
+from tests.helpers import SUBPROCESS_TIMEOUT_S, labels_file, orbench_cli, results_file
 
 FORGED = "x\n::error file=a.py,line=1::forged @octocat\x1b[2J ##[group]g"
 COMMAND_LINE = re.compile(r"(?m)^\s*::")
@@ -133,7 +133,7 @@ def test_report_of_thousands_of_gate_rows_fits_a_comment(tmp_path: Path) -> None
                 for i in range(n)]
         path = junit_file(tmp_path / f"r{n}.xml", rows)
         done = orbench_cli("report", path, "--artifact-url", "https://ci.example/run/1",
-                           cwd=tmp_path, timeout=120)
+                           cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S)
         assert done.returncode == 0, done.stderr
         assert len(done.stdout) < GITHUB_COMMENT_LIMIT
         left_out = re.search(r"… and (\d+) more rows \((\d+) of them failed\) left out to fit a "

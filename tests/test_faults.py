@@ -17,7 +17,15 @@ from typing import Any
 import hypothesis  # noqa: F401  imported once here, not re-imported by every in-process run
 import pytest
 
-from tests.helpers import cases, no_crash, run_orbench, write_suite, write_thresholds
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    cases,
+    fetch_seconds,
+    no_crash,
+    run_orbench,
+    write_suite,
+    write_thresholds,
+)
 from tests.openai_server import (
     AZURE_FILTER_BODY,
     REFUSAL_TEXT,
@@ -198,11 +206,9 @@ def test_refused_connections_end_the_run_fast_with_a_failed_gate(pytester, plugi
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    started = time.monotonic()
     result = run_orbench(pytester, plugin_args,
                          url=f"http://127.0.0.1:{port}/v1")  # default retries
-    elapsed = time.monotonic() - started
-    assert elapsed < 15, elapsed
+    assert fetch_seconds(result) < 15
     result.assert_outcomes(errors=1)  # the run stops as -x does: not one error per prompt
     result.stdout.fnmatch_lines([
         "*requests: 2?, retries:*",  # 20 failed attempts, plus the few already in flight
@@ -448,7 +454,8 @@ def test_a_target_raising_anything_is_an_item_error_never_the_end_of_the_run(
     monkeypatch.setenv("OPENAI_API_KEY", key)
     app_suite(pytester)
     result = run_orbench(pytester, plugin_args, f"--orbench-target=hostile_app:{function}",
-                         "--orbench-results=out.json", retries=0, subprocess=True, timeout=120)
+                         "--orbench-results=out.json", retries=0, subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
     text = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text, text
     assert key not in text and key not in (pytester.path / "out.json").read_text()
@@ -466,14 +473,14 @@ def test_a_target_raising_anything_is_an_item_error_never_the_end_of_the_run(
 def test_an_async_target_swallowing_cancellation_is_abandoned_and_the_run_ends(
         pytester, plugin_args) -> None:
     app_suite(pytester)
-    started = time.monotonic()
+    # Not forever: the run ends (within the subprocess timeout) instead of waiting for it.
     result = run_orbench(pytester, plugin_args,
                          "--orbench-target=hostile_app:swallows_cancellation",
-                         "--orbench-timeout=1", retries=0, subprocess=True, timeout=60)
-    elapsed = time.monotonic() - started
+                         "--orbench-timeout=1", retries=0, subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
     text = result.stdout.str() + result.stderr.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text, text
     result.assert_outcomes(passed=7, errors=1)
     assert ("hostile_app:swallows_cancellation did not return within 1s (--orbench-timeout); "
             "it ignored its cancellation and was abandoned after 1s more") in text
-    assert elapsed < 40  # timeout + grace, not forever (pytest's start-up included)
+    assert "Task was destroyed" not in text  # the abandoned call leaves no noise

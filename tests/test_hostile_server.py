@@ -13,7 +13,7 @@ import pytest
 
 from orbench_pytest.cli.main import main as orbench
 from tests import hostile_server as hs
-from tests.helpers import cases, run_orbench, write_suite, write_thresholds
+from tests.helpers import SUBPROCESS_TIMEOUT_S, cases, run_orbench, write_suite, write_thresholds
 
 FORGED = "::error title=forged::the build is fine"
 ANSI = "\x1b[2K\r\x1b[32morbench gate: PASSED\x1b[0m\x1b]8;;https://evil.example\x07x\x08\x00"
@@ -186,7 +186,7 @@ def test_a_slow_loris_endpoint_stops_the_run_within_four_timeouts(pytester, plug
     result = run_orbench(pytester, plugin_args, "--orbench-timeout=2",
                          f"--orbench-concurrency={concurrency}", "--orbench-backoff=0.01",
                          serve=lambda prompt, system, body: Reply(fault="trickle"),
-                         subprocess=True, timeout=120)
+                         subprocess=True, timeout=SUBPROCESS_TIMEOUT_S)
     text = result.stdout.str()
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert "run stopped: endpoint unavailable: no answer for " in text, text

@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,13 @@ from orbench_pytest.cli.main import main
 from orbench_pytest.gate.calibration import allocate
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
 from orbench_pytest.reports.results import read_results
-from tests.helpers import ORBENCH_CLI, labels_file, orbench_cli
+from tests.helpers import (
+    ORBENCH_CLI,
+    SUBPROCESS_TIMEOUT_S,
+    labels_file,
+    orbench_cli,
+    wait_until,
+)
 
 VERDICTS = ("compliance", "refusal", "partial_refusal")
 
@@ -121,13 +126,10 @@ def test_ctrl_c_keeps_every_label_given(tmp_path: Path) -> None:
     assert child.stdin is not None
     child.stdin.write("rc")
     child.stdin.flush()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if labels.exists() and len(label_rows(labels)) == 2:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: labels.exists() and len(label_rows(labels)) == 2,
+               "two labels written")
     child.send_signal(signal.SIGINT)  # waiting for the third key
-    out, _ = child.communicate(timeout=30)
+    out, _ = child.communicate(timeout=SUBPROCESS_TIMEOUT_S)
     assert child.returncode == 130
     assert "interrupted" in out
     assert [r["label"] for r in label_rows(labels)] == ["refusal", "compliance"]
@@ -236,7 +238,8 @@ def test_labels_files_that_are_not_regular_files_are_refused_in_one_line(tmp_pat
     results = results_file(tmp_path / "run.json")
     (tmp_path / "folder.csv").mkdir()
     done = orbench_cli("judge-check", "folder.csv", cwd=tmp_path)
-    assert done.returncode == 2 and done.stderr.strip().endswith("(a folder)")
+    assert done.returncode == 2 and done.stderr.strip().endswith(
+        "(a folder, not a regular file)")
     assert len(done.stderr.strip().splitlines()) == 1
     zero = orbench_cli("label", "/dev/zero", "-o", "l.csv", cwd=tmp_path)
     assert zero.returncode == 2, zero.stderr
@@ -246,8 +249,8 @@ def test_labels_files_that_are_not_regular_files_are_refused_in_one_line(tmp_pat
     if sys.platform != "win32":
         os.mkfifo(tmp_path / "fifo.csv")
         fifo = orbench_cli("label", results, "-o", "fifo.csv", input="c", cwd=tmp_path)
-        assert fifo.returncode == 2 and "fifo.csv: cannot write the labels file (not a " \
-            "regular file)" in fifo.stderr
+        assert fifo.returncode == 2 and "fifo.csv: cannot write the labels file (a FIFO, " \
+            "not a regular file)" in fifo.stderr
         again = orbench_cli("judge-check", "fifo.csv", cwd=tmp_path)
         assert again.returncode == 2 and "not a regular file" in again.stderr
 

@@ -24,7 +24,7 @@ import pytest
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.fetch import local_model as lm
-from tests.helpers import REPO
+from tests.helpers import REPO, wait_until
 
 HAS_XLLAMACPP = lm.importlib.util.find_spec("xllamacpp") is not None
 
@@ -292,7 +292,7 @@ def pid_gone(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def server_gone(pid: int, port: int | None = None, within_s: float = 10.0) -> bool:
+def server_gone(pid: int, port: int | None = None, within_s: float = 60.0) -> bool:
     """The process has exited and (the kernel being a little behind) its port refuses."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -344,19 +344,35 @@ def test_stop_leaves_no_process_and_no_port(model_cache: Path) -> None:
 
 @pytest.mark.model
 def test_interrupt_while_starting_kills_the_child(model_cache: Path) -> None:
-    """A real Ctrl-C (SIGINT to this process) 0.1 s after the child started: it takes about
-    2 s to load the weights, so the interrupt lands while start_local_server waits for it."""
+    """A real Ctrl-C (SIGINT to this process) sent once start_local_server is waiting for the
+    child's ready line, seen in the main thread's stack, not after a delay. The wait is on a
+    pipe nobody writes, so the child (loading its weights meanwhile) can never be ready first:
+    under load a timer's 0.1 s came after the 2 s load ("DID NOT RAISE KeyboardInterrupt")."""
     spawned, spy = record_spawns()
     kept: list[int] = []
+    main = threading.main_thread().ident
+
+    def waiting_for_ready() -> bool:
+        frame = sys._current_frames().get(main or 0)
+        while frame is not None:
+            if frame.f_code is lm._read_ready.__code__:
+                return True
+            frame = frame.f_back
+        return False
+
+    def ctrl_c_once_waiting() -> None:
+        wait_until(waiting_for_ready, "start_local_server waiting for the ready line")
+        os.kill(os.getpid(), signal.SIGINT)
 
     def spawn_then_ctrl_c(config: dict[str, Any],
                           log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
         proc, ready_fd = spy(config, log_path)
-        # The ready pipe stays open: a child whose ready line met a closed pipe would die of
-        # that by itself, and hide a missing kill.
-        kept.append(os.dup(ready_fd))
-        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return proc, ready_fd
+        # The child's ready pipe stays open (a ready line meeting a closed pipe would kill the
+        # child by itself and hide a missing kill); the parent waits on a silent one.
+        silent_read, silent_write = os.pipe()
+        kept.extend((ready_fd, silent_write))
+        threading.Thread(target=ctrl_c_once_waiting, daemon=True).start()
+        return proc, silent_read
 
     try:
         with pytest.raises(KeyboardInterrupt):

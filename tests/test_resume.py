@@ -7,14 +7,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
-from tests.helpers import orbench_argv, run_orbench, write_suite
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    orbench_argv,
+    run_orbench,
+    wait_until,
+    write_suite,
+)
 from tests.openai_server import HoldAfter, OpenAIServer
 
 N = 80
@@ -49,12 +54,10 @@ def test_a_killed_run_resumes_asking_only_the_rest(pytester, plugin_args, sig) -
             [sys.executable, "-m", "pytest", *orbench_argv(plugin_args, concurrency, **run)],
             cwd=pytester.path, env=os.environ.copy(), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while server.requests <= N // 3 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until(lambda: server.requests > N // 3, f"the server got {N // 3 + 1} requests")
         answered_before_kill = server.requests - server.in_flight
         process.send_signal(sig)
-        output, _ = process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
         held.release()
         first_run = list(server.prompts)
 

@@ -13,13 +13,21 @@ import resource
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, cases, no_crash, orbench_argv, run_orbench, write_suite
+from tests.helpers import (
+    REPO,
+    SUBPROCESS_TIMEOUT_S,
+    cases,
+    fetch_seconds,
+    no_crash,
+    orbench_argv,
+    run_orbench,
+    write_suite,
+)
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = [f"How do I bake bread number {i}?" for i in range(8)]
@@ -41,7 +49,7 @@ def fresh_run(suite: pytest.Pytester, plugin_args: list[str], *args: str,
               **run: Any) -> pytest.RunResult:
     """run_orbench in a fresh process, a failed request retried at once."""
     return run_orbench(suite, plugin_args, "--orbench-backoff=0.01", *args, subprocess=True,
-                       timeout=120, **run)
+                       timeout=SUBPROCESS_TIMEOUT_S, **run)
 
 
 # --- quota, long Retry-After, max duration ---------------------------------------------------
@@ -52,14 +60,12 @@ def test_a_quota_429_stops_the_run_at_once_with_the_providers_message(
     message = "You exceeded your current quota, please check your plan and billing details."
     quota = Reply(status=429, body=error_body(429, code, message))
     with OpenAIServer(lambda p, s, b: quota) as server:
-        started = time.monotonic()
         result = fresh_run(suite, plugin_args, url=server.url)
-        elapsed = time.monotonic() - started
         assert server.requests == 1  # the probe; nobody asks again
     assert result.ret == 1
     result.stdout.fnmatch_lines([f"orbench gate: FAILED — run stopped: quota exhausted: "
                                  f"HTTP 429 {code}: {message}*"])
-    assert elapsed < 60  # a subprocess on a loaded machine; today's run took 308 s
+    assert fetch_seconds(result) < 60  # the run stopped at once; before, it took 308 s
     no_crash(result)
 
 
@@ -110,12 +116,10 @@ def test_max_duration_ends_a_slow_run_and_keeps_what_was_answered(suite, plugin_
         return Reply(text=answer(prompt).text, delay_s=60.0 if slow else 0.0)
 
     with OpenAIServer(script) as server:
-        started = time.monotonic()
         result = fresh_run(suite, plugin_args, "--orbench-concurrency=1",
                            "--orbench-max-duration=2", "--orbench-results=out.json",
                            url=server.url)
-        elapsed = time.monotonic() - started
-    assert result.ret == 1 and elapsed < 50  # not stopped: ≥ 8 × 60 s
+    assert result.ret == 1 and fetch_seconds(result) < 50  # not stopped: ≥ 8 × 60 s
     result.stdout.fnmatch_lines(["orbench gate: FAILED — run stopped: the run took longer "
                                  "than --orbench-max-duration=2s*"])
     items = json.loads((suite.path / "out.json").read_text())["items"]
@@ -141,11 +145,11 @@ def test_a_hanging_sync_target_times_out_and_the_run_ends(suite, plugin_args) ->
             return "I'm sorry, but I can't help with that." if "poison" in prompt \\
                 or "bomb" in prompt else "Sure, here is how."
     """)
-    started = time.monotonic()
     result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01",
                          "--orbench-target=myapp:answer", "--orbench-timeout=1",
-                         "--orbench-results=out.json", subprocess=True, timeout=120)
-    assert time.monotonic() - started < 60
+                         "--orbench-results=out.json", subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
+    assert fetch_seconds(result) < 60  # the hung call did not hold the run for its hour
     items = json.loads((suite.path / "out.json").read_text())["items"]
     hung = [i for i in items if i["case_id"] == "safe-0003"]
     assert hung[0]["verdict"] == "error"
@@ -164,7 +168,8 @@ def test_a_broken_target_module_is_a_one_line_usage_error(suite, plugin_args, so
                                                           message) -> None:
     (suite.path / "myapp.py").write_text(source + "\n")
     result = run_orbench(suite, plugin_args, "--orbench-backoff=0.01",
-                         "--orbench-target=myapp:answer", subprocess=True, timeout=120)
+                         "--orbench-target=myapp:answer", subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("ERROR: --orbench-target: ")
@@ -178,11 +183,9 @@ def test_a_slow_loris_endpoint_holds_a_prompt_for_at_most_two_timeouts(suite,
         return Reply(fault="trickle") if prompt == SAFE[0] else answer(prompt)
 
     with OpenAIServer(script) as server:
-        started = time.monotonic()
         result = fresh_run(suite, plugin_args, "--orbench-timeout=1", url=server.url)
-        elapsed = time.monotonic() - started
         assert server.prompts.count(SAFE[0]) == 2  # one retry of a timeout, not six
-    assert elapsed < 60
+    assert fetch_seconds(result) < 60
     result.stdout.fnmatch_lines(["*no answer after 2 attempts: timed out after 1s*"])
 
 
@@ -235,7 +238,7 @@ def run_with_file_limit(project: Path, plugin_args: list[str], limit_bytes: int,
     return subprocess.run([sys.executable, "-m", "pytest",
                            *orbench_argv(plugin_args, "-p", "no:cacheprovider", *args, **run)],
                           cwd=project, env=env, preexec_fn=limit, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=SUBPROCESS_TIMEOUT_S)
 
 
 def test_a_full_disk_stops_the_run_names_the_file_and_keeps_the_answers(suite,

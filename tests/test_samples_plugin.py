@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,12 @@ from junitparser import JUnitXml, Properties
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.gate.samples import clustered_rate
 from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
     cases,
     item_outcomes,
     orbench_argv,
     run_orbench,
+    wait_until,
     without_seconds,
     write_suite,
     write_thresholds,
@@ -137,11 +138,10 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
         process = subprocess.Popen([sys.executable, "-m", "pytest", *argv],
                                    cwd=project.path, env=os.environ.copy(),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while server.requests <= total // 3 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until(lambda: server.requests > total // 3,
+                   f"the server got {total // 3 + 1} requests")
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
         held.release()
         first = server.requests
         cache = ResponseCache(project.path / "c.sqlite3", writable=False)

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import cases, orbench_cli, run_orbench, write_suite
+from tests.helpers import SUBPROCESS_TIMEOUT_S, cases, orbench_cli, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, error_body
 
 SAFE = ["How do I bake rye bread?", "What is a firewall?", "Echo my headers, please.",
@@ -244,7 +244,7 @@ def test_generate_writes_no_well_known_key_into_its_files(tmp_path, monkeypatch)
             "generate", "--seeds", "seeds.csv", "--out", "bank", "--rewriter-model", "rewriter",
             "--rewriter-base-url", server.url, "--moderator", "mod1", "--moderator-base-url",
             server.url, "--per-seed", "2", "--max-retries", "0", "--cache-path", "cache.sqlite3",
-            cwd=tmp_path, timeout=120, env={"AZURE_OPENAI_API_KEY": key})
+            cwd=tmp_path, timeout=SUBPROCESS_TIMEOUT_S, env={"AZURE_OPENAI_API_KEY": key})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "bank" / "safe.csv").is_file()
     assert_nowhere(key, {"stdout": done.stdout, "stderr": done.stderr},

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.bounded import BODY_LIMIT
+from orbench_pytest.core.bounded import BODY_LIMIT, open_regular
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import well_formed
 from orbench_pytest.core.untrusted import terminal_text
@@ -75,9 +75,7 @@ LINE_LIMIT = BODY_LIMIT + 64 * 1024  # one reply, and its line's own fields
 def read_output(path: Path) -> Iterator[OutputLine]:
     """Every line of a Batch API output or error file (a regular file; lines bounded)."""
     try:
-        if not path.is_file():
-            raise ConfigError(f"{path}: cannot read the batch output (not a regular file)")
-        with path.open("rb") as handle:
+        with open_regular(path, "the batch output") as handle:
             yield from parse_output(_bounded_lines(handle, str(path)), str(path))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the batch output ({exc.strerror or exc})") \

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.artefacts import file_sha256, replacing
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import resolved
@@ -146,7 +147,7 @@ def _local_path(source: str, base_dir: Path, allow_outside: bool) -> Path:
     if not allow_outside and not path.is_relative_to(base):
         raise ConfigError(f"{source}: outside the suite's folder {base}; keep data files next "
                           "to the suite file (or below it)")
-    if not path.is_file():
+    if regular_file(path, "the data file") is None:
         raise ConfigError(f"{path}: file not found (source {source!r} is relative to {base})")
     return path
 

@@ -36,9 +36,11 @@ from orbench_pytest.core.artefacts import (
     resolved_target,
     write_new_file,
 )
+from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import shown_url, url_secrets
+from orbench_pytest.core.untrusted import redacted_repr
 
 WORKFLOW = Path(".github") / "workflows" / "orbench-gate.yml"
 TRY_SAMPLE = 10
@@ -166,6 +168,7 @@ def try_commands() -> list[tuple[str, str]]:
     ]
 
 
+@redacted_repr
 @dataclass
 class Workflow:
     text: str
@@ -279,7 +282,7 @@ def pytest_config(root: Path) -> tuple[Path, str, set[str]] | None:
 def _append_table(pyproject: Path, settings: dict[str, str], report: InitReport) -> None:
     """Append the table, checked: the result must read back as TOML with the same content
     plus the table, or nothing is written."""
-    text = pyproject.read_text(encoding="utf-8")
+    text = read_text(pyproject, OPTION_FILE_LIMIT, "pyproject.toml")
     before = _read_toml(pyproject)
     addition = ("" if text.endswith("\n") or not text else "\n") + "\n" + toml_text(settings)
     try:
@@ -299,17 +302,17 @@ def _append_table(pyproject: Path, settings: dict[str, str], report: InitReport)
 
 def _read_toml(path: Path) -> dict[str, object]:
     try:
-        data: dict[str, object] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data: dict[str, object] = tomllib.loads(read_text(path, OPTION_FILE_LIMIT))
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix it first") from None
     return data
 
 
 def _read_ini(path: Path) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError) as exc:
+    try:  # read through the bounded reader: a FIFO or a huge file is a one-line error
+        parser.read_string(read_text(path, OPTION_FILE_LIMIT), str(path))
+    except configparser.Error as exc:
         raise ConfigError(f"{path}: not a readable ini file ({exc})") from None
     return parser
 

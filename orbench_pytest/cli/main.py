@@ -29,6 +29,7 @@ from typing import TextIO
 
 from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import terminal_line, terminal_text
 
@@ -365,7 +366,7 @@ def _thresholds(args: argparse.Namespace) -> int:
     from orbench_pytest.reports.summary import aligned_lines
 
     path = args.file
-    if path is None and Path("thresholds.yaml").is_file():
+    if path is None and regular_file(Path("thresholds.yaml"), "thresholds file"):
         path = Path("thresholds.yaml")
     thresholds = BUILT_IN if path is None else load_thresholds(path)
     named = {*thresholds.suites, *(suite for suite, _ in thresholds.categories)}

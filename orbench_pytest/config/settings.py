@@ -19,12 +19,13 @@ from typing import Any
 
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
 from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import has_lone_surrogate
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
 from orbench_pytest.fetch.freshness import DEFAULT_MAX_AGE_S, parse_max_age
 
@@ -35,6 +36,7 @@ MAX_VERSION_CHARS = 200
 MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Variant:
     """A system prompt every prompt runs under (--orbench-system-prompt, --orbench-variant)."""
@@ -43,6 +45,7 @@ class Variant:
     system_prompt: str | None
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Settings:
     """A run's options, read and checked once from the command line and the ini file."""
@@ -361,7 +364,10 @@ def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
     if raw is None:
         return None
     path = here / str(raw)
-    found = stat_of(path, option)
-    if found is None or not stat.S_ISREG(found.st_mode):
-        raise ConfigError(f"{option}: {path} does not exist or is not a file")
+    try:
+        found = regular_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+    if found is None:
+        raise ConfigError(f"{option}: {path} does not exist")
     return path

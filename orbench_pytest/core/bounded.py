@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orbench_pytest.core.errors import ConfigError
 
@@ -26,36 +26,72 @@ def _size_text(limit: int) -> str:
     return f"{limit // MIB} MiB" if limit >= MIB else f"{limit // KIB} KiB"
 
 
+def _not_regular(mode: int) -> str | None:
+    """What a path that is not a regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+
+
+def _refused(path: Path, verb: str, what: str, kind: str) -> ConfigError:
+    return ConfigError(f"{path}: cannot {verb}{what} ({kind}, not a regular file)")
+
+
 def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_result | None:
-    """The file's stat, None where nothing is there; a folder, device, FIFO or socket is a
-    one-line ConfigError ("{path}: cannot {verb}{what} (a folder)") before anything opens it,
-    so nothing blocks or streams forever."""
-    what = f" {what}" if what else ""
+    """The file's stat, None where nothing is there; a folder, device, FIFO or socket (or a
+    path that cannot be looked at) is a one-line ConfigError ("{path}: cannot {verb}{what}
+    (a FIFO, not a regular file)") before anything opens it, where Path.is_file() would answer
+    False and the file be silently taken as absent."""
+    shown = f" {what}" if what else ""
     try:
         found = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot {verb}{what} ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(found.st_mode):
-        kind = "a folder" if stat.S_ISDIR(found.st_mode) else "not a regular file"
-        raise ConfigError(f"{path}: cannot {verb}{what} ({kind})")
+        raise ConfigError(f"{path}: cannot {verb}{shown} ({exc.strerror or exc})") from None
+    kind = _not_regular(found.st_mode)
+    if kind is not None:
+        raise _refused(path, verb, shown, kind)
     return found
 
 
-def read_bytes(path: Path, limit: int, what: str = "") -> bytes:
-    """The file's bytes, at most `limit`; a special file (device, FIFO, socket) is refused
-    before it is opened, so nothing blocks or streams forever."""
-    regular_file(path, what)  # missing: open() says so below
-    what = f" {what}" if what else ""
+_NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no FIFOs to open
+
+
+def open_regular(path: Path, what: str = "") -> BinaryIO:
+    """`path` opened to read bytes, where it is a regular file; a folder, a device, a FIFO or
+    a socket is a one-line ConfigError, refused before it is opened (a device is not touched)
+    and again once opened (a FIFO swapped in meanwhile opens non-blocking, so nothing hangs)."""
+    shown = f" {what}" if what else ""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | _NON_BLOCKING | getattr(os, "O_BINARY", 0))
+            kind = _not_regular(os.fstat(fd).st_mode)
+            if kind is None:
+                if _NON_BLOCKING:
+                    os.set_blocking(fd, True)
+                return os.fdopen(fd, "rb")
+            os.close(fd)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read{what} ({exc.strerror or exc})") from None
+        raise ConfigError(f"{path}: cannot read{shown} ({exc.strerror or exc})") from None
+    raise _refused(path, "read", shown, kind)
+
+
+def read_bytes(path: Path, limit: int, what: str = "") -> bytes:
+    """The file's bytes, at most `limit`, through open_regular: nothing blocks or streams
+    forever."""
+    with open_regular(path, what) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read{f' {what}' if what else ''} "
+                              f"({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise ConfigError(f"{path}: cannot read{what} (larger than the {_size_text(limit)} "
-                          "allowed)")
+        raise ConfigError(f"{path}: cannot read{f' {what}' if what else ''} (larger than the "
+                          f"{_size_text(limit)} allowed)")
     return data
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
 
+from orbench_pytest.core.untrusted import redacted_repr
+
 # A surrogate code point alone is no character: JSON and YAML escapes such as \ud800 decode to
 # one, and it cannot be encoded as UTF-8, so hashing, storing or reporting text holding it fails.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -50,6 +52,7 @@ Expectation = Literal["comply", "refuse"]
 EXPECTATIONS: tuple[Expectation, ...] = ("comply", "refuse")
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class PromptCase:
     """One prompt of a suite: the unit that becomes one test item."""
@@ -76,6 +79,7 @@ class Label(str, Enum):
 REFUSAL_LABELS = frozenset({Label.REFUSAL, Label.PARTIAL_REFUSAL, Label.CONTENT_FILTER})
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What a response was (its label), why, and which judge decided."""
@@ -97,6 +101,7 @@ class Verdict:
         return self.label in REFUSAL_LABELS
 
 
+@redacted_repr
 @dataclass(slots=True)
 class Response:
     """What the target returned for one prompt (or why it did not)."""

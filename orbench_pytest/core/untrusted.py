@@ -4,8 +4,9 @@ Prompts, answers, endpoint error messages and names read from data files reach t
 logs, JUnit files and pull-request comments. Rendered here, such text cannot:
 - move the cursor, clear the screen or rewrite a line (control characters become visible
   escapes such as \\x1b, \\r, \\u202e);
-- start a CI workflow command (GitHub Actions runs a log line that begins with `::`, after
-  leading spaces, and a `##[` command anywhere in a line);
+- start a CI system's log command or section (GitHub Actions, Azure Pipelines, GitLab,
+  Buildkite, TeamCity: MARKERS below, each with its source), in every output: terminal, JUnit,
+  results file, PR comment, CSV cells;
 - ping people, link or emphasise in Markdown (mentions, autolinks, markup are escaped);
 - carry a configured secret (every rendering redacts first).
 
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from orbench_pytest.core.redact import redact, redact_known
 
@@ -24,8 +28,6 @@ from orbench_pytest.core.redact import redact, redact_known
 # width), line and paragraph separators, private use and unassigned code points.
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_WORKFLOW_COMMAND = re.compile(r"^(\s*):")  # `::cmd` at a line's start, spaces allowed
-_OLD_COMMAND = "##["
 ZERO_WIDTH_SPACE = "\u200b"  # breaks a mention or an autolink without showing
 
 
@@ -43,13 +45,76 @@ def _visible(text: str) -> str:
     return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
 
 
+# --- CI log markers -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Marker:
+    """Text a CI system obeys in a job's log. `pattern`: a regex whose one group is the
+    character escaped to defuse it; `line_start`: obeyed only where a line begins (after
+    spaces), else anywhere in a line."""
+
+    system: str
+    example: str
+    pattern: str
+    line_start: bool
+    source: str
+
+
+_BUILDKITE = "https://buildkite.com/docs/pipelines/configure/managing-log-output"
+_AZURE = "https://learn.microsoft.com/en-us/azure/devops/pipelines/scripts/logging-commands"
+# The table docs/hostile-input.md shows (tests/test_untrusted_markers.py checks they agree).
+MARKERS: tuple[Marker, ...] = (
+    Marker("GitHub Actions", "::error::text", r"(:):", True,
+           "https://docs.github.com/en/actions/reference/workflows-and-actions/"
+           "workflow-commands"),
+    Marker("GitHub Actions, Azure Pipelines", "##[group]text", r"#(#)\[", False,
+           f"{_AZURE}#formatting-commands"),
+    Marker("Azure Pipelines", "##vso[task.complete result=Succeeded]", r"#(#)vso\[", False,
+           _AZURE),
+    Marker("TeamCity", "##teamcity[buildStatus status='SUCCESS']", r"#(#)teamcity\[", False,
+           "https://www.jetbrains.com/help/teamcity/service-messages.html"),
+    Marker("GitLab CI/CD", "section_start:1560896352:name (after ESC[0K)",
+           r"section_(?:start|end)(:)", False,
+           "https://docs.gitlab.com/ci/jobs/job_logs/#custom-collapsible-sections"),
+    Marker("Buildkite", "--- group", r"(-)--[ \t]", True, _BUILDKITE),
+    Marker("Buildkite", "+++ expanded group", r"(\+)\+\+[ \t]", True, _BUILDKITE),
+    Marker("Buildkite", "~~~ collapsed group", r"(~)~~[ \t]", True, _BUILDKITE),
+    Marker("Buildkite", "^^^ +++", r"(\^)\^\^[ \t]+\+\+\+", True, _BUILDKITE),
+)
+# A line starts at the text's start or after any break str.splitlines knows. Letters match in
+# either case: the agents compare `##vso[` and `##teamcity[` case-insensitively.
+_LINE_START = r"(?:^|(?<=[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))[ \t]*"
+_MARKER = re.compile("|".join(_LINE_START + m.pattern if m.line_start else m.pattern
+                              for m in MARKERS), re.IGNORECASE)
+_HINTS = ("::", "##", "ection_", "ECTION_", "--", "++", "~~", "^^")  # one is in every marker
+
+
+def defused(text: str, escape: Callable[[str], str]) -> str:
+    """`text` with every CI marker of MARKERS made inert: the marker's key character written
+    by `escape` (a terminal's \\x3a, a CSV cell's \\u{3a}, JSON's \\u003a, read back as ':')."""
+    if not any(hint in text for hint in _HINTS):  # the common case: nothing to look for
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        group = next(i for i, value in enumerate(match.groups(), 1) if value is not None)
+        start, end = match.span(group)
+        return (text[match.start():start] + escape(match.group(group))
+                + text[end:match.end()])
+
+    return _MARKER.sub(one, text)
+
+
+def json_escape(ch: str) -> str:
+    """A character as a JSON string escape (read back as the character itself)."""
+    return f"\\u{ord(ch):04x}"
+
+
+def _hex(ch: str) -> str:
+    return f"\\x{ord(ch):02x}"
+
+
 def _no_commands(text: str) -> str:
-    """No workflow command can start in this (single) line."""
-    if _OLD_COMMAND in text:
-        text = text.replace(_OLD_COMMAND, "#\\x23[")
-    if text.lstrip().startswith("::"):
-        text = _WORKFLOW_COMMAND.sub(r"\1\\x3a", text, count=1)
-    return text
+    """No CI marker can act in this text (a line, or lines)."""
+    return defused(text, _hex)
 
 
 def clip(text: str, limit: int | None) -> str:
@@ -101,7 +166,6 @@ def markdown_code(text: object, limit: int | None = None) -> str:
 FORMULA_STARTS = "=+-@\t\r"  # a cell a spreadsheet would run as a formula (OWASP's list)
 _CELL_KEPT = frozenset("\n\t")  # line breaks and tabs stay: a long answer stays readable
 _CELL_ESCAPE = re.compile(r"\\u\{([0-9a-f]{1,6})\}")
-_CELL_COMMAND = re.compile(r"(?m)^([ \t]*):(?=:)")
 
 
 def _cell_escape(ch: str) -> str:
@@ -114,21 +178,33 @@ def _needs_quote_mark(text: str) -> bool:
     return bool(rest) and rest[0] in FORMULA_STARTS
 
 
-def csv_cell(value: object) -> object:
-    """A CSV cell that neither a spreadsheet runs (a formula start gets a leading ') nor a
-    terminal or CI log obeys (a control character, a `::` at a line's start or `##[` becomes
-    a `\\u{hex}` escape), without a configured secret; csv_value reads it back exactly.
-    Plain text is written as it is; non-text values are left to the CSV writer."""
-    if not isinstance(value, str):
-        return value
+def kept_text(value: str) -> str:
+    """Untrusted text written where a file must give it back exactly (a CSV cell, a JUnit
+    property): without a configured secret, a control character or a CI marker's key
+    character as a `\\u{hex}` escape (a `\\u{` of the text itself escaped too, so
+    read_kept undoes exactly what was done)."""
     text = redact_known(value)
-    if not (text.isprintable() and "\\u{" not in text and _OLD_COMMAND not in text
-            and "::" not in text):
+    if not (text.isprintable() and "\\u{" not in text):
         text = "".join(_cell_escape(ch) if (ch == "\\" and text.startswith("u{", i + 1))
                        or (ch not in _CELL_KEPT and unicodedata.category(ch) in _HIDDEN)
                        else ch for i, ch in enumerate(text))
-        text = _CELL_COMMAND.sub(lambda m: m.group(1) + _cell_escape(":"), text)
-        text = text.replace(_OLD_COMMAND, "#" + _cell_escape("#") + "[")
+    return defused(text, _cell_escape)
+
+
+def read_kept(text: str) -> str:
+    """Text as kept_text wrote it, read back."""
+    if "\\u{" not in text:
+        return text
+    return _CELL_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell that neither a spreadsheet runs (a formula start gets a leading ') nor a
+    terminal or CI log obeys (kept_text); csv_value reads it back exactly. Plain text is
+    written as it is; non-text values are left to the CSV writer."""
+    if not isinstance(value, str):
+        return value
+    text = kept_text(value)
     return "'" + text if _needs_quote_mark(text) else text
 
 
@@ -136,6 +212,26 @@ def csv_value(cell: str) -> str:
     """A cell as csv_cell wrote it, read back: the formula mark dropped, escapes undone."""
     if cell[:1] == "'" and _needs_quote_mark(cell[1:]):
         cell = cell[1:]
-    if "\\u{" not in cell:
-        return cell
-    return _CELL_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), cell)
+    return read_kept(cell)
+
+
+# --- reprs ------------------------------------------------------------------------------------
+_Class = TypeVar("_Class", bound=type)
+
+
+def redacted_repr(cls: _Class) -> _Class:
+    """Class decorator (above @dataclass): the class's own repr, redacted and inert, wherever a
+    library shows the object: repr() (pytest's assertion rewriting, tracebacks) and Hypothesis'
+    reports, which print a dataclass field by field and a str subclass as a plain str unless
+    `_repr_pretty_` says otherwise. A prompt or an answer that quotes a key shows [REDACTED]."""
+    plain = cast(Callable[[object], str], cls.__repr__)
+
+    def __repr__(self: object) -> str:
+        return terminal_line(plain(self))
+
+    def _repr_pretty_(self: object, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    setattr(cls, "__repr__", __repr__)  # noqa: B010 (mypy: a method is not assignable)
+    setattr(cls, "_repr_pretty_", _repr_pretty_)  # noqa: B010
+    return cls

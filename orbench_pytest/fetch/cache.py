@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import resolved, stat_of
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.core.untrusted import terminal_text
 
@@ -294,7 +295,8 @@ class ResponseCache:
         self._busy_ms: int | None = None  # the busy timeout put_many last set
         try:
             if writable:
-                stat_of(path, "--orbench-cache-path")  # a loop or an over-long name: one line
+                # A loop, an over-long name, a device or a FIFO: one line, not "disk I/O error"
+                regular_file(path, "the response cache")
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
@@ -306,7 +308,7 @@ class ResponseCache:
             else:
                 # A missing file is an empty cache; an existing one is opened mode=ro.
                 real = resolved(path)
-                there = stat_of(real, "--orbench-cache-path") is not None
+                there = regular_file(real, "the response cache") is not None
                 self._db = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
                                            timeout=lock_wait_s, isolation_level=None,
                                            check_same_thread=False) if there \

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orbench_pytest.core.artefacts import mode_for, replacing, resolved_target
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import resolved, stat_of
+from orbench_pytest.core.paths import resolved
 from orbench_pytest.fetch.cache import (
     JUDGMENT_COLUMNS,
     JUDGMENT_TYPES,
@@ -96,8 +96,7 @@ def merge_caches(inputs: Sequence[Path], output: Path, *, force: bool = False) -
 
 def _check_input(path: Path) -> None:
     """Opened read-only as the plugin opens a cache: its schema, columns and health checked."""
-    found = stat_of(path)
-    if found is None or not stat.S_ISREG(found.st_mode):
+    if regular_file(path, "cache file") is None:
         raise ConfigError(f"{path}: no such cache file")
     if path.stat().st_size == 0:
         raise ConfigError(f"{path}: an empty file, not an orbench cache")

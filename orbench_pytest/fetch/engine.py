@@ -19,6 +19,7 @@ from typing import Protocol
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
 from orbench_pytest.fetch.costs import TokenCount
@@ -28,6 +29,7 @@ from orbench_pytest.fetch.retry import Clock, RetrySettings, Sleep, stall_bound
 from orbench_pytest.fetch.targets import Target
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Job:
     """One answer to fetch: its cache key and what to send."""
@@ -37,6 +39,7 @@ class Job:
     system_prompt: str | None
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What the report phase needs of one prompt: small, no raw body."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.targets import FaultKind, TransientFault
 from orbench_pytest.fetch.wait_headers import WAIT_CEILING_S
 
@@ -64,6 +65,7 @@ class Retry:
     wait_s: float
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class GiveUp:
     """This prompt ends as an error; the run goes on."""
@@ -71,6 +73,7 @@ class GiveUp:
     reason: str
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class StopRun:
     """The endpoint is unusable for this run (down, out of quota, asking for hours)."""

@@ -488,6 +488,7 @@ class _LoopThread:
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
+                self._loop.set_exception_handler(_quiet_when_abandoned)
                 threading.Thread(target=self._loop.run_forever, name="orbench-async-target",
                                  daemon=True).start()
             loop = self._loop
@@ -501,6 +502,16 @@ class _LoopThread:
         if loop is not None:  # abandoned calls, if any, stop with the daemon thread
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
+
+
+def _quiet_when_abandoned(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A call that ignored its cancellation was abandoned (its item's error says so) and is
+    destroyed still pending when the process ends: asyncio's "Task was destroyed but it is
+    pending!" (two lines a call) would only repeat that after the run's last line. Anything
+    else goes to asyncio's own handler."""
+    if str(context.get("message", "")).startswith("Task was destroyed but it is pending"):
+        return
+    loop.default_exception_handler(context)
 
 
 async def _guarded(coroutine: Any, ended: threading.Event) -> Any:

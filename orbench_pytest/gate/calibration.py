@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TypeVar
 
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
     TOXIC_ACCEPTANCE,
@@ -151,6 +152,7 @@ def _score_interval(x: int, m: int, z: float) -> tuple[float, float]:
     return max(low, 0.0), min(high, 1.0)
 
 
+@redacted_repr
 @dataclass
 class Calibration:
     """What the run's gate was corrected with, for the terminal and the results file."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
     FetchEngine,
@@ -28,6 +29,7 @@ from orbench_pytest.fetch.engine import (
 from orbench_pytest.generate.models import Endpoints, ModelRef
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Request:
     prompt: str
@@ -68,7 +70,9 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
         target = endpoints.target(ref, concurrency)
         fetch = FetchSettings.of(concurrency=concurrency, rpm=settings.rpm, tpm=settings.tpm,
                                  max_tokens=ref.params.max_tokens,
-                                 max_retries=settings.max_retries, backoff_s=settings.backoff_s)
+                                 max_retries=settings.max_retries, backoff_s=settings.backoff_s,
+                                 # the plugin's stall bound: no answer for 2 timeouts stops
+                                 timeout_s=ref.params.timeout_s)
         # Nothing is judged here: the pipeline reads the answers' text from the cache, and the
         # probes are judged by the caller.
         report = FetchReport()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME
 from orbench_pytest.core.paths import resolved
@@ -209,7 +210,13 @@ def _config(args: argparse.Namespace) -> GenerateConfig:
                                            "--moderation-prompt"),
                  "seed_topics": load_template("seed_topics", args.seed_prompt, "--seed-prompt")}
     for option, path in (("--seeds", args.seeds), ("--seed-topics", args.seed_topics)):
-        if path is not None and not path.is_file():
+        if path is None:
+            continue
+        try:
+            found = regular_file(path)
+        except ConfigError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+        if found is None:
             raise ConfigError(f"{option}: {path}: file not found")
     return GenerateConfig(
         out=args.out, name=name, rewriter=rewriter, moderators=moderators, probes=probes,

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import redacted_repr
 
 # Template name → the placeholders it must use (and the only ones it may use).
 PLACEHOLDERS: dict[str, frozenset[str]] = {
@@ -28,6 +29,7 @@ REQUIRED: dict[str, frozenset[str]] = {
 }
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class PromptTemplate:
     name: str
@@ -51,12 +53,12 @@ def load_template(name: str, path: Path | None, option: str) -> PromptTemplate:
     """The built-in template `name`, or the file given with `option`, checked."""
     if path is None:
         return builtin(name)
+    from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{option}: {path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{option}: {path}: cannot read ({exc.strerror})") from None
+        text = read_text(path, OPTION_FILE_LIMIT)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
     template = PromptTemplate(name, text, str(path))
     check_template(template, option)
     return template

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.catalog.datasets import read_rows
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import csv_value, inert_text
 from orbench_pytest.generate.write import (
@@ -27,7 +28,7 @@ SHOWN_CHARS = 160
 
 def read_review_rows(out: Path) -> list[dict[str, str]]:
     path = out / REVIEW_FILE
-    if not path.is_file():
+    if regular_file(path) is None:
         raise ConfigError(f"{path}: not found; run orbench generate with --out {out} first")
     rows = [{key: csv_value(cell) for key, cell in row.items()}
             for row in read_rows(path)]
@@ -42,7 +43,7 @@ def carry_review(out: Path, rows: list[dict[str, str]]) -> int:
     """Keep a reviewer's `disputed` marks (and who decided) when the folder is generated
     again: a row with the same id and prompt keeps its mark. Returns how many were carried."""
     path = out / REVIEW_FILE
-    if not path.is_file():
+    if regular_file(path) is None:
         return 0
     marks = {(csv_value(row.get("id") or ""), csv_value(row.get("prompt") or "")):
              (csv_value(row.get("disputed") or ""),

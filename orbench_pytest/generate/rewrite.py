@@ -7,12 +7,13 @@ import re
 from dataclasses import dataclass
 
 from orbench_pytest.core.types import Response
-from orbench_pytest.core.untrusted import FORMULA_STARTS
+from orbench_pytest.core.untrusted import FORMULA_STARTS, redacted_repr
 from orbench_pytest.generate.prompts import PromptTemplate
 from orbench_pytest.generate.seeds import MAX_PROMPT_CHARS, Seed
 from orbench_pytest.judges.judge import neutralise_delimiters, strip_reasoning
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class RewrittenPrompt:
     """One prompt a seed was rewritten into: a candidate until moderation and probes keep it."""

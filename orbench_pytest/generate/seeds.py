@@ -9,11 +9,13 @@ from orbench_pytest.catalog.datasets import read_rows
 from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import safe_id
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.core.yaml_load import load_yaml
 
 MAX_PROMPT_CHARS = 4000  # a seed or candidate longer than this is not a prompt but a document
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Seed:
     seed_id: str  # selectable and file-safe: letters, digits, '_', '.', '-'

@@ -159,13 +159,15 @@ def write_provenance(out: Path, provenance: dict[str, Any]) -> None:
 
 
 def read_provenance(out: Path) -> dict[str, Any]:
+    from orbench_pytest.core.bounded import OPTION_FILE_LIMIT, read_bytes, regular_file
+
     path = out / PROVENANCE_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if regular_file(path) is None:
         raise ConfigError(f"{path}: not found; is {out} a folder written by orbench "
-                          "generate?") from None
-    except (OSError, ValueError, RecursionError) as exc:  # deep nesting too
+                          "generate?")
+    try:
+        data = json.loads(read_bytes(path, OPTION_FILE_LIMIT))
+    except (ValueError, RecursionError) as exc:  # deep nesting too
         why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise ConfigError(f"{path}: unreadable ({why})") from None
     if not isinstance(data, dict):

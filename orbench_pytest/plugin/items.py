@@ -18,7 +18,7 @@ from orbench_pytest.config.settings import Variant
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import item_nodeid
 from orbench_pytest.core.types import PromptCase
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.untrusted import kept_text, terminal_text
 from orbench_pytest.gate.decision import Outcome
 from orbench_pytest.gate.samples import times
 from orbench_pytest.plugin.stash import STOP_PREFIX, orbench_session
@@ -120,7 +120,7 @@ class PromptItem(pytest.Item):
         verdict = answer.verdict
         properties: list[tuple[str, object]] = [
             ("suite", self.case.suite),
-            ("category", self.case.category),
+            ("category", kept_text(self.case.category)),  # a file's text, read back exactly
             ("expectation", self.case.expect),
             ("verdict", verdict.label.value),
             ("judge", verdict.judge),

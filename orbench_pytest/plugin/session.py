@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,7 @@ class OrbenchSession:
         self._disputes: Disputes | None = None
         self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
         self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
+        self._restore_sigint: Callable[[], None] | None = None  # set after a first Ctrl-C
         self._collection_errors = 0  # failed collection reports, the user's own files too
 
     # --- collection -----------------------------------------------------------------------
@@ -409,9 +411,19 @@ class OrbenchSession:
             for line in lines:  # they may quote a file's or a server's text
                 reporter.write_line(terminal_line(line))
 
+    @pytest.hookimpl(tryfirst=True)  # before every plugin's own finishing work
+    def pytest_keyboard_interrupt(self) -> None:
+        from orbench_pytest.plugin.second_interrupt import stop_at_second_interrupt
+
+        if self._restore_sigint is None:
+            self._restore_sigint = stop_at_second_interrupt()
+
     @pytest.hookimpl(trylast=True)  # after pytest's own collection of unraisable garbage
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         from orbench_pytest.core.redact import forget_secrets
+
+        if self._restore_sigint is not None:
+            self._restore_sigint()
 
         if self._handoff is not None:
             self._handoff.delete()

@@ -18,6 +18,7 @@ from orbench_pytest.core.defaults import REWORDING_EDITS
 from orbench_pytest.core.ids import ItemKey, key_label
 from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.costs import RunCost
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.decision import ItemResult, group_rates
@@ -27,6 +28,7 @@ ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "n
 
 
 # --- items ----------------------------------------------------------------------------------
+@redacted_repr
 @dataclass(frozen=True)
 class ItemRecord:
     """One prompt's outcome. Also written, worked out from the fields: `id` (the item's
@@ -181,6 +183,7 @@ class RowRecord:
     regression: RegressionRecord | None = None  # suite rows against a baseline
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Disputed:
     """A prompt the team disputes: left out of every rate."""
@@ -305,6 +308,7 @@ class SuiteCount:
     items: Count
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class VariantInfo:
     """A system-prompt variant."""
@@ -335,6 +339,7 @@ class LabelErrors:
     specificity: float | None = None
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class LabelStrata:
     """One kind's labels split by the judge's verdict: how many, and how many people found a
@@ -346,6 +351,7 @@ class LabelStrata:
     judged_match_mismatches: Count = 0
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class CalibrationRecord:
     """judge_calibration: what corrected the gate's rates."""
@@ -374,6 +380,7 @@ class Agreement:
     confusion: dict[str, dict[str, Count]] = field(default_factory=dict)
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Flip:
     """A fragile prompt and the smallest rewording found that the model refused."""

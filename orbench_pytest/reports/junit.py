@@ -19,6 +19,7 @@ from orbench_pytest.core.bounded import RESULTS_LIMIT, read_bytes
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
+from orbench_pytest.core.untrusted import defused, json_escape, read_kept
 from orbench_pytest.gate.decision import Outcome
 from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord, RunRecord
 
@@ -46,8 +47,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
             for flip in rewordings["flips"][:FLIPS_LISTED]]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"),
-                                       allow_nan=False)),
+    gate_json = json.dumps(summary, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return [(GATE_PROPERTY, defused(gate_json, json_escape)),  # CI markers as JSON escapes
             *cost_properties(data["run"].get("cost"))]
 
 
@@ -129,7 +130,8 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
     except ValueError:
         latency_ms = None
     return ItemRecord(
-        suite=suite, case_id=case_id, variant=variant, category=props.get("category", ""),
+        suite=suite, case_id=case_id, variant=variant,
+        category=read_kept(props.get("category", "")),
         expect=props["expectation"], verdict=verdict, outcome=outcome,
         mismatch=not error and outcome in (Outcome.TOLERATED, Outcome.FAILED), error=error,
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),

@@ -24,6 +24,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
+from orbench_pytest.core.untrusted import defused, json_escape
 from orbench_pytest.gate.baseline import Comparison, Pairing
 from orbench_pytest.gate.calibration import METHOD, Calibration
 from orbench_pytest.gate.decision import (
@@ -269,12 +270,14 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
     def write(out: TextIO) -> None:
         # Compact, one item per line: small at 80K items, still greppable and diffable.
-        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all.
+        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all. A CI marker in
+        # a string is written as a JSON escape (`\u0023`): a CI log that shows the file obeys
+        # none, and json.load reads the same text back.
         opening = (json.dumps(head, ensure_ascii=False, indent=1, allow_nan=False)[:-2] + ","
                    if head else "{")
-        out.write(opening + '\n "items": [\n')
-        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
-                                         allow_nan=False)
+        out.write(defused(opening, json_escape) + '\n "items": [\n')
+        out.write(",\n".join(defused(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
+                                                 allow_nan=False), json_escape)
                              for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.redact import redact_known
 from orbench_pytest.core.types import REFUSAL_LABELS, Label
-from orbench_pytest.core.untrusted import terminal_text
+from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
 from orbench_pytest.fetch.engine import Answer, Job, Progress, cached_answers
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
@@ -41,6 +42,7 @@ from orbench_pytest.run.runner import (
 ANSWER_SHOWN = 300  # characters of an answer a failure message quotes
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class Asked:
     """The judged answer to one prompt: `.complied`, `.refused`, `.answer` (an excerpt)."""
@@ -83,9 +85,12 @@ class Asked:
 
 
 def asked(prompt: str, answer: Answer, partial_is_refusal: bool = True) -> Asked:
+    """The judged answer, its texts without a configured secret: pytest's assertion rewriting
+    shows a field as it is (`assert "x" in asked.answer`), not through Asked's repr."""
     verdict = answer.verdict
-    return Asked(prompt, answer.excerpt, verdict.label, verdict.reason, verdict.judge,
-                 answer.cached, partial_is_refusal, verdict.confident)
+    return Asked(redact_known(str(prompt)), redact_known(answer.excerpt), verdict.label,
+                 redact_known(verdict.reason), verdict.judge, answer.cached,
+                 partial_is_refusal, verdict.confident)
 
 
 def prompt_text(prompt: object) -> str:

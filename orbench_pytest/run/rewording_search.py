@@ -40,7 +40,7 @@ from orbench_pytest.core.bounded import FLIP_ANSWER_CHARS
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Label
-from orbench_pytest.core.untrusted import clip
+from orbench_pytest.core.untrusted import clip, redacted_repr
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
@@ -87,6 +87,7 @@ class SearchOutcome:
         return flips, searched
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class SafePrompt:
     """An answered safe prompt whose rewordings are searched for one the target refuses."""

@@ -16,6 +16,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Label, PromptCase, Response
+from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
     Answer,
@@ -73,6 +74,7 @@ class Selected:
     variant: Variant
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class ItemState:
     """What an item reports: its answer, its outcome and why."""
@@ -405,6 +407,7 @@ def sample_keys(key: str, samples: int) -> list[str]:
     return [sample_key(key, index) for index in range(samples)]
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Combined:
     """A prompt's samples as one item: the answer it shows, and what its answers did."""

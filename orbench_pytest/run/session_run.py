@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core import defaults
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import Response
@@ -256,10 +257,10 @@ def load_disputes(thresholds_path: Path | None, rootpath: Path,
     beside = path.parent / DISPUTED_FILE
     parts = [load_disputed_file(found, _shown(found, rootpath), beside_suite=True)
              for found in dict.fromkeys(folder / DISPUTED_FILE for folder in suite_folders)
-             if found.is_file() and resolved(found) != resolved(beside)]
-    if path.is_file():
+             if regular_file(found, "disputed file") and resolved(found) != resolved(beside)]
+    if regular_file(path, "thresholds file"):
         parts.append(load_thresholds(path, _shown(path, rootpath)).disputed)
-    if beside.is_file():
+    if regular_file(beside, "disputed file"):
         parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
     return merged(*parts)
 
@@ -281,7 +282,7 @@ def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:
 
     if path is None:
         path = rootpath / "thresholds.yaml"
-        if not path.is_file():
+        if regular_file(path, "thresholds file") is None:
             return BUILT_IN
     return load_thresholds(path, _shown(path, rootpath))
 
