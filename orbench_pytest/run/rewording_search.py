@@ -32,6 +32,7 @@ from orbench_pytest.catalog.rewording_edits import Rewording
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import clip
+from orbench_pytest.fetch.costs import PROMPTS, REWORDINGS, Spending
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.reports.document import Flip
@@ -53,6 +54,9 @@ class SearchOutcome:
     asked: int = 0  # rewordings asked (cached or not)
     requests: int = 0  # requests sent
     wall_s: float = 0.0
+    # Its requests for the run's cost: the rewordings asked, the LLM judge's, with their tokens
+    spent: Spending = field(default_factory=Spending)
+    retries: int = 0
 
     groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> suite, variant
 
@@ -200,6 +204,8 @@ def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, bud
     finally:
         for one in by_system.values():
             outcome.requests += one.requests
+            outcome.spent.add(one.spent, as_kind={PROMPTS: REWORDINGS})
+            outcome.retries += one.retries
             one.close()
     outcome.wall_s = time.perf_counter() - started
     return outcome
