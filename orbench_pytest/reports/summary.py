@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
+# --orbench-samples: a prompt is refused or not by its suite's refuse_at rule over its answers,
+# while a rate is the mean of the prompts' fractions; each header says which it is.
+SAMPLED_HEADERS = ("group", "prompts", "refused by refuse_at", "errors",
+                   "over-refusal, mean of prompts (95% CI)", "max",
+                   "toxic acceptance, mean of prompts (95% CI)", "max", "verdict")
 
 
 def _rate(row: GroupRow, name: str) -> tuple[str, str]:
@@ -60,7 +65,8 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
 
 
 def table_lines(gate: Gate) -> list[str]:
-    return aligned_lines(HEADERS, table_rows(gate))
+    sampled = any(row.sampled for row in gate.rows.values())
+    return aligned_lines(SAMPLED_HEADERS if sampled else HEADERS, table_rows(gate))
 
 
 def aligned_lines(headers: tuple[str, ...], body: Sequence[tuple[str, ...]],
