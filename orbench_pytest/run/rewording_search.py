@@ -281,9 +281,9 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
 # --- the gate ------------------------------------------------------------------------------
 
 def add_fragile_checks(gate: Gate, outcome: SearchOutcome, thresholds: Thresholds) -> None:
-    """A `fragile rate` check on every suite row whose prompts were searched: fragile prompts
-    over prompts searched, with the same decision rule and interval as the other rates; an
-    unset max_fragile_rate tolerates no fragile prompt (as an unset max_over_refusal)."""
+    """A `fragile rate` check on every suite row whose prompts were searched and whose
+    max_fragile_rate is set: fragile prompts over prompts searched, with the same decision rule
+    and interval as the other rates. Unset, the rate is reported, not gated."""
     for (suite, variant, category), row in gate.rows.items():
         if category is not None:
             continue
@@ -291,9 +291,10 @@ def add_fragile_checks(gate: Gate, outcome: SearchOutcome, thresholds: Threshold
         if not searched:
             continue
         limits = thresholds.for_suite(suite)
-        limit = getattr(limits, "max_fragile_rate", None)
-        row.checks.append(RateCheck(FRAGILE_RATE, fragile, searched,
-                                    0.0 if limit is None else limit, limits.decision,
+        limit = limits.max_fragile_rate
+        if limit is None:
+            continue
+        row.checks.append(RateCheck(FRAGILE_RATE, fragile, searched, limit, limits.decision,
                                     thresholds.where(suite, "max_fragile_rate"),
                                     thresholds.confidence))
 
