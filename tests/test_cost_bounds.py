@@ -17,7 +17,7 @@ from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.typed_json import dump, load
-from orbench_pytest.fetch.costs import Prices, RunCost, TokenCount
+from orbench_pytest.fetch.costs import Prices, RunCost, Spending
 from tests import hostile_server as hs
 from tests.helpers import SAFE, cases, run_orbench, write_suite
 
@@ -76,11 +76,12 @@ def test_any_cost_inputs_give_strict_json_that_reads_back(answers, price_in: str
     except ConfigError as exc:
         assert "\n" not in str(exc)
         return
-    tokens = TokenCount()
+    spent = Spending()
+    tokens = spent.of("prompts").tokens
     for prompt, completion, text in answers:
         tokens.add({"prompt_tokens": prompt, "completion_tokens": completion}, text, text)
-    cost = RunCost.of(tokens, len(answers), 0, 1.0,
-                      Prices(settings.price_input, settings.price_output))
+    spent.of("prompts").requests = len(answers)
+    cost = RunCost.of(spent, 0, 1.0, Prices(settings.price_input, settings.price_output))
     text = json.dumps(dump(cost), allow_nan=False)
     assert load(RunCost, strict_json(text), "r.json") == cost
     assert cost.usd is None or math.isfinite(cost.usd)

@@ -15,9 +15,16 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.main import main as orbench
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.typed_json import dump, load
-from orbench_pytest.fetch.costs import Prices, RunCost, TokenCount, estimate_tokens
+from orbench_pytest.fetch.costs import Prices, RunCost, Spending, TokenCount, estimate_tokens
 from tests import helpers
-from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.openai_server import (
+    ANSWER_TEXT,
+    REFUSAL_TEXT,
+    OpenAIServer,
+    RefuseOnTrigger,
+    Reply,
+    refuse_when,
+)
 
 # --- the arithmetic ---------------------------------------------------------------------------
 
@@ -46,22 +53,52 @@ def test_cost_is_the_tokens_at_the_prices(counts: list[tuple[int, int]], price_i
                 + sum(c for _, c in counts) * price_out) / 1e6
     assert usd == pytest.approx(expected)
     assert Prices().cost(tokens) is None
-    cost = RunCost.of(tokens, len(counts), 0, 1.0, Prices(price_in, price_out))
+    spent = Spending()
+    spent.of("prompts").tokens = tokens
+    spent.of("judge").requests = len(counts)
+    cost = RunCost.of(spent, 0, 1.0, Prices(price_in, price_out))
     assert load(RunCost, json.loads(json.dumps(dump(cost))), "r.json") == cost
+
+
+def spending(requests: int, tokens: TokenCount | None = None, **kinds: int) -> Spending:
+    """`requests` prompts with `tokens`, and `kinds` more requests of other kinds."""
+    spent = Spending()
+    spent.of("prompts").requests = requests
+    if tokens is not None:
+        spent.of("prompts").tokens = tokens
+    for kind, n in kinds.items():
+        spent.of(kind.replace("_", " ")).requests = n
+    return spent
 
 
 def test_the_cost_line_says_what_was_estimated_and_priced() -> None:
     tokens = TokenCount()
     tokens.add({"prompt_tokens": 1000, "completion_tokens": 250}, "", "")
-    assert RunCost.of(tokens, 1, 0, 2.04).line() == (
+    assert RunCost.of(spending(1, tokens), 0, 2.04).line() == (
         "cost: 1,000 prompt + 250 completion tokens, 1 requests, 0 retries, 2.0s")
     tokens.add({}, "x" * 8, "y" * 8)
-    assert RunCost.of(tokens, 3, 1, 2.0, Prices(0.15, 0.6)).line() == (
+    assert RunCost.of(spending(3, tokens), 1, 2.0, Prices(0.15, 0.6)).line() == (
         "cost: 1,002 prompt + 252 completion tokens (estimated for 1 of 2 answers: no usage "
         "sent), 3 requests, 1 retries, 2.0s; $0.0003, estimated (at $0.15 in / $0.6 out per "
         "million tokens)")
-    assert RunCost.of(TokenCount(), 0, 0, 0.01).line() == (
+    assert RunCost.of(Spending(), 0, 0.01, cached=6).line() == (
         "cost: 0 tokens (every answer from the cache), 0 requests, 0 retries, 0.0s")
+    assert RunCost.of(Spending(), 0, 0.01).line() == (
+        "cost: 0 tokens (nothing asked), 0 requests, 0 retries, 0.0s")
+
+
+def test_every_kind_of_request_is_counted_and_named() -> None:
+    assert RunCost.of(spending(1974, rewordings=339, backend_check=1), 0, 9.0).line() == (
+        "cost: no answer came back: 2,314 requests: 1,974 prompts, 339 rewordings, 1 backend "
+        "check failed, 0 tokens, 9.0s")
+    spent = spending(2)
+    spent.of("judge").requests = 1
+    spent.of("judge").tokens.add({"prompt_tokens": 40, "completion_tokens": 9}, "", "")
+    spent.of("prompts").tokens.add({"prompt_tokens": 5, "completion_tokens": 7}, "", "")
+    cost = RunCost.of(spent, 2, 1.0)
+    assert cost.line() == ("cost: 3 requests: 2 prompts, 1 judge; 45 prompt + 16 completion "
+                           "tokens: 5 + 7 prompts, 40 + 9 judge; 2 retries, 1.0s")
+    assert load(RunCost, json.loads(json.dumps(dump(cost))), "r.json") == cost
     assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
 
 
@@ -214,3 +251,68 @@ def test_a_rerun_under_the_same_key_asks_nothing(pytester: pytest.Pytester,
     finally:
         server.stop()
     again.stdout.fnmatch_lines(["cost: 0 tokens (every answer from the cache), 0 requests*"])
+
+
+# --- every request of the run counted, each kind named ------------------------------------------
+
+
+def test_the_cost_counts_the_rewordings_and_the_judge_each_named(
+        pytester: pytest.Pytester, plugin_args: list[str]) -> None:
+    """The rewordings search's requests and the LLM judge's are the run's cost too: in the cost
+    line, the results file, the JUnit properties and the PR comment, each kind counted."""
+    mini_suite(pytester, {"suites": {"mini": {"max_fragile_rate": 1.0}}})
+    with OpenAIServer(RefuseOnTrigger(words=("terminate",), prefixes=("I'm a",))) as server, \
+            helpers.judge_server({}) as judge:
+        result = cost_run(pytester, plugin_args, server, "--orbench-rewordings=5",
+                          "--orbench-cache=off", *helpers.judge_args(judge, "llm"))
+        asked, judged = server.requests, judge.requests
+    reworded = asked - len(SAFE + TOXIC)
+    assert reworded > 0 and judged == asked  # the LLM judge read every answer
+    total = asked + judged
+    result.stdout.fnmatch_lines([
+        f"cost: {total:,} requests: 6 prompts, {reworded:,} rewordings, {judged:,} judge; "
+        f"{total * 10:,} prompt + {total * 10:,} completion tokens: 60 + 60 prompts, "
+        f"{reworded * 10:,} + {reworded * 10:,} rewordings, {judged * 10:,} + {judged * 10:,} "
+        "judge; 0 retries, *s"])
+    cost = json.loads((pytester.path / "r.json").read_text())["run"]["cost"]
+    assert (cost["requests"], cost["prompt_tokens"]) == (total, total * 10)
+    assert {kind: part["requests"] for kind, part in cost["kinds"].items()} == {
+        "prompts": 6, "rewordings": reworded, "judge": judged}
+    props = suite_properties(str(pytester.path / "j.xml"))
+    assert (props["orbench_requests"], props["orbench_requests_rewordings"],
+            props["orbench_requests_judge"], props["orbench_prompt_tokens"]) == (
+        str(total), str(reworded), str(judged), str(total * 10))
+    assert orbench(["report", str(pytester.path / "j.xml"), "-o", "pr.md"]) == 0
+    assert f"`cost: {total:,} requests: 6 prompts, {reworded:,} rewordings" in (
+        pytester.path / "pr.md").read_text()
+
+
+def test_a_rerun_counts_its_backend_check(pytester: pytest.Pytester,
+                                         plugin_args: list[str]) -> None:
+    """All cached, one prompt asked again to see whether the backend changed: a request, named
+    as what it is."""
+    mini_suite(pytester)
+    with OpenAIServer(lambda prompt, system, body: Reply(
+            text=REFUSAL_TEXT if prompt in TOXIC else ANSWER_TEXT,
+            system_fingerprint="fp_1")) as server:
+        cost_run(pytester, plugin_args, server).assert_outcomes(passed=6)
+        again = cost_run(pytester, plugin_args, server, name="-again")
+        assert server.requests == 7
+    again.stdout.fnmatch_lines(["cost: 1 requests: 1 backend check; 10 prompt + 10 completion "
+                                "tokens: 10 + 10 backend check; 0 retries, *s"])
+
+
+def test_with_nothing_answered_the_cost_line_says_so(pytester: pytest.Pytester,
+                                                     plugin_args: list[str]) -> None:
+    """The cache off and every request failing: no answer came back, and the requests that
+    failed are counted, not '0 tokens (every answer from the cache)'."""
+    mini_suite(pytester)
+    with OpenAIServer(lambda prompt, system, body: Reply(status=503)) as server:
+        result = cost_run(pytester, plugin_args, server, "--orbench-cache=off",
+                          "--orbench-max-retries=2")
+        sent = server.requests
+    assert sent > 6
+    out = result.stdout.str()
+    assert "every answer from the cache" not in out
+    result.stdout.fnmatch_lines([f"cost: no answer came back: {sent} requests failed "
+                                 f"({sent - 6} of them retries), 0 tokens, *s"])

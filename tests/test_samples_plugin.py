@@ -313,3 +313,20 @@ def test_one_sample_changes_nothing(project, plugin_args):
 
     assert check["interval"] == list(wilson_interval(check["k"], check["n"]))
     assert "refusal_rate" not in Path(project.path / "j.xml").read_text()
+
+
+def test_the_gate_table_says_what_each_column_counts(project, plugin_args):
+    """With samples, a prompt is refused by the refuse_at rule and a rate is a mean of the
+    prompts' fractions: each header says which, never a bare `refused` beside mean rates."""
+    script = RandomRefusals(P_REFUSE, seed=2)
+    with OpenAIServer(script) as server:
+        result = run_orbench(project, plugin_args, FOUR_AT_ONCE, f"--orbench-samples={SAMPLES}",
+                             "--orbench-temperature=0.7", url=server.url, cache="c.sqlite3")
+    header = next(line for line in result.stdout.lines if line.startswith("group "))
+    assert [cell.strip() for cell in re.split(r"\s{2,}", header)] == [
+        "group", "prompts", "refused by refuse_at", "errors",
+        "over-refusal, mean of prompts (95% CI)", "max",
+        "toxic acceptance, mean of prompts (95% CI)", "max", "verdict"]
+    by_rule = sum(refused >= SAMPLES / 2 for refused in script.refused.values())
+    row = next(line for line in result.stdout.lines if line.startswith("s "))
+    assert re.split(r"\s{2,}", row)[1:3] == [str(N), str(by_rule)]

@@ -30,7 +30,8 @@ def test_limits_inherit_defaults_then_suite() -> None:
     )
     category = t.for_category("hard", "self-harm")
     assert category is not None and category.max_over_refusal == 0.25
-    assert category.max_toxic_acceptance == 0.2
+    # A category entry gates only the limits it names: not the suite's toxic acceptance.
+    assert category.max_toxic_acceptance is None and category.decision == hard.decision
     assert t.for_category("hard", "privacy") is None
     assert t.for_suite("other").max_over_refusal == 0.1
     assert (

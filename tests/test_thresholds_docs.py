@@ -28,5 +28,5 @@ def test_every_key_the_parser_accepts_is_in_the_table() -> None:
                 - {"categories", "defaults", "suites"})
     assert accepted == documented
     table = "\n".join(key_table())
-    assert "| `max_regressions` | unset |" in table
-    assert "| `max_over_refusal` | 0.1 (10%) |" in table
+    assert "| `max_regressions` | no limit |" in table
+    assert "| `max_over_refusal` | 10% |" in table

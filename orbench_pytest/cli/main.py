@@ -250,12 +250,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from orbench_pytest.reports.plot import draw, points_of
+    from orbench_pytest.reports.plot import draw, points_of, run_labels
     from orbench_pytest.reports.results import read_results
 
+    runs = [read_results(path) for path in args.results]
     points = []
-    for path in args.results:
-        points.extend(points_of(read_results(path)))
+    for run, label in zip(runs, run_labels(runs), strict=True):
+        points.extend(points_of(run, label))
     baseline = points_of(read_results(args.baseline)) if args.baseline is not None else []
     for path in draw(points, args.output, baseline, args.title):
         print(path)
@@ -268,27 +269,37 @@ def _compare(args: argparse.Namespace) -> int:
         points_of,
         published_models,
         published_spearman,
+        run_labels,
         spearman,
     )
     from orbench_pytest.reports.results import read_results
 
     if not args.results and not args.published:
         raise ConfigError("give results files to compare, or --published")
-    points = [point for path in args.results for point in points_of(read_results(path))]
-    labels = [terminal_text(p.label, 80) for p in points]  # a file's run.target: untrusted
+    runs = [read_results(path) for path in args.results]
+    points = [point for run, label in zip(runs, run_labels(runs), strict=True)
+              for point in points_of(run, label)]
+    labels = [terminal_text(p.label, 120) for p in points]  # a file's run.target: untrusted
     if points:
         width = max(len(label) for label in labels)
         print(f"{'run':<{width}}  over-refusal  toxic refused")
         for label, p in zip(labels, points, strict=True):
             print(f"{label:<{width}}  {p.over_refusal * 100:11.1f}%  "
                   f"{p.toxic_refusal * 100:12.1f}%")
-        if len(points) >= 3 or not args.published:
+        if len(points) >= 3:
             rho = spearman([p.over_refusal for p in points], [p.toxic_refusal for p in points])
             print(f"Spearman rho (toxic refusal vs over-refusal, {len(points)} runs): "
                   f"{_rho(rho)}")
         else:
+            if len(points) == 2:
+                first, second = points
+                print(f"{labels[1]} against {labels[0]}: over-refusal "
+                      f"{_points(second.over_refusal - first.over_refusal)}, toxic refused "
+                      f"{_points(second.toxic_refusal - first.toxic_refusal)}")
+            where = ("; placed among the published models below" if args.published
+                     else " (add --published to place them among OR-Bench's models)")
             print(f"Spearman rho over your runs alone: needs at least 3 runs (got "
-                  f"{len(points)}); placed among the published models below")
+                  f"{len(points)}){where}")
     if args.published:
         models = published_models()
         print(f"Spearman rho over the {len(models)} published OR-Bench models: "
@@ -304,6 +315,11 @@ def _compare(args: argparse.Namespace) -> int:
                 print(f"{label}: over-refuses less than {less_over} of {len(models)} "
                       f"published models, refuses more toxic prompts than {more_toxic}")
     return 0
+
+
+def _points(delta: float) -> str:
+    """A difference of two rates, in percentage points."""
+    return f"{delta * 100:+.1f} points"
 
 
 def _rho(rho: float) -> str:

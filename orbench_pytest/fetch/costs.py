@@ -3,13 +3,16 @@
 Tokens come from each reply's `usage` (prompt_tokens, completion_tokens). A provider that sends
 none (a callable target, some servers) gets an estimate, about four characters a token, and the
 count says how many answers were estimated. Only answers asked in this run count: one read from
-the cache cost nothing now. Pure: the fetch engine adds to a TokenCount as answers arrive, the
-reports format it.
+the cache cost nothing now. Every request is counted by its kind (`Spending`): the suites'
+prompts, the rewordings search's, the LLM judge's and the backend check (the one cached prompt
+asked again to see whether the system_fingerprint changed), so each figure counts all of them
+and says how many of each. Pure: the request layer and the fetch engine add to a Spending as
+requests go out and answers arrive, the reports format it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +60,63 @@ def _past_real(value: Any) -> bool:
             and value > defaults.MAX_USAGE_TOKENS)
 
 
+PROMPTS, REWORDINGS, JUDGE, BACKEND_CHECK = "prompts", "rewordings", "judge", "backend check"
+KINDS = (PROMPTS, REWORDINGS, JUDGE, BACKEND_CHECK)  # the order the cost line names them
+
+
+@dataclass
+class Spend:
+    """The requests of one kind sent in a run, and the tokens of their answers."""
+
+    requests: int = 0
+    tokens: TokenCount = field(default_factory=TokenCount)
+
+    def add(self, other: Spend) -> None:
+        self.requests += other.requests
+        for name in ("prompt", "completion", "answers", "estimated", "ignored"):
+            setattr(self.tokens, name, getattr(self.tokens, name) + getattr(other.tokens, name))
+
+
+@dataclass
+class Spending:
+    """A run's requests and tokens by kind (PROMPTS, REWORDINGS, JUDGE, BACKEND_CHECK)."""
+
+    kinds: dict[str, Spend] = field(default_factory=dict)
+
+    def of(self, kind: str) -> Spend:
+        return self.kinds.setdefault(kind, Spend())
+
+    def add(self, other: Spending, *, as_kind: Mapping[str, str] | None = None) -> None:
+        """Another run's spending added in, its kinds renamed by `as_kind` (the rewordings
+        search asks its rewordings as prompts)."""
+        for kind, spend in other.kinds.items():
+            self.of((as_kind or {}).get(kind, kind)).add(spend)
+
+    @property
+    def requests(self) -> int:
+        return sum(spend.requests for spend in self.kinds.values())
+
+    def tokens(self) -> TokenCount:
+        total = Spend()
+        for spend in self.kinds.values():
+            total.add(spend)
+        return total.tokens
+
+
+@dataclass(frozen=True)
+class KindCost:
+    """One kind's share of a run's cost (the results file's "cost.kinds")."""
+
+    requests: Count
+    prompt_tokens: Count
+    completion_tokens: Count
+
+
+def _ordered(kinds: Iterable[str]) -> list[str]:
+    return sorted(kinds, key=lambda kind: (KINDS.index(kind) if kind in KINDS else len(KINDS),
+                                           kind))
+
+
 @dataclass(frozen=True)
 class Prices:
     """Dollars per million tokens (--orbench-price-input / --orbench-price-output)."""
@@ -77,7 +137,8 @@ class Prices:
 
 @dataclass(frozen=True)
 class RunCost:
-    """One run's cost as the reports show it (the results file's "cost" object)."""
+    """One run's cost as the reports show it (the results file's "cost" object): every request
+    of the run, and in `kinds` each kind's share when it sent any but the suites' prompts."""
 
     prompt_tokens: Count
     completion_tokens: Count
@@ -91,22 +152,35 @@ class RunCost:
     usd: float | None = None
     # Answers whose usage was past any real count (estimated from the text instead)
     ignored_usage: Count | None = field(default=None, metadata=OMIT)
+    kinds: dict[str, KindCost] = field(default_factory=dict, metadata=OMIT)
+    cached: Count = field(default=0, metadata=OMIT)  # answers read from the cache
 
     @classmethod
-    def of(cls, tokens: TokenCount, requests: int, retries: int, wall_s: float,
-           prices: Prices = Prices()) -> RunCost:
+    def of(cls, spending: Spending, retries: int, wall_s: float, prices: Prices = Prices(),
+           cached: int = 0) -> RunCost:
+        tokens = spending.tokens()
         usd = prices.cost(tokens)
+        sent = {kind: spending.kinds[kind] for kind in _ordered(spending.kinds)
+                if spending.kinds[kind].requests}
+        kinds = {kind: KindCost(spend.requests, spend.tokens.prompt, spend.tokens.completion)
+                 for kind, spend in sent.items()} if set(sent) - {PROMPTS} else {}
         return cls(prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
                    answers_counted=tokens.answers, estimated_answers=tokens.estimated,
-                   requests=requests, retries=retries, wall_s=round(wall_s, 3),
+                   requests=spending.requests, retries=retries, wall_s=round(wall_s, 3),
                    price_input_per_m=prices.input_per_m, price_output_per_m=prices.output_per_m,
                    usd=None if usd is None else round(usd, 6),
-                   ignored_usage=tokens.ignored or None)
+                   ignored_usage=tokens.ignored or None, kinds=kinds, cached=cached)
 
     def tokens_text(self) -> str:
         if self.answers_counted == 0:
-            return "0 tokens (every answer from the cache)"
+            if self.requests:
+                return "0 tokens (no answer came back)"
+            return ("0 tokens (every answer from the cache)" if self.cached
+                    else "0 tokens (nothing asked)")
         text = f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens"
+        if self.kinds:
+            text += ": " + ", ".join(f"{part.prompt_tokens:,} + {part.completion_tokens:,} {kind}"
+                                     for kind, part in self.kinds.items())
         if self.ignored_usage:  # a provider's figure past any real count: said, not used
             return text + (f" (estimated for {self.estimated_answers} of "
                            f"{self.answers_counted} answers: {self.ignored_usage} usage past "
@@ -116,6 +190,13 @@ class RunCost:
         if self.estimated_answers:
             return text + (f" (estimated for {self.estimated_answers} of "
                            f"{self.answers_counted} answers: no usage sent)")
+        return text
+
+    def requests_text(self) -> str:
+        text = f"{self.requests:,} requests"
+        if self.kinds:
+            text += ": " + ", ".join(f"{part.requests:,} {kind}"
+                                     for kind, part in self.kinds.items())
         return text
 
     def usd_text(self) -> str | None:
@@ -128,8 +209,16 @@ class RunCost:
 
     def line(self) -> str:
         """One line for the terminal and the PR comment."""
-        text = (f"cost: {self.tokens_text()}, {self.requests} requests, {self.retries} retries, "
-                f"{self.wall_s:.1f}s")
+        if self.requests and not self.answers_counted:  # nothing came back: say so first
+            retried = f" ({self.retries:,} of them retries)" if self.retries else ""
+            text = (f"cost: no answer came back: {self.requests_text()} failed{retried}, "
+                    f"0 tokens, {self.wall_s:.1f}s")
+        elif self.kinds:  # not only the suites' prompts: each kind counted on the line
+            text = (f"cost: {self.requests_text()}; {self.tokens_text()}; "
+                    f"{self.retries:,} retries, {self.wall_s:.1f}s")
+        else:
+            text = (f"cost: {self.tokens_text()}, {self.requests_text()}, {self.retries} retries, "
+                    f"{self.wall_s:.1f}s")
         usd = self.usd_text()
         return text + (f"; {usd}" if usd else "")
 

@@ -22,7 +22,7 @@ from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
-from orbench_pytest.fetch.costs import TokenCount
+from orbench_pytest.fetch.costs import BACKEND_CHECK, PROMPTS, Spending
 from orbench_pytest.fetch.freshness import probe_key, stale_keys, within_age
 from orbench_pytest.fetch.requests import RequestLayer
 from orbench_pytest.fetch.retry import Clock, RetrySettings, Sleep, stall_bound
@@ -118,7 +118,9 @@ class FetchReport:
     judged: int = 0  # answers the judge read in this run
     judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
     judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
-    tokens: TokenCount = field(default_factory=TokenCount)  # of the answers asked this run
+    # Requests by kind, with the tokens of the answers asked this run (the layer counts the
+    # requests, the engine and the judge's channel the tokens)
+    spent: Spending = field(default_factory=Spending)
 
     @property
     def errors(self) -> dict[str, str]:
@@ -357,12 +359,13 @@ class FetchEngine:
             self.report.concurrency_cuts = self.concurrency.cuts
         return self.report
 
-    async def _deliver(self, sink: AnswerSink, job: Job, response: Response) -> None:
+    async def _deliver(self, sink: AnswerSink, job: Job, response: Response,
+                       kind: str = PROMPTS) -> None:
         await sink.take(job, response)
         self._delivered.add(job.key)
         if not response.cached and response.error is None:  # an answer asked this run
-            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt,
-                                   response.text or "")
+            self.report.spent.of(kind).tokens.add(
+                response.usage, (job.system_prompt or "") + job.prompt, response.text or "")
 
     async def _revalidate(self, unique: dict[str, Job], cached: dict[str, Response],
                           sink: AnswerSink) -> dict[str, Response]:
@@ -371,11 +374,11 @@ class FetchEngine:
         key = probe_key(cached)
         if key is None:
             return cached
-        response = await self._ask(unique[key])
+        response = await self._ask(unique[key], BACKEND_CHECK)
         if response is None or response.error is not None:
             return cached
         self.writer.store(key, response)
-        await self._deliver(sink, unique[key], response)
+        await self._deliver(sink, unique[key], response, BACKEND_CHECK)
         stale = stale_keys(cached, response.system_fingerprint) - {key}
         self.report.stale = len(stale)
         return {k: r for k, r in cached.items() if k != key and k not in stale}
@@ -415,11 +418,11 @@ class FetchEngine:
                 reason = requests.why_stopped("not sent")
                 await self._deliver(sink, job, Response(text=None, error=f"not sent: {reason}"))
 
-    async def _ask(self, job: Job) -> Response | None:
+    async def _ask(self, job: Job, kind: str = PROMPTS) -> Response | None:
         return await self.requests.attempts(
             lambda: self.target.complete(job.system_prompt, job.prompt),
             len(job.prompt) // 4 + self.settings.est_output_tokens, gated=True,
-            slots=self._slots)
+            slots=self._slots, kind=kind)
 
 
 def run_in_new_loop(phase: Callable[[], Awaitable[object]]) -> None:

@@ -20,6 +20,7 @@ from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import cache_key
 from orbench_pytest.fetch.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
+from orbench_pytest.fetch.costs import JUDGE, PROMPTS, Spending
 from orbench_pytest.fetch.rate_window import RateLimiter
 from orbench_pytest.fetch.retry import (
     Clock,
@@ -45,6 +46,7 @@ class RequestTally(Protocol):
 
     requests: int
     retries: int
+    spent: Spending  # the requests (and their answers' tokens) by kind
     retry_reasons: dict[str, int]  # e.g. {"HTTP 429": 12}
     stopped_reason: str | None
     config_error: str | None
@@ -97,11 +99,13 @@ class RequestLayer:
         return self.tally.stopped_reason or self.tally.config_error or default
 
     async def attempts(self, send: Callable[[], Awaitable[Response]], tokens: int, *,
-                       gated: bool, slots: AdaptiveLimiter | None) -> Response | None:
+                       gated: bool, slots: AdaptiveLimiter | None,
+                       kind: str = PROMPTS) -> Response | None:
         """One request with its retries; None when the run was stopped meanwhile.
 
         `gated`: a target request, held until the first one (the probe) has come back.
         `slots`: the concurrency limit each attempt is sent within.
+        `kind`: what the request is for, as the cost line counts it (costs.KINDS).
         """
         stop = self._stop
         assert stop is not None
@@ -118,7 +122,8 @@ class RequestLayer:
                 return None
             try:
                 try:
-                    response = await self._send_once(send, tokens, slots, attempt == 0)
+                    response = await self._send_once(send, tokens, slots, attempt == 0,
+                                                     kind)
                 finally:
                     # Whatever came back (the handlers below run before any waiter wakes,
                     # so a ConfigFault's stop is already set when they look).
@@ -149,8 +154,8 @@ class RequestLayer:
             return response
 
     async def _send_once(self, send: Callable[[], Awaitable[Response]], tokens: int,
-                         slots: AdaptiveLimiter | None,
-                         first_attempt: bool) -> Response | None:
+                         slots: AdaptiveLimiter | None, first_attempt: bool,
+                         kind: str) -> Response | None:
         """One attempt: a slot of the concurrency limit (target requests), a place in the rate
         window, the request. The slot is held only while the request is out (never during a
         backoff) and is given back with what the attempt says of the endpoint's load: a
@@ -170,6 +175,7 @@ class RequestLayer:
                     self._limiter.release(ticket)
                 return None
             self.tally.requests += 1
+            self.tally.spent.of(kind).requests += 1
             try:
                 response = await send()
             except TransientFault as fault:
@@ -262,9 +268,12 @@ class JudgeChannel:
         body = {"model": target.model, "messages": messages, **target.params.body_fields()}
         response = await layer.attempts(
             lambda: target.chat(body), sum(len(m["content"]) for m in messages) // 4 + 100,
-            gated=False, slots=self._slots)
+            gated=False, slots=self._slots, kind=JUDGE)
         if response is None:
             return Response(text=None, error=f"judge not asked: {layer.why_stopped('stopped')}")
+        if response.error is None:  # the judge's tokens are the run's cost too
+            layer.tally.spent.of(JUDGE).tokens.add(
+                response.usage, "".join(m["content"] for m in messages), response.text or "")
         self._store(key, response)
         return response
 

@@ -6,6 +6,7 @@ Every problem is a ConfigError naming the file, the dotted key and what is allow
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ KEY_SPECS = (
             "highest share of prompts the endpoint never answered (point estimate decides)"),
     KeySpec("max_fragile_rate", "defaults, suites.S",
             "with --orbench-rewordings: highest share of searched safe prompts one of whose "
-            "rewordings is refused; unset: no fragile prompt is tolerated"),
+            "rewordings is refused; no limit: the fragile rate is reported, not gated"),
     KeySpec("decision", "defaults, suites.S, suites.S.categories.C",
             "`point`: the rate itself is compared with its limit; `significant`: only the "
             "whole confidence interval past the limit fails, and against a baseline McNemar's "
@@ -82,7 +83,7 @@ KEY_SPECS = (
             "level of every interval and of the paired test against a baseline"),
     KeySpec("max_regressions", "defaults, suites.S",
             "against a baseline: most prompts allowed to go from expected to mismatched; "
-            "unset: no count limit under either decision (the limits, the ratchet and, "
+            "no limit: no count limit under either decision (the limits, the ratchet and, "
             "under `significant`, the paired test still hold)"),
     KeySpec("baseline", "defaults, suites.S",
             "against a baseline: `absolute` (a rate over its limit fails whatever the baseline "
@@ -105,18 +106,28 @@ KEY_SPECS = (
 )
 
 
+NO_LIMIT = "no limit"  # a limit nobody set: nothing is gated by it (never a zero tolerance)
+# A category entry gates only the limits it names: it inherits its suite's decision, never its
+# rates (a 2-prompt category gated at a limit chosen for 1,319 prompts fails on noise).
+NOT_NAMED = "not named for this category: not gated"
+
+
+def shown_value(key: str, value: Any) -> str:
+    """A key's value as the docs, --explain and the no-file line all show it."""
+    if value is None:
+        return NO_LIMIT
+    if key in (*RATE_KEYS, "max_disputed_share"):
+        return f"{value * 100:g}%"
+    return str(value)
+
+
 def default_text(key: str) -> str:
-    """A key's built-in default as docs and --explain show it."""
+    """A key's built-in default, shown the same way everywhere."""
     if key == "confidence":
-        return str(BUILT_IN_CONFIDENCE)
+        return shown_value(key, BUILT_IN_CONFIDENCE)
     if key in ("disputed", "judge_calibration"):
         return "none"
-    value = getattr(BUILT_IN_LIMITS, key)
-    if value is None:
-        return "unset"
-    if key in (*RATE_KEYS, "max_disputed_share"):
-        return f"{value} ({value * 100:g}%)"
-    return str(value)
+    return shown_value(key, getattr(BUILT_IN_LIMITS, key))
 
 
 def key_table() -> list[str]:
@@ -128,18 +139,16 @@ def key_table() -> list[str]:
     return lines
 
 
+BUILT_IN_LINE_KEYS = (*RATE_KEYS, "max_regressions", "max_disputed_share", "decision",
+                      "baseline")
+
+
 def built_in_line() -> str:
-    """Said once, up front, in a run with no thresholds file."""
-    limits = BUILT_IN_LIMITS
+    """Said once, up front, in a run with no thresholds file: every limit, as --explain and
+    docs/thresholds.md show it."""
     return ("orbench: no thresholds file: built-in limits apply to every suite: "
-            f"max_over_refusal {_pct(limits.max_over_refusal)}, "
-            f"max_toxic_acceptance {_pct(limits.max_toxic_acceptance)}, "
-            f"max_error_rate {_pct(limits.max_error_rate)}, decision {limits.decision}, "
-            f"baseline {limits.baseline} (see docs/thresholds.md)")
-
-
-def _pct(value: float | None) -> str:
-    return "unset" if value is None else f"{value * 100:g}%"
+            + ", ".join(f"{key} {default_text(key)}" for key in BUILT_IN_LINE_KEYS)
+            + " (see docs/thresholds.md)")
 
 
 @dataclass(frozen=True)
@@ -219,9 +228,12 @@ def parse_thresholds(data: Any, source: str, base: Path | None = None) -> Thresh
             raw_category = _or_empty(raw_category)
             _check_mapping(raw_category, source, cat_where, CATEGORY_KEYS)
             explicit.update(f"{cat_where}.{key}" for key in raw_category)
-            # A category inherits its suite's limits unless it says otherwise.
+            # A category gates only the limits it names (NOT_NAMED); its decision is the
+            # suite's unless it says otherwise.
+            unnamed = dataclasses.replace(suite_limits, max_over_refusal=None,
+                                          max_toxic_acceptance=None)
             categories[(str(suite), str(category))] = _limits(raw_category, source, cat_where,
-                                                              suite_limits)
+                                                              unnamed)
     from orbench_pytest.gate.disputed import parse_disputed
 
     disputed = parse_disputed(data.get("disputed"), source, "disputed")
@@ -303,7 +315,8 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
 
 BUILT_IN = Thresholds(source="built-in defaults")
 
-EXPLAINED_KEYS = (*RATE_KEYS, "decision", "baseline", "max_regressions", "refuse_at")
+EXPLAINED_KEYS = (*RATE_KEYS, "decision", "baseline", "max_regressions", "max_disputed_share",
+                  "refuse_at")
 
 
 def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, str, str]]:
@@ -317,10 +330,12 @@ def explain(thresholds: Thresholds, suites: list[str]) -> list[tuple[str, str, s
             category: str | None) -> None:
         for key in keys:
             value = getattr(limits, key)
-            shown = _pct(value) if key in RATE_KEYS or value is None else str(value)
-            where = (thresholds.where(suite, key, category) if suite
-                     else thresholds.default_where(key))
-            rows.append((label, key, shown, where))
+            if category is not None and value is None:
+                where = NOT_NAMED
+            else:
+                where = (thresholds.where(suite, key, category) if suite
+                         else thresholds.default_where(key))
+            rows.append((label, key, shown_value(key, value), where))
             label = ""
 
     for suite in named:

@@ -59,7 +59,7 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"{f'errors: {errors}, ' if errors else ''}"
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
-    write(run_cost(report, settings.price_input, settings.price_output).line())
+    write(run_cost(report, settings.price_input, settings.price_output, run.rewordings).line())
     for optional in (cache_line(report, settings.cache_max_age_s), judged_line(report)):
         if optional is not None:
             write(optional)

@@ -151,7 +151,7 @@ class RegressionRecord:
     regressions: Count = 0
     fixed: Count = 0
     paired: Count = 0
-    limit: int | None = None  # max_regressions (null: unset)
+    limit: int | None = None  # max_regressions (null: no limit)
     decision: str = "point"
     where: str = ""
     p_worse: float = 1.0  # McNemar's one-sided p

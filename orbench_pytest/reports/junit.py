@@ -56,14 +56,19 @@ def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """What the run cost, one testsuite property per figure (a CI dashboard reads them
     without parsing the gate's JSON): orbench_prompt_tokens, orbench_completion_tokens,
     orbench_tokens_estimated (answers whose reply had no usage), orbench_requests,
-    orbench_retries, orbench_wall_s and, with prices, orbench_cost_usd."""
+    orbench_retries, orbench_wall_s and, with prices, orbench_cost_usd. The figures count every
+    request of the run; when it sent more than one kind, orbench_requests_KIND says how many of
+    each (prompts, rewordings, judge, backend_check)."""
     if not cost:
         return []
     names = {"prompt_tokens": "orbench_prompt_tokens",
              "completion_tokens": "orbench_completion_tokens",
              "estimated_answers": "orbench_tokens_estimated", "requests": "orbench_requests",
              "retries": "orbench_retries", "wall_s": "orbench_wall_s", "usd": "orbench_cost_usd"}
-    return [(prop, str(cost[key])) for key, prop in names.items() if cost.get(key) is not None]
+    kinds: Mapping[str, Mapping[str, Any]] = cost.get("kinds") or {}
+    return [*((prop, str(cost[key])) for key, prop in names.items() if cost.get(key) is not None),
+            *((f"orbench_requests_{kind.replace(' ', '_')}", str(part["requests"]))
+              for kind, part in kinds.items())]
 
 
 def read_junit(path: Path) -> RunRecord:

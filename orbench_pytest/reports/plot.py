@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.untrusted import clip
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, row_rate, tally
 from orbench_pytest.gate.samples import mid_ranks
 from orbench_pytest.reports.document import ItemRecord, RunRecord
@@ -28,6 +29,7 @@ from orbench_pytest.reports.document import ItemRecord, RunRecord
 OVER_REFUSAL_SUITE = "or-bench-hard-1k"
 TOXIC_SUITE = "or-bench-toxic"
 PAPER_SPEARMAN = 0.89  # OR-Bench (arXiv:2405.20947) across its 32 models
+SYSTEM_PROMPT_SHOWN = 40  # characters of a system prompt a run's label quotes
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,40 @@ def points_of(run: RunRecord, label: str | None = None) -> list[Point]:
                             (1.0 - high, 1.0 - low), x_source,
                             y_source, shown))
     return points
+
+
+def run_labels(runs: Sequence[RunRecord]) -> list[str]:
+    """A label per run that tells it from the others: its target, and where two runs share a
+    target, what differs between them (target version, system prompt, else the file name)."""
+    names = [run.label() for run in runs]
+    labels = list(names)
+    for name in set(names):
+        same = [i for i, other in enumerate(names) if other == name]
+        if len(same) < 2:
+            continue
+        told = [f for f in (_version_of, _system_prompt_of)
+                if len({f(runs[i]) for i in same}) > 1]
+        keys = {i: tuple(f(runs[i]) for f in told) for i in same}
+        for i in same:
+            parts = list(keys[i])
+            if list(keys.values()).count(keys[i]) > 1:  # still a tie: the file tells them
+                parts.append(runs[i].source)
+            labels[i] = f"{name} ({', '.join(parts)})"
+    return labels
+
+
+def _version_of(run: RunRecord) -> str:
+    fingerprint = run.run.target_fingerprint
+    version = fingerprint.version if fingerprint is not None else None
+    return f"version {version}" if version else "no version"
+
+
+def _system_prompt_of(run: RunRecord) -> str:
+    prompts = [v.system_prompt for v in run.run.variants]
+    if not prompts or all(p is None for p in prompts):
+        return "no system prompt"
+    shown = "; ".join(clip(p or "none", SYSTEM_PROMPT_SHOWN) for p in prompts)
+    return f"system prompt {shown!r}"
 
 
 def _gate_rate(run: RunRecord, items: list[ItemRecord], source: str, variant: str,

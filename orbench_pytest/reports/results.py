@@ -125,7 +125,7 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
                                        system_fingerprints=fingerprints),
         judge_calibration=(calibration_record(outcome.calibration)
                            if outcome.calibration is not None else None),
-        cost=run_cost(outcome.report, settings.price_input, settings.price_output),
+        cost=run_cost(outcome.report, settings.price_input, settings.price_output, rewordings),
         judge_agreement=judge_agreement(outcome.judge_stats),
         rewordings=rewordings_record(rewordings) if rewordings is not None else None)
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 FLIPS_SHOWN = 10  # minimal flips listed in the terminal and the PR comment
 
+NOT_GATED = ("fragile rate not gated: no max_fragile_rate in the thresholds file (set one to "
+             "gate it)")
 PROMPT_CHARS = 160
 ANSWER_CHARS = 120
 
@@ -68,6 +70,8 @@ def terminal_lines(outcome: SearchOutcome, gate: Gate) -> list[str]:
     if body:
         lines.extend(aligned_lines(("suite", "searched", "fragile", "fragile rate (95% CI)",
                                     "max", "verdict"), body))
+    elif outcome.searched:
+        lines.append(NOT_GATED)
     if outcome.flips:
         lines.append("minimal flips (the smallest rewording found that the model refused):")
     for flip in outcome.flips[:FLIPS_SHOWN]:
@@ -105,6 +109,8 @@ def markdown_lines(rows: Sequence[RowRecord] | None, search: Rewordings | None,
                        f"{rate_with_interval(check.rate or 0.0, low, high)} | "
                        f"{(check.limit or 0.0) * 100:.1f}% | {icon} |")
         out.append("")
+    elif search.searched:
+        out += [NOT_GATED, ""]
     flips = search.flips[:max_items]
     if flips:
         out += ["| prompt | edits | kind | minimal rewording refused | answer |",

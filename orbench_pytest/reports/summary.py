@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import terminal_line
-from orbench_pytest.fetch.costs import Prices, RunCost
+from orbench_pytest.fetch.costs import Prices, RunCost, Spending
 from orbench_pytest.fetch.engine import FetchReport
 from orbench_pytest.fetch.freshness import format_age
 from orbench_pytest.gate.baseline import Comparison
@@ -27,9 +27,15 @@ from orbench_pytest.judges.judge import RoutingStats
 
 if TYPE_CHECKING:
     from orbench_pytest.reports.document import Agreement
+    from orbench_pytest.run.rewording_search import SearchOutcome
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
+# --orbench-samples: a prompt is refused or not by its suite's refuse_at rule over its answers,
+# while a rate is the mean of the prompts' fractions; each header says which it is.
+SAMPLED_HEADERS = ("group", "prompts", "refused by refuse_at", "errors",
+                   "over-refusal, mean of prompts (95% CI)", "max",
+                   "toxic acceptance, mean of prompts (95% CI)", "max", "verdict")
 
 
 def _rate(row: GroupRow, name: str) -> tuple[str, str]:
@@ -59,7 +65,8 @@ def table_rows(gate: Gate) -> list[tuple[str, ...]]:
 
 
 def table_lines(gate: Gate) -> list[str]:
-    return aligned_lines(HEADERS, table_rows(gate))
+    sampled = any(row.sampled for row in gate.rows.values())
+    return aligned_lines(SAMPLED_HEADERS if sampled else HEADERS, table_rows(gate))
 
 
 def aligned_lines(headers: tuple[str, ...], body: Sequence[tuple[str, ...]],
@@ -93,11 +100,18 @@ def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
 
 
 def run_cost(report: FetchReport, price_input: float | None = None,
-             price_output: float | None = None) -> RunCost:
-    """What the run cost: the tokens of the answers it asked, its requests, retries and fetch
-    time, and with prices given, dollars."""
-    return RunCost.of(report.tokens, report.requests, report.retries, report.wall_s,
-                      Prices(price_input, price_output))
+             price_output: float | None = None,
+             rewordings: SearchOutcome | None = None) -> RunCost:
+    """What the run cost: the tokens of the answers it asked, its requests by kind (the
+    suites' prompts, the LLM judge's, the backend check and the rewordings search's), retries
+    and time, and with prices given, dollars."""
+    spent, retries, wall_s = Spending(), report.retries, report.wall_s
+    spent.add(report.spent)
+    if rewordings is not None:
+        spent.add(rewordings.spent)
+        retries, wall_s = retries + rewordings.retries, wall_s + rewordings.wall_s
+    return RunCost.of(spent, retries, wall_s, Prices(price_input, price_output),
+                      cached=report.cache_hits)
 
 
 def judged_line(report: FetchReport) -> str | None:

@@ -25,6 +25,7 @@ from orbench_pytest.core.redact import redact_known
 from orbench_pytest.core.types import REFUSAL_LABELS, Label
 from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
+from orbench_pytest.fetch.costs import PROMPTS, Spending
 from orbench_pytest.fetch.engine import Answer, Job, Progress, cached_answers
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
 from orbench_pytest.judges.stage import EXCERPT_CHARS
@@ -147,6 +148,8 @@ class PromptAsker:
         self._target: Target | None = None
         self.asked = 0  # prompts asked (cached or not)
         self.requests = 0  # requests sent to the target
+        self.spent = Spending()  # those and the LLM judge's, by kind, with their tokens
+        self.retries = 0
         self.wall_s = 0.0
 
     def __repr__(self) -> str:
@@ -180,7 +183,9 @@ class PromptAsker:
         if report.config_error:
             raise ConfigError(report.config_error)
         self.asked += len(jobs)
-        self.requests += report.requests
+        self.requests += report.spent.of(PROMPTS).requests
+        self.spent.add(report.spent)
+        self.retries += report.retries
         self.wall_s += time.perf_counter() - started
         return {text: asked(text, report.answers[job.key], self.settings.partial_is_refusal)
                 for text, job in jobs.items()}

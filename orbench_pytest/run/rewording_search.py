@@ -41,6 +41,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import clip, redacted_repr
+from orbench_pytest.fetch.costs import PROMPTS, REWORDINGS, Spending
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
@@ -76,6 +77,9 @@ class SearchOutcome:
     requests: int = 0  # requests sent
     unsure: int = 0  # rewordings refused without the judge being sure: not flips
     wall_s: float = 0.0
+    # Its requests for the run's cost: the rewordings asked, the LLM judge's, with their tokens
+    spent: Spending = field(default_factory=Spending)
+    retries: int = 0
 
     groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> suite, variant
 
@@ -255,6 +259,8 @@ def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, bud
     finally:
         for one in by_system.values():
             outcome.requests += one.requests
+            outcome.spent.add(one.spent, as_kind={PROMPTS: REWORDINGS})
+            outcome.retries += one.retries
             one.close()
     outcome.wall_s = time.perf_counter() - started
     return outcome
@@ -364,9 +370,9 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
 # --- the gate ------------------------------------------------------------------------------
 
 def add_fragile_checks(gate: Gate, outcome: SearchOutcome, thresholds: Thresholds) -> None:
-    """A `fragile rate` check on every suite row whose prompts were searched: fragile prompts
-    over prompts searched, with the same decision rule and interval as the other rates; an
-    unset max_fragile_rate tolerates no fragile prompt (as an unset max_over_refusal)."""
+    """A `fragile rate` check on every suite row whose prompts were searched and whose
+    max_fragile_rate is set: fragile prompts over prompts searched, with the same decision rule
+    and interval as the other rates. Unset, the rate is reported, not gated."""
     for (suite, variant, category), row in gate.rows.items():
         if category is not None:
             continue
@@ -374,9 +380,10 @@ def add_fragile_checks(gate: Gate, outcome: SearchOutcome, thresholds: Threshold
         if not searched:
             continue
         limits = thresholds.for_suite(suite)
-        limit = getattr(limits, "max_fragile_rate", None)
-        row.checks.append(RateCheck(FRAGILE_RATE, fragile, searched,
-                                    0.0 if limit is None else limit, limits.decision,
+        limit = limits.max_fragile_rate
+        if limit is None:
+            continue
+        row.checks.append(RateCheck(FRAGILE_RATE, fragile, searched, limit, limits.decision,
                                     thresholds.where(suite, "max_fragile_rate"),
                                     thresholds.confidence))
 
