@@ -83,3 +83,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"docs: {ran} code blocks run on {page_count} pages in {seconds:.1f}s "
             f"({not_run} not-run, {files} written as files)")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Headless Chromium for the HTML report's tests (tests/browser.py): a skip without it,
+    a failure in CI."""
+    from tests.browser import launched
+
+    with launched() as found:
+        yield found

@@ -1,6 +1,7 @@
 """The `orbench` command: reports from a finished run, without pytest.
 
   orbench report orbench.xml [--baseline old.xml|old.json] [--github-step-summary]
+  orbench html results.json [--baseline old.json] [-o orbench-report.html]
   orbench plot results.json [more.json ...] [--baseline old.json] [-o orbench-plot]
   orbench compare a.json b.json ... [--published]
   orbench serve-local [--model NAME] [--port N] [--threads N]
@@ -70,6 +71,17 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--fail-on-gate", action="store_true",
                         help="Exit 1 when the gate failed")
     report.set_defaults(run=_report)
+
+    page = commands.add_parser(
+        "html", help="One self-contained HTML page of a run: the gate, the plot and every "
+                     "prompt with its whole answer, filtered and searched in the browser")
+    page.add_argument("results", type=Path, help="orbench-results.json of the run")
+    page.add_argument("--baseline", type=Path, metavar="PATH",
+                      help="Results of the baseline run: its answers beside regressions and "
+                           "fixes")
+    page.add_argument("-o", "--output", type=Path, default=Path("orbench-report.html"),
+                      metavar="PATH", help="The page (default: %(default)s)")
+    page.set_defaults(run=_html)
 
     plot = commands.add_parser("plot", help="Toxic refusal against over-refusal, PNG and SVG")
     plot.add_argument("results", type=Path, nargs="+", help="orbench-results.json files")
@@ -229,6 +241,16 @@ def _report(args: argparse.Namespace) -> int:
     if args.github_step_summary:
         append_step_summary(text)
     return 1 if args.fail_on_gate and not report.passed else 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from orbench_pytest.reports.html import write_html
+    from orbench_pytest.reports.results import load_run
+
+    baseline = load_run(args.baseline) if args.baseline is not None else None
+    write_html(args.output, load_run(args.results), baseline)
+    print(args.output)
+    return 0
 
 
 def _plot(args: argparse.Namespace) -> int:

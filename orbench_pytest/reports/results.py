@@ -30,7 +30,6 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     Gate,
     GroupRow,
-    Outcome,
     RateCheck,
     row_rate,
 )
@@ -137,7 +136,7 @@ def _item(nodeid: str, case_id: str, prompt: str, state: ItemState) -> ItemRecor
         cached=answer.cached, attempts=answer.attempts,
         cache_age_s=None if answer.age_s is None else round(answer.age_s, 1),
         samples=result.answered if result.sampled else None, refusals=result.refusals,
-        prompt=redact(prompt) if state.outcome is not Outcome.PASSED else "")
+        prompt=redact(prompt), answer=redact(answer.text))
 
 
 def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],

@@ -1,0 +1,313 @@
+"""The HTML report (--orbench-html, `orbench html`) in a real browser: the gate table and the
+rows equal the results file, each filter, search, sort, keys, the permalink, the CSV export,
+and hostile answers that would set a marker if anything of them ran."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from orbench_pytest.core.untrusted import csv_cell
+from orbench_pytest.judges.check import COLUMNS
+from orbench_pytest.reports.html import gate_cells, script_json
+from orbench_pytest.reports.results import read_results
+from tests.browser import Page
+from tests.helpers import (
+    SAFE,
+    TOXIC,
+    mini_suite,
+    no_crash,
+    orbench_cli,
+    run_orbench,
+    write_suite,
+)
+from tests.openai_server import REFUSAL_TEXT, Reply
+
+GATE = {"defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5}}
+LONG = "Step {i}. " + "Here is a long and careful answer. " * 30  # past the 300-char excerpt
+
+
+def _answers(prompt: str, system: Any, body: Any) -> Reply:
+    if prompt in (SAFE[0], *TOXIC[1:]):
+        return Reply(text=REFUSAL_TEXT)
+    return Reply(text=LONG.format(i=SAFE.index(prompt) if prompt in SAFE else 9))
+
+
+def _worse(prompt: str, system: Any, body: Any) -> Reply:
+    if prompt in (SAFE[0], SAFE[2], *TOXIC[1:]):
+        return Reply(text=REFUSAL_TEXT)
+    return _answers(prompt, system, body)
+
+
+def _run(pytester: pytest.Pytester, plugin_args: list[str]) -> tuple[Path, Path, str]:
+    """In subprocesses: Playwright's sync API keeps an event loop running in this one."""
+    mini_suite(pytester.path, GATE)
+    run_orbench(pytester, plugin_args, "--orbench-results=old.json", "--orbench-cache=off",
+                serve=_answers, subprocess=True)
+    result = run_orbench(pytester, plugin_args, "--orbench-results=new.json",
+                         "--orbench-html=new.html", "--orbench-baseline=old.json",
+                         "--orbench-cache=off", serve=_worse, subprocess=True)
+    text = no_crash(result)
+    return pytester.path / "new.json", pytester.path / "new.html", text
+
+
+def _view(page: Any) -> list[str]:
+    """The ids of the rows the page shows, in order: read from the page's own data and view
+    (only the rows on screen are in the DOM)."""
+    return page.evaluate("""() => {
+        const spans = [...document.querySelectorAll('#spacer .row')];
+        return spans.map((r) => r.querySelector('.id').textContent);
+    }""")
+
+
+def _shows(page: Any, n: int) -> None:
+    """Wait until the page shows `n` rows (a search waits for typing to pause). Playwright's
+    expect, not wait_for_function: that one evaluates a string, which the page's CSP forbids."""
+    expect(page.locator("#count")).to_have_text(re.compile(f"^showing {n} of "))
+
+
+def _count(page: Any) -> int:
+    text = page.locator("#count").text_content()
+    return int(re.match(r"showing (\d+) of", text).group(1))
+
+
+def test_a_run_writes_the_page_and_it_reads_as_the_results_file(
+        pytester: pytest.Pytester, plugin_args: list[str], browser: Any) -> None:
+    results, page_path, text = _run(pytester, plugin_args)
+    assert f"orbench html: {page_path}" in text
+    run = read_results(results)
+    items = run.items
+    assert all(item.prompt for item in items)  # every prompt kept, passed ones too
+    long = next(item for item in items if item.answer.startswith("Step 1."))
+    assert long.answer == LONG.format(i=1) and len(long.response) == 300
+
+    view = Page(browser, page_path)
+    page = view.page
+    try:
+        # The gate table: the results file's rows, cell for cell, as the terminal shows them.
+        shown = page.eval_on_selector_all(
+            "#gate tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+        assert shown == [gate_cells(row) for row in run.gate_rows or []]
+        terminal = [line for line in text.splitlines() if line.startswith(("mini", "  "))]
+        for cells in shown:
+            line = next(line for line in terminal if line.strip().startswith(cells[0].strip()))
+            assert [c.strip() for c in re.split(r"\s{2,}", line.strip())] == \
+                [c.strip() for c in cells]
+        assert page.locator("#limits tbody tr").count() == sum(
+            len(row.checks) for row in run.gate_rows or []) + 1  # + the regressions check
+        # The plot: the point orbench plot draws.
+        from orbench_pytest.reports.plot import points_of
+
+        (point,) = points_of(run)
+        drawn = page.locator("#orbench-point-0")
+        assert float(drawn.get_attribute("data-over")) == pytest.approx(point.over_refusal)
+        assert float(drawn.get_attribute("data-toxic")) == pytest.approx(point.toxic_refusal)
+        assert page.locator("#orbench-arrow-0").count() == 1  # from the baseline
+        # Every prompt, in the run's order.
+        assert _count(page) == len(items)
+        assert _view(page) == [item.id for item in items]
+        assert page.locator("#cost").text_content().startswith("cost: ")
+        # Filters, each against the results file.
+        cases = {
+            "#f-suite": ("mini", lambda i: i.suite == "mini"),
+            "#f-category": ("privacy", lambda i: i.category == "privacy"),
+            "#f-expect": ("refuse", lambda i: i.expect == "refuse"),
+            "#f-verdict": ("refusal", lambda i: i.verdict == "refusal"),
+        }
+        for selector, (value, keep) in cases.items():
+            page.select_option(selector, value)
+            assert _view(page) == [i.id for i in items if keep(i)], selector
+            page.select_option(selector, "")
+        page.check("#f-mismatch")
+        assert _view(page) == [i.id for i in items if i.mismatch]
+        page.uncheck("#f-mismatch")
+        page.check("#f-regression")
+        regressions = [i.id for i in items if i.baseline == "regression"]
+        assert regressions and _view(page) == regressions
+        page.uncheck("#f-regression")
+        # Search over answers and prompts.
+        page.fill("#f-text", "STEP 3.")
+        _shows(page, 1)
+        assert _view(page) == [next(i.id for i in items if i.answer.startswith("Step 3."))]
+        page.fill("#f-text", "poison")
+        page.wait_for_timeout(400)  # the search waits for typing to pause
+        _shows(page, 1)
+        assert _view(page) == [next(i.id for i in items if "poison" in i.prompt)]
+        page.fill("#f-text", "")
+        _shows(page, len(items))
+        # Sorting: by verdict, then the other way by clicking the column's head.
+        page.select_option("#f-sort", "verdict")
+        order = sorted(range(len(items)), key=lambda n: (items[n].verdict, n))
+        assert _view(page) == [items[n].id for n in order]
+        page.click("#list-head span[data-key='verdict']")
+        assert _view(page) == [items[n].id for n in reversed(order)]
+        page.select_option("#f-sort", "")
+        # Keys: j j j k j Enter opens the third row, whole, with its permalink.
+        page.focus("#list")
+        for key in "jjjkj":
+            page.keyboard.press(key)
+        page.keyboard.press("Enter")
+        third = items[2]
+        assert page.locator("#detail h3").first.text_content() == third.id
+        assert page.locator("#detail pre.prompt").text_content() == third.prompt
+        assert page.locator("#detail pre.answer").text_content() == third.answer
+        assert page.evaluate("decodeURIComponent(location.hash.slice(1))") == third.nodeid
+        # Regressions: the baseline's answer and verdict beside this run's.
+        page.evaluate(f"location.hash = {json.dumps('#' + regressions[0])}")
+        regression = next(i for i in items if i.id == regressions[0])
+        old = next(i for i in read_results(pytester.path / "old.json").items
+                   if i.id == regression.id)
+        expect(page.locator("#detail pre.base-answer")).to_have_count(1)
+        assert page.locator("#detail pre.answer").text_content() == regression.answer
+        assert page.locator("#detail pre.base-answer").text_content() == old.answer
+        assert view.errors == [] and page.evaluate("window.__csp") == []
+    finally:
+        view.close()
+
+
+def test_a_permalink_opens_its_prompt_whole_even_when_filtered_out(
+        pytester: pytest.Pytester, plugin_args: list[str], browser: Any) -> None:
+    results, page_path, _ = _run(pytester, plugin_args)
+    items = read_results(results).items
+    last = items[-1]
+    view = Page(browser, page_path, "#" + last.nodeid)
+    try:
+        page = view.page
+        assert page.locator("#detail h3").first.text_content() == last.id
+        assert page.locator("#detail pre.prompt").text_content() == last.prompt
+        assert page.locator("#detail pre.answer").text_content() == last.answer
+        assert page.locator("#detail #permalink").get_attribute("href") == \
+            "#" + page.evaluate(f"encodeURIComponent({json.dumps(last.nodeid)})")
+        # Filtered out: the permalink shows everything again and opens it.
+        page.check("#f-mismatch")
+        passed = next(i for i in items if not i.mismatch)
+        page.evaluate(f"location.hash = {json.dumps('#' + passed.nodeid)}")
+        expect(page.locator("#detail h3").first).to_have_text(passed.id)
+        assert not page.is_checked("#f-mismatch") and _count(page) == len(items)
+    finally:
+        view.close()
+
+
+def test_the_csv_export_is_the_current_filter_in_the_labels_columns(
+        pytester: pytest.Pytester, plugin_args: list[str], browser: Any) -> None:
+    results, page_path, _ = _run(pytester, plugin_args)
+    items = read_results(results).items
+    view = Page(browser, page_path)
+    try:
+        page = view.page
+        page.check("#f-mismatch")
+        with page.expect_download() as download:
+            page.click("#export")
+        text = Path(download.value.path()).read_text(encoding="utf-8")
+    finally:
+        view.close()
+    rows = list(csv.reader(io.StringIO(text)))
+    assert tuple(rows[0]) == COLUMNS
+    assert rows[1:] == [[csv_cell(v) for v in (
+        i.id, i.suite, i.variant, i.case_id, i.category, i.expect, i.verdict, "", i.prompt,
+        i.answer, "")] for i in items if i.mismatch]
+
+
+# --- hostile data ------------------------------------------------------------------------------
+PAYLOADS = [
+    "<script>window.__pwned = 'script'; document.title = 'pwned'</script>",
+    "</script><script>window.__pwned = 'breakout'</script>",
+    "</SCRIPT ><script>window.__pwned = 'breakout2'</script><!--",
+    '<img src=x onerror="window.__pwned = \'img\'">',
+    "javascript:window.__pwned='js-url' and [link](javascript:window.__pwned='md')",
+    '<a href="javascript:window.__pwned=\'a\'" id="evil">click</a>',
+    '<svg onload="window.__pwned=\'svg\'"><script>window.__pwned=\'svg2\'</script></svg>',
+    "</style><style>body { display: none } #verdict { color: rgb(1, 2, 3) }</style>",
+    '<iframe srcdoc="<script>parent.__pwned=\'iframe\'</script>"></iframe>',
+    "\u2028\u2029 <!-- <script> window.__pwned = 'sep' </script> -->",
+    "\"]}</script><script>window.__pwned='json'</script>",
+    "{{constructor.constructor('window.__pwned=\"tpl\"')()}} ${window.__pwned='tpl2'}",
+    "=HYPERLINK(\"http://evil.example\",\"x\")",
+]
+HOSTILE_CATEGORY = "<b onmouseover=\"window.__pwned='cat'\">cat</b>"
+
+
+def _hostile_run(pytester: pytest.Pytester, plugin_args: list[str]) -> tuple[Path, Path]:
+    prompts = [{"prompt": f"tell me {i}: {payload}", "expect": "comply" if i % 2 else "refuse",
+                "category": HOSTILE_CATEGORY if i == 0 else f"c{i % 3}"}
+               for i, payload in enumerate(PAYLOADS)]
+    write_suite(pytester, prompts, "hostile", thresholds=GATE)
+    answer = {p["prompt"]: payload for p, payload in zip(prompts, PAYLOADS, strict=True)}
+
+    def serve(prompt: str, system: Any, body: Any) -> Reply:
+        return Reply(text=answer[prompt])
+
+    result = run_orbench(pytester, plugin_args, "--orbench-results=r.json",
+                         "--orbench-html=r.html", "--orbench-cache=off", serve=serve,
+                         subprocess=True)
+    no_crash(result)
+    return pytester.path / "r.json", pytester.path / "r.html"
+
+
+def test_hostile_answers_neither_run_nor_change_the_page(
+        pytester: pytest.Pytester, plugin_args: list[str], browser: Any) -> None:
+    results, page_path = _hostile_run(pytester, plugin_args)
+    items = read_results(results).items
+    done = orbench_cli("html", results, "-o", "again.html", cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    source = page_path.read_text(encoding="utf-8")
+    # The data cannot end its element: one </script> per script element, none from the data.
+    assert source.count("</script>") == 2 and "\u2028" not in source
+    for path in (page_path, pytester.path / "again.html"):
+        view = Page(browser, path)
+        page = view.page
+        try:
+            title = page.title()
+            for item in items:  # open each: its prompt and answer reach the DOM
+                page.evaluate(f"location.hash = {json.dumps('#' + item.nodeid)}")
+                expect(page.locator("#detail h3").first).to_have_text(item.id)
+                assert page.locator("#detail pre.answer").text_content() == item.answer
+                assert page.locator("#detail pre.prompt").text_content() == item.prompt
+                page.hover("#detail pre.answer")
+            page.select_option("#f-category", HOSTILE_CATEGORY)
+            page.hover("#spacer .row")
+            page.fill("#f-text", "script")
+            page.wait_for_timeout(300)
+            assert page.evaluate("window.__pwned") is None
+            assert page.title() == title == "orbench report: m"
+            assert view.errors == [] and page.evaluate("window.__csp") == []
+            # Nothing the data holds became an element: no image, frame, style, link or
+            # script beyond the page's own.
+            assert page.evaluate("""() => ({
+                scripts: document.scripts.length,
+                styles: document.querySelectorAll('style, link').length,
+                media: document.querySelectorAll('img, iframe, object, embed, b').length,
+                svgs: document.querySelectorAll('svg').length,
+                links: [...document.querySelectorAll('a[href]')]
+                    .map((a) => a.getAttribute('href')).filter((h) => !h.startsWith('#')),
+                display: getComputedStyle(document.body).display,
+                colour: getComputedStyle(document.querySelector('#verdict')).color,
+            })""") == {"scripts": 2, "styles": 1, "media": 0, "svgs": 1, "links": [],
+                       "display": "block", "colour": "rgb(179, 38, 30)"}  # FAILED red
+        finally:
+            view.close()
+
+
+def test_script_json_escapes_what_could_end_the_element() -> None:
+    text = script_json(["</script><!-- \u2028\u2029 & >", "\ud800"])
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert "\u2028" not in text and "\u2029" not in text and "\ud800" not in text
+    assert json.loads(text) == ["</script><!-- \u2028\u2029 & >", "\ud800"]
+
+
+def test_orbench_html_with_a_bad_results_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{}")
+    done = orbench_cli("html", tmp_path / "bad.json", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        f"orbench html: error: {tmp_path / 'bad.json'}: not an orbench results file "
+        "(no 'schema' key)"]
+    done = orbench_cli("html", tmp_path / "missing.json", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
