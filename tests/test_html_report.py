@@ -259,7 +259,7 @@ def test_hostile_answers_neither_run_nor_change_the_page(
     assert done.returncode == 0, done.stderr
     source = page_path.read_text(encoding="utf-8")
     # The data cannot end its element: one </script> per script element, none from the data.
-    assert source.count("</script>") == 2 and "\u2028" not in source
+    assert source.count("</script>") == 3 and "\u2028" not in source
     for path in (page_path, pytester.path / "again.html"):
         view = Page(browser, path)
         page = view.page
@@ -289,7 +289,7 @@ def test_hostile_answers_neither_run_nor_change_the_page(
                     .map((a) => a.getAttribute('href')).filter((h) => !h.startsWith('#')),
                 display: getComputedStyle(document.body).display,
                 colour: getComputedStyle(document.querySelector('#verdict')).color,
-            })""") == {"scripts": 2, "styles": 1, "media": 0, "svgs": 1, "links": [],
+            })""") == {"scripts": 3, "styles": 1, "media": 0, "svgs": 1, "links": [],
                        "display": "block", "colour": "rgb(179, 38, 30)"}  # FAILED red
         finally:
             view.close()

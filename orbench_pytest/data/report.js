@@ -1,13 +1,31 @@
 // The orbench HTML report's prompt browser (orbench_pytest/reports/html.py embeds it).
 // Every value in the data is untrusted: it only ever reaches the page through textContent,
 // an <option>'s value or a CSV cell; nothing is parsed as HTML and no link is made from it.
-(function () {
+// The data are two gzip'd, base64'd JSON blocks: the rows' short fields, read first to draw the
+// list, and their texts (prompt, answer, the baseline's answer), read right after.
+async function unpack(id) {
+  const packed = document.getElementById(id).textContent;
+  const bytes = Uint8Array.fromBase64 ? Uint8Array.fromBase64(packed)
+    : Uint8Array.from(atob(packed), (ch) => ch.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+(async function () {
   "use strict";
   const ROW_H = 28;
-  const data = JSON.parse(document.getElementById("orbench-data").textContent);
+  const data = await unpack("orbench-rows");
   const C = {};
   data.columns.forEach((name, i) => { C[name] = i; });
   const rows = data.rows;
+  let texts = null;  // [prompt, answer, base_answer] per row, once read
+  let textsRead = null;  // the promise of them
+  const T = { prompt: 0, answer: 1, base_answer: 2 };
+  function textOf(i, name) { return texts === null ? "" : texts[i][T[name]]; }
+  function withTexts(then) {
+    if (texts !== null) then();
+    else textsRead.then(then);
+  }
   const $ = (id) => document.getElementById(id);
   const list = $("list"), spacer = $("spacer"), detail = $("detail"), head = $("list-head");
   const SHOWN = [
@@ -36,8 +54,9 @@
     return row[C.refusals] + "/" + n;
   }
 
-  function cell(row, key) {
-    return key === "samples" ? refused(row) : row[C[key]];
+  function cell(i, key) {
+    if (key === "prompt") return textOf(i, "prompt");
+    return key === "samples" ? refused(rows[i]) : rows[i][C[key]];
   }
 
   // --- filters ------------------------------------------------------------------------------
@@ -86,8 +105,14 @@
     want.mismatch = $("f-mismatch").checked;
     want.regression = $("f-regression").checked;
     const text = $("f-text").value.trim().toLowerCase();
+    if ((text || $("f-sort").value === "prompt") && texts === null) {
+      // searched or sorted by prompt before the texts were read: done once they are
+      withTexts(() => apply(keepNode));
+      return;
+    }
     if (text && lower === null) {
-      lower = rows.map((r) => (r[C.prompt] + "\n" + r[C.answer] + "\n" + r[C.id]).toLowerCase());
+      lower = rows.map((r, i) => (textOf(i, "prompt") + "\n" + textOf(i, "answer") + "\n"
+        + r[C.id]).toLowerCase());
     }
     const current = selected >= 0 ? view[selected] : -1;
     view = [];
@@ -99,7 +124,7 @@
       const key = sortKey, sign = sortDown ? -1 : 1;
       const value = key === "samples"
         ? (i) => { const r = rows[i]; return r[C.samples] ? r[C.refusals] / r[C.samples] : -1; }
-        : (i) => String(rows[i][C[key]] === null ? "" : rows[i][C[key]]);
+        : (i) => { const v = cell(i, key); return String(v === null ? "" : v); };
       view.sort((a, b) => {
         const x = value(a), y = value(b);
         return (x < y ? -1 : x > y ? 1 : a - b) * sign;
@@ -128,7 +153,7 @@
       if (p === selected) div.classList.add("selected");
       div.style.top = p * ROW_H + "px";
       div.dataset.pos = p;
-      SHOWN.forEach(([key]) => { div.appendChild(el("span", cell(row, key), key)); });
+      SHOWN.forEach(([key]) => { div.appendChild(el("span", cell(view[p], key), key)); });
       rowsShown.appendChild(div);
     }
     spacer.replaceChildren(rowsShown);
@@ -163,6 +188,10 @@
   }
 
   function show(i) {
+    withTexts(() => showWhole(i));
+  }
+
+  function showWhole(i) {
     const row = rows[i];
     const nodeid = row[C.nodeid] || row[C.id];
     detail.replaceChildren();
@@ -196,23 +225,23 @@
     add("disputed", row[C.disputed]);
     detail.appendChild(facts);
     detail.appendChild(el("h3", "Prompt"));
-    detail.appendChild(el("pre", row[C.prompt] || "(not in the results file)", "prompt"));
+    detail.appendChild(el("pre", textOf(i, "prompt") || "(not in the results file)", "prompt"));
     const answerTitle = row[C.whole] ? "Answer" : "Answer (excerpt: the run's whole answers "
       + "were past their total bound)";
     if (row[C.base_verdict] !== null && row[C.base_verdict] !== undefined) {
       const pair = el("div", null, "pair");
       const now = el("div");
       now.appendChild(el("h3", answerTitle + ": " + row[C.verdict]));
-      now.appendChild(el("pre", row[C.answer], "answer"));
+      now.appendChild(el("pre", textOf(i, "answer"), "answer"));
       const before = el("div");
       before.appendChild(el("h3", "Baseline's answer: " + row[C.base_verdict]));
-      before.appendChild(el("pre", row[C.base_answer], "base-answer"));
+      before.appendChild(el("pre", textOf(i, "base_answer"), "base-answer"));
       pair.appendChild(now);
       pair.appendChild(before);
       detail.appendChild(pair);
     } else {
       detail.appendChild(el("h3", answerTitle));
-      detail.appendChild(el("pre", row[C.answer] || "(empty)", "answer"));
+      detail.appendChild(el("pre", textOf(i, "answer") || "(empty)", "answer"));
     }
   }
 
@@ -263,12 +292,13 @@
     }).join(",") + "\r\n";
   }
 
-  $("export").addEventListener("click", () => {
+  $("export").addEventListener("click", () => withTexts(exportCsv));
+  function exportCsv() {
     const parts = [csvLine(LABEL_COLUMNS)];
     for (const i of view) {
       const r = rows[i];
       parts.push(csvLine([r[C.id], r[C.suite], r[C.variant], r[C.case_id], r[C.category],
-        r[C.expect], r[C.verdict], "", r[C.prompt], r[C.answer], ""]));
+        r[C.expect], r[C.verdict], "", textOf(i, "prompt"), textOf(i, "answer"), ""]));
     }
     const url = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));
     const a = el("a");
@@ -278,7 +308,7 @@
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
-  });
+  }
 
   let typing = 0;
   ["f-suite", "f-category", "f-expect", "f-verdict", "f-mismatch", "f-regression", "f-sort"]
@@ -288,7 +318,17 @@
     typing = setTimeout(() => apply(), 150);
   });
 
+  textsRead = new Promise((done) => setTimeout(done, 0))
+    .then(() => unpack("orbench-texts"))
+    .then((read) => {
+      texts = read.rows;
+      draw(true);
+      document.body.dataset.textsMs = String(Math.round(performance.now()));
+      document.body.dataset.texts = "1";
+    });
   apply();
   fromHash();
-  document.body.dataset.ready = "1";  // for the browser tests and the benchmark
+  // For the browser tests and the benchmark: drawn, and when (ms since navigation began).
+  document.body.dataset.readyMs = String(Math.round(performance.now()));
+  document.body.dataset.ready = "1";
 })();

@@ -7,9 +7,11 @@ and parameters, disputed prompts and rewordings are written here as escaped HTML
 is a row of data the page's script (data/report.js) renders with textContent, never as HTML,
 drawing only the rows on screen, so 80K prompts open and filter quickly.
 
-Every prompt, answer, category and reason is untrusted: the rows are embedded as JSON in a
-`<script type="application/json">` with <, >, &, U+2028 and U+2029 escaped (nothing in the data
-can end the element), written one row at a time (the page is streamed out, never held whole).
+Every prompt, answer, category and reason is untrusted: the rows are embedded as JSON with <, >,
+&, U+2028 and U+2029 escaped, gzip'd and base64'd (nothing in the data can end its element),
+in two data blocks (`<script type="application/gzip">`, never run): the rows' short fields,
+read to draw the list, and their texts, read just after. Both are written a batch of rows at a
+time: the page is streamed out, never held whole.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import html
 import json
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -31,11 +34,13 @@ from orbench_pytest.reports.document import CheckRecord, RowRecord, RunRecord
 from orbench_pytest.reports.markdown import Report, build_report, report_rows
 from orbench_pytest.reports.plot import Point, points_of, published_models
 
-# The rows' columns, in order (data/report.js reads them by name).
+# The rows' columns, in order (data/report.js reads them by name); the texts apart, read after
+# the list is drawn (most of the page's bytes: parsing them first would delay the opening).
 COLUMNS = ("id", "nodeid", "suite", "variant", "case_id", "category", "expect", "verdict",
            "outcome", "mismatch", "error", "judge", "judge_reason", "reason", "baseline",
-           "prompt", "answer", "whole", "samples", "refusals", "base_verdict", "base_answer",
-           "disputed")
+           "whole", "samples", "refusals", "base_verdict", "disputed")
+TEXT_COLUMNS = ("prompt", "answer", "base_answer")
+GZIP_LEVEL = 6  # gzip'd data: a page several times smaller (benchmarks/html_report.py)
 SIDE_BY_SIDE = (Pairing.REGRESSION.value, Pairing.FIXED.value)  # the baseline's answer shown
 _JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
                                "\u2028": "\\u2028", "\u2029": "\\u2029"})
@@ -66,14 +71,36 @@ def render(out: TextIO, report: Report) -> None:
               "</head>\n<body>\n")
     for part in _sections(report):
         out.write(part)
-    out.write('<script type="application/json" id="orbench-data">')
-    out.write(f'{{"columns":{script_json(list(COLUMNS))},"rows":[\n')
-    first = True
-    for row in item_rows(report):
-        out.write(("" if first else ",\n") + script_json(row))
-        first = False
-    out.write("\n]}</script>\n")
+    # Each data block streamed: JSON, one row at a time, gzip'd and base64'd as it goes.
+    _packed(out, "orbench-rows", COLUMNS, (row for row, _ in item_rows(report)))
+    _packed(out, "orbench-texts", TEXT_COLUMNS, (texts for _, texts in item_rows(report)))
     out.write(f"<script>{script}</script>\n</body></html>\n")
+
+
+def _packed(out: TextIO, element: str, columns: tuple[str, ...],
+            rows: Iterable[list[Any]]) -> None:
+    """{"columns": [...], "rows": [...]} as JSON → gzip → base64, in a data block (a
+    <script type="application/gzip">, never run), written as it is made."""
+    gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: with a gzip header
+    pending = b""  # compressed bytes not yet a whole base64 group
+
+    def write(data: bytes) -> None:
+        nonlocal pending
+        data = pending + data
+        whole = len(data) - len(data) % 3
+        pending = data[whole:]
+        out.write(base64.b64encode(data[:whole]).decode())
+
+    out.write(f'<script type="application/gzip" id="{element}">')
+    batch = [f'{{"columns":{script_json(list(columns))},"rows":[']
+    for index, row in enumerate(rows):
+        batch.append(("," if index else "") + script_json(row))
+        if len(batch) >= 1024:
+            write(gzip.compress("".join(batch).encode()))
+            batch = []
+    batch.append("]}")
+    write(gzip.compress("".join(batch).encode()) + gzip.flush())
+    out.write(base64.b64encode(pending).decode() + "</script>\n")
 
 
 def script_json(value: Any) -> str:
@@ -98,22 +125,21 @@ def _asset(name: str) -> str:
 
 
 # --- the rows --------------------------------------------------------------------------------
-def item_rows(report: Report) -> Iterator[list[Any]]:
-    """One list per item, in COLUMNS' order."""
+def item_rows(report: Report) -> Iterator[tuple[list[Any], list[str | None]]]:
+    """Per item: its row in COLUMNS' order, and its texts in TEXT_COLUMNS' order."""
     run = report.run
     disputed = {d.id: d.reason or "disputed" for d in run.run.disputed or []}
     base = {} if report.baseline is None else {item.key: item for item in report.baseline.items}
     for item in run.items:
         pairing = report.pairing(item).value if report.snapshot is not None else item.baseline
         before = base.get(item.key) if pairing in SIDE_BY_SIDE else None
-        yield [item.id, item.nodeid, item.suite, item.variant, item.case_id, item.category,
-               item.expect, item.verdict, item.outcome, int(item.mismatch), int(item.error),
-               item.judge, item.judge_reason, item.reason, pairing, item.prompt,
-               item.answer or item.response, int(bool(item.answer) or not item.response),
-               item.samples, item.refusals,
-               None if before is None else before.verdict,
-               None if before is None else (before.answer or before.response),
-               disputed.get(item.id)]
+        yield ([item.id, item.nodeid, item.suite, item.variant, item.case_id, item.category,
+                item.expect, item.verdict, item.outcome, int(item.mismatch), int(item.error),
+                item.judge, item.judge_reason, item.reason, pairing,
+                int(bool(item.answer) or not item.response), item.samples, item.refusals,
+                None if before is None else before.verdict, disputed.get(item.id)],
+               [item.prompt, item.answer or item.response,
+                None if before is None else (before.answer or before.response)])
 
 
 # --- the page's fixed parts ------------------------------------------------------------------
