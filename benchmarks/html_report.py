@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._common import SHARED_DATA  # noqa: E402
 from orbench_pytest.core import defaults  # noqa: E402
+from tests.browser import chromium_path  # noqa: E402
 from orbench_pytest.reports.document import Document, ItemRecord, RunInfo  # noqa: E402
 from orbench_pytest.reports.results import write_results  # noqa: E402
 
@@ -147,7 +148,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+        browser = playwright.chromium.launch(executable_path=chromium_path(),
                                              args=["--no-sandbox"])
         for n in args.sizes:
             results, page = Path(folder) / f"r{n}.json", Path(folder) / f"r{n}.html"
