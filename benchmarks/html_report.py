@@ -8,9 +8,11 @@ OR-Bench-Hard-1K's 1,319 safe and OR-Bench-Toxic's 655 toxic prompts, 1,974 in a
 sizes repeat them with new case ids), each answered with real answers of the embedded model
 (tests/data/orbench_local_labelled.csv): each answer about --answer-chars characters of their
 sentences, each sentence's words shuffled (every answer distinct, compressing as real text
-does), verdicts seeded. `orbench html` builds the page in a child process (its CPU seconds and peak RSS are
-the child's). Chromium (/usr/bin/chromium, Playwright) opens it from file://: "open" is the
-time from navigation to the page's script having drawn the list (its performance clock);
+does), verdicts seeded, answers kept whole as a run keeps them (ANSWERS_TOTAL_CHARS in all).
+`orbench html` builds the page in a child process (its CPU seconds and peak RSS are the
+child's). Chromium (tests/browser.py's, driven by Playwright) opens it from file://: "open" is
+the time from navigation to the page's script having drawn the list (its performance clock),
+"texts read" to its having read every prompt and answer (done after the list is drawn);
 "filter" is a verdict filter, "mismatch" the mismatch-only box, "search" a text search over
 every prompt and answer (the first one, which lowers the texts once), each until the next
 animation frame after the list is redrawn. Medians over the repeats.
@@ -33,9 +35,9 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._common import SHARED_DATA  # noqa: E402
 from orbench_pytest.core import defaults  # noqa: E402
-from tests.browser import chromium_path  # noqa: E402
 from orbench_pytest.reports.document import Document, ItemRecord, RunInfo  # noqa: E402
 from orbench_pytest.reports.results import write_results  # noqa: E402
+from tests.browser import chromium_path  # noqa: E402
 
 SUITES = (("or-bench-hard-1k", "comply"), ("or-bench-toxic", "refuse"))
 MEASURE = """async ([id, kind, value]) => {
@@ -162,7 +164,8 @@ def main() -> None:
                   f"({size / n * 1000 / 1e6:.2f} MB per 1,000 prompts); build "
                   f"{statistics.median(b[0] for b in builds):.1f} s CPU, peak RSS "
                   f"{max(b[1] for b in builds):.0f} MB; Chromium: open "
-                  f"{median['open']:.0f} ms, texts read {median['texts']:.0f} ms, verdict filter {median['filter']:.0f} ms, "
+                  f"{median['open']:.0f} ms, texts read {median['texts']:.0f} ms, "
+                  f"verdict filter {median['filter']:.0f} ms, "
                   f"mismatch only {median['mismatch']:.0f} ms, search "
                   f"{median['search']:.0f} ms (incl. the 150 ms typing pause)", flush=True)
         browser.close()

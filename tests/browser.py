@@ -74,3 +74,19 @@ class Page:
 
     def close(self) -> None:
         self.context.close()
+
+
+def screenshot(page_path: Path, png: Path, browser: Any) -> None:
+    """The report's prompts, mismatches only, the first one opened: the picture in the README
+    and docs/html-report.md (scripts/readme_main_job.py makes it; a test checks it)."""
+    view = Page(browser, page_path, width=1280, height=1000)
+    try:
+        page = view.page
+        page.wait_for_selector("body[data-texts='1']", state="attached")
+        page.check("#f-mismatch")
+        page.focus("#list")
+        page.keyboard.press("j")
+        page.keyboard.press("Enter")
+        page.locator("#prompts").screenshot(path=str(png))
+    finally:
+        view.close()

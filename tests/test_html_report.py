@@ -311,3 +311,24 @@ def test_orbench_html_with_a_bad_results_file_is_one_line(tmp_path: Path) -> Non
         "(no 'schema' key)"]
     done = orbench_cli("html", tmp_path / "missing.json", cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+
+
+def test_the_docs_screenshot_is_taken_by_the_browser_fixture(tmp_path: Path,
+                                                              browser: Any) -> None:
+    """docs/img/html-report.png is made by tests/browser.screenshot (through
+    scripts/readme_main_job.py, from the main job's replayed run): the same call here gives a
+    picture of the same width."""
+    from tests.browser import screenshot
+    from tests.helpers import REPO
+
+    done = orbench_cli("html", REPO / "tests" / "data" / "results-main-full.json", "-o",
+                       tmp_path / "r.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    screenshot(tmp_path / "r.html", tmp_path / "r.png", browser)
+
+    def width(png: Path) -> int:
+        head = png.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        return int.from_bytes(head[16:20], "big")
+
+    assert width(tmp_path / "r.png") == width(REPO / "docs" / "img" / "html-report.png")

@@ -28,11 +28,18 @@ async function unpack(id) {
   }
   const $ = (id) => document.getElementById(id);
   const list = $("list"), spacer = $("spacer"), detail = $("detail"), head = $("list-head");
+  const WIDTHS = {
+    id: "minmax(150px, 1.2fr)", suite: "minmax(70px, .6fr)", category: "minmax(80px, .7fr)",
+    expect: "70px", verdict: "105px", outcome: "95px", baseline: "85px", samples: "70px",
+    prompt: "minmax(200px, 4fr)",
+  };
+  // A column no row fills (no baseline, no samples) is left out.
   const SHOWN = [
     ["id", "prompt id"], ["suite", "suite"], ["category", "category"], ["expect", "expected"],
     ["verdict", "verdict"], ["outcome", "outcome"], ["baseline", "baseline"],
     ["samples", "refused"], ["prompt", "prompt"],
-  ];
+  ].filter(([key]) => key === "prompt" || rows.some((r) => r[C[key]] !== null && r[C[key]] !== ""));
+  $("prompts").style.setProperty("--columns", SHOWN.map(([key]) => WIDTHS[key]).join(" "));
   const PAIRINGS = new Set(["regression", "fixed", "known"]);
   const LABEL_COLUMNS = ["id", "suite", "variant", "case_id", "category", "expect",
                          "judge_verdict", "label", "prompt", "response", "labelled_at"];
