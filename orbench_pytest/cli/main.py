@@ -1,6 +1,7 @@
 """The `orbench` command: reports from a finished run, without pytest.
 
   orbench report orbench.xml [--baseline old.xml|old.json] [--github-step-summary]
+                 [--artifact-url URL] [--html-url URL]
   orbench html results.json [--baseline old.json] [-o orbench-report.html]
   orbench plot results.json [more.json ...] [--baseline old.json] [-o orbench-plot]
   orbench compare a.json b.json ... [--published]
@@ -68,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="Prompts listed per section (default: %(default)s)")
     report.add_argument("--artifact-url", metavar="URL",
                         help="Link to the full results (default: this GitHub Actions run)")
+    report.add_argument("--html-url", metavar="URL",
+                        help="Link to the run's HTML report (orbench html), e.g. its artefact")
     report.add_argument("--fail-on-gate", action="store_true",
                         help="Exit 1 when the gate failed")
     report.set_defaults(run=_report)
@@ -219,8 +222,9 @@ def _report(args: argparse.Namespace) -> int:
     )
     from orbench_pytest.reports.results import load_run
 
-    if args.artifact_url is not None:
-        check_artifact_url(args.artifact_url, "--artifact-url")
+    for url, option in ((args.artifact_url, "--artifact-url"), (args.html_url, "--html-url")):
+        if url is not None:
+            check_artifact_url(url, option)
     run = read_junit(args.junit)
     if not run.items:
         raise ConfigError(f"{args.junit}: no orbench test cases (was the run made with "
@@ -228,7 +232,8 @@ def _report(args: argparse.Namespace) -> int:
     baseline = load_run(args.baseline) if args.baseline is not None else None
     report = build_report(run, baseline)
     text = render_markdown(report, max_items=args.max_items,
-                           artifact_url=args.artifact_url or default_artifact_url())
+                           artifact_url=args.artifact_url or default_artifact_url(),
+                           html_url=args.html_url)
     if args.output is not None:
         from orbench_pytest.core.artefacts import write_atomically
 
