@@ -332,3 +332,39 @@ def test_the_docs_screenshot_is_taken_by_the_browser_fixture(tmp_path: Path,
         return int.from_bytes(head[16:20], "big")
 
     assert width(tmp_path / "r.png") == width(REPO / "docs" / "img" / "html-report.png")
+
+
+def test_disputes_flips_samples_cost_and_parameters_are_shown(tmp_path: Path,
+                                                              browser: Any) -> None:
+    from tests.helpers import REPO
+
+    data = REPO / "tests" / "data"
+    done = orbench_cli("html", data / "results-main-samples.json", "--baseline",
+                       data / "results-main-full.json", "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = read_results(data / "results-main-samples.json")
+    view = Page(browser, tmp_path / "r.html")
+    try:
+        page = view.page
+
+        def table(selector: str) -> list[list[str]]:
+            return page.eval_on_selector_all(
+                f"{selector} tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+
+        disputed = run.run.disputed or []
+        assert table("#disputed tbody") == [[d.id, d.reason, d.decided_by] for d in disputed]
+        flips = run.run.rewordings.flips if run.run.rewordings else []
+        assert [row[1:3] + row[4:5] for row in table("#flips tbody")] == [
+            [f.original, f.rewording, f.answer] for f in flips]
+        parameters = dict(table("#parameters"))
+        assert parameters["seed"] == str(run.run.parameters.seed)
+        assert parameters["cost"] == run.run.cost.line()
+        # The samples' refusal fraction, per prompt.
+        assert page.eval_on_selector_all("#spacer .row .samples", "c => c.map(x => x.textContent)")[
+            :3] == [f"{i.refusals}/{i.samples}" for i in run.items[:3]]
+        page.evaluate(f"location.hash = {json.dumps('#' + run.items[1].id)}")
+        expect(page.locator("#detail dd").filter(has_text="answers refused")).to_have_text(
+            f"{run.items[1].refusals} of {run.items[1].samples} answers refused (33.3%)")
+        assert view.errors == [] and page.evaluate("window.__csp") == []
+    finally:
+        view.close()
