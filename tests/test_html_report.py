@@ -4,7 +4,9 @@ and hostile answers that would set a marker if anything of them ran."""
 
 from __future__ import annotations
 
+import base64
 import csv
+import gzip
 import io
 import json
 import re
@@ -12,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from playwright.sync_api import expect
 
 from orbench_pytest.core.untrusted import csv_cell
 from orbench_pytest.judges.check import COLUMNS
-from orbench_pytest.reports.html import gate_cells, script_json
+from orbench_pytest.reports.html import _packed, gate_cells, script_json
 from orbench_pytest.reports.results import read_results
 from tests.browser import Page
 from tests.helpers import (
@@ -278,6 +282,19 @@ def test_hostile_answers_neither_run_nor_change_the_page(
             assert page.evaluate("window.__pwned") is None
             assert page.title() == title == "orbench report: m"
             assert view.errors == [] and page.evaluate("window.__csp") == []
+            assert view.messages == []  # nothing logged: no blocked script, no error
+            # The CSV: every cell as orbench label writes it (no formula, no control char).
+            page.select_option("#f-category", "")
+            page.fill("#f-text", "")
+            _shows(page, len(items))
+            with page.expect_download() as download:
+                page.click("#export")
+            rows = list(csv.reader(io.StringIO(
+                Path(download.value.path()).read_text(encoding="utf-8"))))
+            assert rows[1:] == [[csv_cell(v) for v in (
+                i.id, i.suite, i.variant, i.case_id, i.category, i.expect, i.verdict, "",
+                i.prompt, i.answer, "")] for i in items]
+            assert any(row[9].startswith("'=HYPERLINK") for row in rows)
             # Nothing the data holds became an element: no image, frame, style, link or
             # script beyond the page's own.
             assert page.evaluate("""() => ({
@@ -295,11 +312,27 @@ def test_hostile_answers_neither_run_nor_change_the_page(
             view.close()
 
 
-def test_script_json_escapes_what_could_end_the_element() -> None:
-    text = script_json(["</script><!-- \u2028\u2029 & >", "\ud800"])
-    assert "<" not in text and ">" not in text and "&" not in text
-    assert "\u2028" not in text and "\u2029" not in text and "\ud800" not in text
-    assert json.loads(text) == ["</script><!-- \u2028\u2029 & >", "\ud800"]
+@given(st.lists(st.one_of(st.text(), st.none(), st.integers())))
+def test_script_json_is_the_same_json_with_nothing_that_could_end_the_element(
+        value: list[Any]) -> None:
+    text = script_json(value)
+    assert json.loads(text) == value
+    assert not set(text) & {"<", ">", "&", "\u2028", "\u2029"}
+    text.encode("utf-8")  # a lone surrogate escaped, never written raw
+
+
+@example([["row"]] * 2050)  # past two batches
+@settings(max_examples=50)
+@given(st.lists(st.lists(st.text(), max_size=3), max_size=50))
+def test_a_packed_block_reads_back_as_its_rows(rows: list[list[str]]) -> None:
+    """gzip'd and base64'd a batch at a time (1,024 rows): read back, the same JSON."""
+    out = io.StringIO()
+    _packed(out, "x", ("a",), rows)
+    match = re.fullmatch(r'<script type="application/gzip" id="x">([A-Za-z0-9+/=]*)</script>\n',
+                         out.getvalue())
+    assert match is not None
+    data = json.loads(gzip.decompress(base64.b64decode(match.group(1))))
+    assert data == {"columns": ["a"], "rows": rows}
 
 
 def test_orbench_html_with_a_bad_results_file_is_one_line(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def render(out: TextIO, report: Report) -> None:
     out.write('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
               '<meta http-equiv="Content-Security-Policy" content="'
               f"default-src 'none'; script-src '{_sha256(script)}'; "
-              f"style-src '{_sha256(css)}'; img-src data:; base-uri 'none'; "
+              f"style-src '{_sha256(css)}'; base-uri 'none'; "
               "form-action 'none'\">\n"
               '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
               '<meta name="referrer" content="no-referrer">\n'
