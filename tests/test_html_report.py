@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -401,3 +402,55 @@ def test_disputes_flips_samples_cost_and_parameters_are_shown(tmp_path: Path,
         assert view.errors == [] and page.evaluate("window.__csp") == []
     finally:
         view.close()
+
+
+# --- orbench html reads a results file in bounded memory -----------------------------------------
+def _main_results(tmp_path: Path) -> Path:
+    """tests/data's full run, written as a run writes it (one item a line), whole answers in."""
+    from orbench_pytest.reports.results import write_results
+    from tests.helpers import REPO
+
+    run = read_results(REPO / "tests" / "data" / "results-main-full.json")
+    items = [dataclasses.replace(item, prompt=f"prompt {n} </script>", answer=f"answer {n}\u2028")
+             for n, item in enumerate(run.items)]
+    path = tmp_path / "results.json"
+    write_results(path, dataclasses.replace(run.document, items=items))
+    return path
+
+
+def test_a_page_read_an_item_at_a_time_is_the_page_read_whole(tmp_path: Path) -> None:
+    from orbench_pytest.reports.html import read_for_html, write_html
+
+    path = _main_results(tmp_path)
+    whole = tmp_path / "whole.html"
+    write_html(whole, read_results(path), read_results(path))
+    run, texts = read_for_html(path)
+    assert all(item.answer == item.prompt == "" for item in run.items)  # not held
+    streamed = tmp_path / "streamed.html"
+    write_html(streamed, run, run, texts=texts, baseline_texts=texts)
+    assert streamed.read_bytes() == whole.read_bytes()
+    # A file laid out otherwise (one line): read whole, the same page.
+    (tmp_path / "one-line.json").write_text(json.dumps(json.loads(path.read_text())))
+    done = orbench_cli("html", "one-line.json", "-o", "again.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = orbench_cli("html", "results.json", "-o", "cli.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    strip = re.compile(r"one-line|results")  # the page names its source file
+    assert strip.sub("", (tmp_path / "again.html").read_text()) == \
+        strip.sub("", (tmp_path / "cli.html").read_text())
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[: text.index('"items": [') + 400], "not JSON"),
+    (lambda text: text[: text.rindex("\n ]")] + "\n", "the items end nowhere"),
+    (lambda text: text.replace('"answer":"answer 3', '"answer":5,"x":"', 1),
+     "items[3].answer: expected text"),
+])
+def test_a_damaged_results_file_is_one_line_naming_it(tmp_path: Path, damage: Any,
+                                                      message: str) -> None:
+    path = _main_results(tmp_path)
+    path.write_text(damage(path.read_text(encoding="utf-8")), encoding="utf-8")
+    done = orbench_cli("html", path, "-o", "r.html", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -249,11 +249,12 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _html(args: argparse.Namespace) -> int:
-    from orbench_pytest.reports.html import write_html
-    from orbench_pytest.reports.results import load_run
+    from orbench_pytest.reports.html import read_for_html, write_html
 
-    baseline = load_run(args.baseline) if args.baseline is not None else None
-    write_html(args.output, load_run(args.results), baseline)
+    run, texts = read_for_html(args.results)
+    baseline, base_texts = (read_for_html(args.baseline) if args.baseline is not None
+                            else (None, None))
+    write_html(args.output, run, baseline, texts=texts, baseline_texts=base_texts)
     print(args.output)
     return 0
 

@@ -20,7 +20,7 @@ async function unpack(id) {
   const rows = data.rows;
   let texts = null;  // [prompt, answer, base_answer] per row, once read
   let textsRead = null;  // the promise of them
-  const T = { prompt: 0, answer: 1, base_answer: 2 };
+  const T = { prompt: 0, answer: 1, base_answer: 2, whole: 3 };
   function textOf(i, name) { return texts === null ? "" : texts[i][T[name]]; }
   function withTexts(then) {
     if (texts !== null) then();
@@ -233,7 +233,7 @@ async function unpack(id) {
     detail.appendChild(facts);
     detail.appendChild(el("h3", "Prompt"));
     detail.appendChild(el("pre", textOf(i, "prompt") || "(not in the results file)", "prompt"));
-    const answerTitle = row[C.whole] ? "Answer" : "Answer (excerpt: the run's whole answers "
+    const answerTitle = textOf(i, "whole") ? "Answer" : "Answer (excerpt: the run's whole answers "
       + "were past their total bound)";
     if (row[C.base_verdict] !== null && row[C.base_verdict] !== undefined) {
       const pair = el("div", null, "pair");

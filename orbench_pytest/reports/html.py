@@ -17,20 +17,30 @@ time: the page is streamed out, never held whole.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import html
 import json
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import ItemKey
+from orbench_pytest.core.typed_json import load
 from orbench_pytest.gate.baseline import Pairing
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, rate_with_interval
-from orbench_pytest.reports.document import CheckRecord, RowRecord, RunRecord
+from orbench_pytest.reports.document import (
+    SCHEMA,
+    CheckRecord,
+    Document,
+    ItemRecord,
+    RowRecord,
+    RunRecord,
+)
 from orbench_pytest.reports.markdown import Report, build_report, report_rows
 from orbench_pytest.reports.plot import Point, points_of, published_models
 
@@ -38,8 +48,11 @@ from orbench_pytest.reports.plot import Point, points_of, published_models
 # the list is drawn (most of the page's bytes: parsing them first would delay the opening).
 COLUMNS = ("id", "nodeid", "suite", "variant", "case_id", "category", "expect", "verdict",
            "outcome", "mismatch", "error", "judge", "judge_reason", "reason", "baseline",
-           "whole", "samples", "refusals", "base_verdict", "disputed")
-TEXT_COLUMNS = ("prompt", "answer", "base_answer")
+           "samples", "refusals", "base_verdict", "disputed")
+TEXT_COLUMNS = ("prompt", "answer", "base_answer", "whole")  # whole: not the excerpt alone
+# An item's texts as the results file holds them: prompt, answer (whole, bounded), response
+# (the excerpt). Read from the run in memory, or again from the file, an item at a time.
+Texts = Callable[[], Iterator[tuple[str, str, str]]]
 GZIP_LEVEL = 6  # gzip'd data: a page several times smaller (benchmarks/html_report.py)
 SIDE_BY_SIDE = (Pairing.REGRESSION.value, Pairing.FIXED.value)  # the baseline's answer shown
 _JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -48,16 +61,24 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UT
 
 
 def write_html(path: Path, run: RunRecord, baseline: RunRecord | None = None,
-               option: str = "--output") -> None:
+               option: str = "--output", *, texts: Texts | None = None,
+               baseline_texts: Texts | None = None) -> None:
     """The page of `run` (against `baseline`, whose answers are shown beside regressions and
-    fixes), written atomically."""
+    fixes), written atomically. `texts`: the items' texts, when `run` was read without them
+    (read_for_html)."""
     from orbench_pytest.core.artefacts import write_atomically
 
     report = build_report(run, baseline)
-    write_atomically(path, lambda out: render(out, report), option)
+    texts = texts or _in_memory(run)
+    base_texts = baseline_texts or (_in_memory(baseline) if baseline is not None else None)
+    write_atomically(path, lambda out: render(out, report, texts, base_texts), option)
 
 
-def render(out: TextIO, report: Report) -> None:
+def _in_memory(run: RunRecord) -> Texts:
+    return lambda: ((item.prompt, item.answer, item.response) for item in run.items)
+
+
+def render(out: TextIO, report: Report, texts: Texts, base_texts: Texts | None) -> None:
     css, script = _asset("report.css"), _asset("report.js")
     run = report.run
     out.write('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -72,8 +93,8 @@ def render(out: TextIO, report: Report) -> None:
     for part in _sections(report):
         out.write(part)
     # Each data block streamed: JSON, one row at a time, gzip'd and base64'd as it goes.
-    _packed(out, "orbench-rows", COLUMNS, (row for row, _ in item_rows(report)))
-    _packed(out, "orbench-texts", TEXT_COLUMNS, (texts for _, texts in item_rows(report)))
+    _packed(out, "orbench-rows", COLUMNS, item_rows(report))
+    _packed(out, "orbench-texts", TEXT_COLUMNS, text_rows(report, texts, base_texts))
     out.write(f"<script>{script}</script>\n</body></html>\n")
 
 
@@ -125,21 +146,104 @@ def _asset(name: str) -> str:
 
 
 # --- the rows --------------------------------------------------------------------------------
-def item_rows(report: Report) -> Iterator[tuple[list[Any], list[str | None]]]:
-    """Per item: its row in COLUMNS' order, and its texts in TEXT_COLUMNS' order."""
+def _pairing(report: Report, item: ItemRecord) -> str:
+    return report.pairing(item).value if report.snapshot is not None else item.baseline
+
+
+def item_rows(report: Report) -> Iterator[list[Any]]:
+    """Per item, its row in COLUMNS' order."""
     run = report.run
     disputed = {d.id: d.reason or "disputed" for d in run.run.disputed or []}
     base = {} if report.baseline is None else {item.key: item for item in report.baseline.items}
     for item in run.items:
-        pairing = report.pairing(item).value if report.snapshot is not None else item.baseline
+        pairing = _pairing(report, item)
         before = base.get(item.key) if pairing in SIDE_BY_SIDE else None
-        yield ([item.id, item.nodeid, item.suite, item.variant, item.case_id, item.category,
-                item.expect, item.verdict, item.outcome, int(item.mismatch), int(item.error),
-                item.judge, item.judge_reason, item.reason, pairing,
-                int(bool(item.answer) or not item.response), item.samples, item.refusals,
-                None if before is None else before.verdict, disputed.get(item.id)],
-               [item.prompt, item.answer or item.response,
-                None if before is None else (before.answer or before.response)])
+        yield [item.id, item.nodeid, item.suite, item.variant, item.case_id, item.category,
+               item.expect, item.verdict, item.outcome, int(item.mismatch), int(item.error),
+               item.judge, item.judge_reason, item.reason, pairing, item.samples,
+               item.refusals, None if before is None else before.verdict,
+               disputed.get(item.id)]
+
+
+def text_rows(report: Report, texts: Texts, base_texts: Texts | None) -> Iterator[list[Any]]:
+    """Per item, its texts in TEXT_COLUMNS' order: the whole answer (else the excerpt), and
+    the baseline's beside a regression or a fix."""
+    wanted = {item.key for item in report.run.items if _pairing(report, item) in SIDE_BY_SIDE}
+    before: dict[ItemKey, str] = {}
+    if wanted and report.baseline is not None and base_texts is not None:
+        for item, (_, answer, response) in _paired(report.baseline, base_texts):
+            if item.key in wanted:
+                before[item.key] = answer or response
+    for item, (prompt, answer, response) in _paired(report.run, texts):
+        yield [prompt, answer or response, before.get(item.key),
+               int(bool(answer) or not response)]
+
+
+def _paired(run: RunRecord, texts: Texts) -> Iterator[tuple[ItemRecord, tuple[str, str, str]]]:
+    try:
+        yield from zip(run.items, texts(), strict=True)
+    except ValueError:  # zip's: the file read again holds another number of items
+        raise ConfigError(f"{run.source}: changed while it was read") from None
+
+
+# --- reading a results file in bounded memory ------------------------------------------------
+_ITEMS = ' "items": [\n'  # how write_results opens the items, one a line, after the rest
+
+
+def read_for_html(path: Path) -> tuple[RunRecord, Texts]:
+    """A results file for the page: the run without its items' texts, and the texts read again
+    from the file an item at a time, so the page of 80K whole answers is built without holding
+    them. A file not laid out as write_results writes it (or a JUnit XML) is read whole."""
+    from orbench_pytest.reports.results import load_run
+
+    lines: list[str] = []
+    laid_out = False
+    if path.suffix.lower() != ".xml":
+        try:
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    if line == _ITEMS:
+                        laid_out = True
+                        break
+                    lines.append(line)
+        except (OSError, UnicodeDecodeError):
+            pass  # load_run says what is wrong, in one line
+    head = "".join(lines)
+    if not laid_out or not head.startswith("{"):
+        run = load_run(path)
+        return run, _in_memory(run)
+    try:
+        data = json.loads(head + ' "items": []\n}')
+    except ValueError:
+        run = load_run(path)  # its own one-line error, or the file read whole
+        return run, _in_memory(run)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        run = load_run(path)
+        return run, _in_memory(run)
+    document = load(Document, data, str(path))
+    items = [dataclasses.replace(item, prompt="", answer="", response="")
+             for item in _items(path)]
+    if not items:
+        raise ConfigError(f"{path}: items: the run has no items")
+    run = RunRecord(str(path), dataclasses.replace(document, items=items))
+    return run, lambda: ((i.prompt, i.answer, i.response) for i in _items(path))
+
+
+def _items(path: Path) -> Iterator[ItemRecord]:
+    """The items of a results file as write_results lays them out, each checked."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line == _ITEMS:
+                break
+        for index, line in enumerate(handle):
+            if line.startswith(" ]"):
+                return
+            try:
+                raw = json.loads(line.rstrip().removesuffix(","))
+            except ValueError as exc:
+                raise ConfigError(f"{path}: items[{index}]: not JSON ({exc})") from None
+            yield load(ItemRecord, raw, str(path), f"items[{index}]")
+    raise ConfigError(f"{path}: the items end nowhere (a file cut short?)")
 
 
 # --- the page's fixed parts ------------------------------------------------------------------
