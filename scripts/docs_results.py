@@ -36,8 +36,8 @@ Every item keeps its whole prompt (`prompt`) and its whole answer (`answer`, bes
 {excerpt}-character excerpt `response`), both redacted. The answers are bounded: each one to its
 first {answer:,} characters, and the run's to {total:,} characters in all, kept in the order the
 answers arrive; past that total an item's `answer` is empty and its excerpt is all the file keeps
-(`core/defaults.py`: `ANSWER_CHARS`, `ANSWERS_TOTAL_CHARS`). `orbench html` and `orbench label`
-read them.
+(`core/defaults.py`: `ANSWER_CHARS`, `ANSWERS_TOTAL_CHARS`); the HTML report shows them
+([html-report.md](html-report.md)).
 """
 
 

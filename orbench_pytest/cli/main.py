@@ -172,8 +172,8 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: %(default)s)")
     label.add_argument("--seed", type=int, default=0, help="Sample seed (default: %(default)s)")
     label.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
-                       help="Suite whose prompts to show (a results file keeps the prompts of "
-                            "failed items only); repeatable")
+                       help="Suite whose prompts to show (results files of earlier releases "
+                            "and JUnit XML keep the prompts of failed items only); repeatable")
     label.set_defaults(run=_label)
 
     check = commands.add_parser(
