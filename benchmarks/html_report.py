@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -115,14 +114,19 @@ def synthetic(n: int, chars: int) -> Document:
     return Document(run=RunInfo(target="synthetic", judge="keyword"), items=items)
 
 
+# The build, in a child that reports its own CPU seconds and peak RSS (this process's
+# RUSAGE_CHILDREN would also count what the browser's processes leave to it).
+_BUILD = ("import resource, sys; from orbench_pytest.cli.main import main; "
+          "code = main(sys.argv[1:]); use = resource.getrusage(resource.RUSAGE_SELF); "
+          "print(use.ru_utime + use.ru_stime, use.ru_maxrss, file=sys.stderr); sys.exit(code)")
+
+
 def build(results: Path, page: Path) -> tuple[float, float]:
     """`orbench html` in a child: its CPU seconds and peak RSS in MB."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "html", str(results),
-                    "-o", str(page)], check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, after.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", _BUILD, "html", str(results), "-o", str(page)],
+                          check=True, capture_output=True, text=True)
+    cpu, rss = done.stderr.split()[-2:]
+    return float(cpu), int(rss) / 1024
 
 
 def browse(browser: object, page_path: Path) -> dict[str, float]:

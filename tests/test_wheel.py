@@ -166,7 +166,8 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         step_env = {**env, **workflow["env"], "ORBENCH_SUITES": "--orbench-suite=or-bench-toxic",
                     "RUNNER_TEMP": str(runner), "GITHUB_STEP_SUMMARY": str(runner / "summary"),
                     "PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}"}
-        for name, status in (("Gate (this pull request)", 1), ("Markdown summary", 0)):
+        for name, status in (("Gate (this pull request)", 1), ("HTML report", 0),
+                             ("Markdown summary", 0)):
             done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", steps[name]["run"]],
                                   cwd=project, env=step_env, text=True, capture_output=True,
                                   timeout=300)
@@ -174,6 +175,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         assert server.bodies[-1]["messages"][0]["content"] == "You are a careful assistant."
         assert (project / "orbench-results.json").is_file()
         assert "orbench" in (project / "orbench-report.md").read_text()
+        assert (project / "orbench-report.html").read_text().startswith("<!DOCTYPE html>")
 
     listed = subprocess.run([python.parent / "orbench", "suites"], capture_output=True,
                             text=True, env=env, timeout=60)
