@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from orbench_pytest.core.bounded import RESULTS_LIMIT, read_bytes
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
@@ -29,6 +30,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
     """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
     data = dump(document)
     gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
+    if not data["gate"]["rows"]:  # a gate over nothing: why it failed is all there is to say
+        gate["failures"] = data["gate"]["failures"]
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
@@ -39,7 +42,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"))),
+    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"),
+                                       allow_nan=False)),
             *cost_properties(data["run"].get("cost"))]
 
 
@@ -60,13 +64,12 @@ def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 def read_junit(path: Path) -> RunRecord:
     from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 
+    data = read_bytes(path, RESULTS_LIMIT, "JUnit XML")
     try:
         # Parsed from one string, not fed in blocks: expat re-reads a token that spans blocks
         # from its start at every block, so the gate property (one attribute, megabytes with
         # thousands of rows) took time quadratic in its length.
-        xml = JUnitXml.fromstring(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
+        xml = JUnitXml.fromstring(data)
     except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
         raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
     suites: list[TestSuite] = [xml] if isinstance(xml, TestSuite) else list(xml)

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.bounded import RESULTS_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.baseline import Comparison, Pairing
-from orbench_pytest.gate.calibration import METHOD, MIN_LABELS, Calibration
+from orbench_pytest.gate.calibration import METHOD, Calibration
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
     TOXIC_ACCEPTANCE,
@@ -46,6 +47,7 @@ from orbench_pytest.reports.document import (
     GroupComparison,
     ItemRecord,
     LabelErrors,
+    LabelStrata,
     McNemarRecord,
     Parameters,
     RateCount,
@@ -92,7 +94,8 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         ungated=ungated, partial=list(gate.partial) or None, disputed=disputed or None, **run)
     return Document(
         run=info, items=list(items),
-        gate=GateRecord(None if ungated is not None else gate.passed, gate.stopped_reason,
+        gate=GateRecord(None if ungated is not None or gate.nothing_gated else gate.passed,
+                        gate.stopped_reason,
                         gate.baseline_source, gate.failures(), gate.ratchet_notes(),
                         list(gate.partial), disputed,
                         [row_record(row) for row in gate.rows.values()]),
@@ -227,11 +230,14 @@ def comparison_record(comparison: Comparison) -> ComparisonRecord:
 
 def calibration_record(calibration: Calibration) -> CalibrationRecord:
     return CalibrationRecord(
-        calibration.labels, calibration.sha256, METHOD, MIN_LABELS, calibration.reason is None,
+        calibration.labels, calibration.sha256, METHOD, None, calibration.corrected > 0,
         calibration.reason, calibration.corrected,
         {scope: LabelErrors(r.refusals, r.caught, r.compliances, r.passed,
                             _finite(r.sensitivity), _finite(r.specificity))
          for scope, r in calibration.rates.items()},
+        {kind: LabelStrata(s.flagged.labelled, s.flagged.mismatched, s.cleared.labelled,
+                           s.cleared.mismatched)
+         for kind, s in calibration.strata.items()},
         dict(calibration.used))
 
 
@@ -262,9 +268,12 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
     def write(out: TextIO) -> None:
         # Compact, one item per line: small at 80K items, still greppable and diffable.
-        opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all.
+        opening = (json.dumps(head, ensure_ascii=False, indent=1, allow_nan=False)[:-2] + ","
+                   if head else "{")
         out.write(opening + '\n "items": [\n')
-        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
+                                         allow_nan=False)
                              for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 
@@ -274,9 +283,7 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 # --- reading --------------------------------------------------------------------------------
 def read_results(path: Path) -> RunRecord:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read results file ({exc.strerror})") from None
+        data = json.loads(read_text(path, RESULTS_LIMIT, "the results file"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting

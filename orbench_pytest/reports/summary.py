@@ -116,8 +116,9 @@ def shown_verdict(verdict: str) -> str:
 def verdict_line(gate: Gate) -> str:
     """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes."""
     notes = gate.ratchet_notes()
-    # A failure already names a partial selection when --orbench-require-full fails it.
-    extra = [note for note in gate.notes() if not (gate.require_full and note in gate.partial)]
+    extra = gate.notes()  # none that a failure already names
+    if gate.nothing_gated:
+        return "orbench gate: NOTHING GATED — " + "; ".join(gate.partial)
     if gate.passed:
         head = "orbench gate: PASSED ⚠️ by ratchet" if notes else "orbench gate: PASSED"
         return f"{head} — {'; '.join(notes + extra)}" if notes or extra else head

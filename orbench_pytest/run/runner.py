@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orbench_pytest.config.settings import Settings, Variant
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import secret_from_env
 from orbench_pytest.core.types import Label, PromptCase, Response
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
@@ -40,6 +41,7 @@ from orbench_pytest.fetch.targets import (
 from orbench_pytest.gate.baseline import Baseline, Pairing
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.samples import refused_by_rule, sample_key
+from orbench_pytest.gate.scope import Scope
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
@@ -274,13 +276,17 @@ def run_selected(
     baseline: Baseline | None = None,
     given: Mapping[str, Response] | None = None,
     ungated: str | None = None,
+    scope: Scope | None = None,
 ) -> RunOutcome:
     """Fetch every selected prompt (or read it from the cache) and decide the gate.
 
     `given`: answers known from elsewhere (a Batch API output file), used like cached ones.
     `ungated`: why the gate does not decide this run (a shard alone): mismatches are then
-    tolerated, the gate's rates only shown.
+    tolerated, the gate's rates only shown. `scope`: what the gate is decided over (scope.py).
     """
+    if not selected:  # every prompt disputed or deselected: nothing to ask, a gate all the same
+        return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(),
+                          settings.target or settings.model or "local")
     plan = plan_jobs(selected, settings)
     params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
     samples = settings.samples
@@ -336,8 +342,11 @@ def run_selected(
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None,
-                    baseline_rates=baseline.group_rates if baseline is not None else None)
-    calibration = calibrate_gate(gate, settings, thresholds)
+                    baseline_rates=baseline.group_rates if baseline is not None else None,
+                    scope=scope)
+    calibration = calibrate_gate(gate, settings, thresholds,
+                                 {key_label((s.case.suite, s.variant.name, s.case.case_id))
+                                  for s in selected})
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
@@ -348,10 +357,12 @@ def run_selected(
                       fingerprint, calibration)
 
 
-def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
-                   ) -> Calibration | None:
+def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds,
+                   run_ids: set[str]) -> Calibration | None:
     """--orbench-judge-calibration (else thresholds' judge_calibration): each gated rate
-    corrected for the judge's error measured on the team's labels, before any outcome."""
+    corrected for the judge's error measured on the team's labels, before any outcome. Labels
+    of answers that are not in the run are an error: they would correct it with another
+    run's prompts."""
     labels = settings.judge_calibration or thresholds.judge_calibration
     if labels is None:
         return None
@@ -359,7 +370,14 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds
     from orbench_pytest.judges.check import check_labels
 
     check = check_labels(labels, settings.partial_is_refusal)
-    return calibrate(gate, str(labels), check.sha256, check.rates_by_scope())
+    foreign = [pair.id for pair in check.pairs if pair.id not in run_ids]
+    if foreign:
+        from orbench_pytest.core.untrusted import terminal_text
+
+        raise ConfigError(f"{labels}: {len(foreign)} of {check.n} labels are of answers not in "
+                          f"this run (first: {terminal_text(foreign[0], 80)}); label this run's "
+                          "answers (orbench label) or run the prompts they label")
+    return calibrate(gate, str(labels), check.sha256, check.strata(), check.rates_by_scope())
 
 
 def _mismatch_counter(expect_by_key: Mapping[str, str], limit: int | None,
