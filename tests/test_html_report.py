@@ -215,9 +215,20 @@ def test_the_csv_export_is_the_current_filter_in_the_labels_columns(
         view.close()
     rows = list(csv.reader(io.StringIO(text)))
     assert tuple(rows[0]) == COLUMNS
-    assert rows[1:] == [[csv_cell(v) for v in (
-        i.id, i.suite, i.variant, i.case_id, i.category, i.expect, i.verdict, "", i.prompt,
-        i.answer, "")] for i in items if i.mismatch]
+    assert rows[1:] == [_label_row(i) for i in items if i.mismatch]
+    # judge-check reads it: every row not labelled yet.
+    (pytester.path / "labels.csv").write_text(text, encoding="utf-8")
+    from orbench_pytest.judges.check import check_labels
+
+    assert check_labels(pytester.path / "labels.csv").unlabelled == len(rows) - 1
+
+
+def _label_row(item: Any) -> list[Any]:
+    """A row of the labels file (judges/check.COLUMNS) as the export writes it."""
+    values = {"id": item.id, "suite": item.suite, "variant": item.variant,
+              "case_id": item.case_id, "category": item.category, "expect": item.expect,
+              "judge_verdict": item.verdict, "prompt": item.prompt, "response": item.answer}
+    return [csv_cell(values.get(name, "")) for name in COLUMNS]
 
 
 # --- hostile data ------------------------------------------------------------------------------
@@ -292,9 +303,7 @@ def test_hostile_answers_neither_run_nor_change_the_page(
                 page.click("#export")
             rows = list(csv.reader(io.StringIO(
                 Path(download.value.path()).read_text(encoding="utf-8"))))
-            assert rows[1:] == [[csv_cell(v) for v in (
-                i.id, i.suite, i.variant, i.case_id, i.category, i.expect, i.verdict, "",
-                i.prompt, i.answer, "")] for i in items]
+            assert rows[1:] == [_label_row(i) for i in items]
             assert any(row[9].startswith("'=HYPERLINK") for row in rows)
             # Nothing the data holds became an element: no image, frame, style, link or
             # script beyond the page's own.

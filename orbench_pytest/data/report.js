@@ -41,8 +41,7 @@ async function unpack(id) {
   ].filter(([key]) => key === "prompt" || rows.some((r) => r[C[key]] !== null && r[C[key]] !== ""));
   $("prompts").style.setProperty("--columns", SHOWN.map(([key]) => WIDTHS[key]).join(" "));
   const PAIRINGS = new Set(["regression", "fixed", "known"]);
-  const LABEL_COLUMNS = ["id", "suite", "variant", "case_id", "category", "expect",
-                         "judge_verdict", "label", "prompt", "response", "labelled_at"];
+  const LABEL_COLUMNS = $("export").dataset.columns.split(",");
   let view = rows.map((_, i) => i);  // indexes of the rows shown, in order
   let selected = -1;  // a position in view
   let sortKey = "", sortDown = false;
@@ -304,8 +303,12 @@ async function unpack(id) {
     const parts = [csvLine(LABEL_COLUMNS)];
     for (const i of view) {
       const r = rows[i];
-      parts.push(csvLine([r[C.id], r[C.suite], r[C.variant], r[C.case_id], r[C.category],
-        r[C.expect], r[C.verdict], "", textOf(i, "prompt"), textOf(i, "answer"), ""]));
+      // label, labelled_at: for the reader to fill in; stratum_size left empty: a filtered
+      // view is not the random sample judge-check would correct the run's rates with.
+      const cells = { judge_verdict: r[C.verdict], prompt: textOf(i, "prompt"),
+                      response: textOf(i, "answer") };
+      parts.push(csvLine(LABEL_COLUMNS.map((name) =>
+        name in cells ? cells[name] : name in C ? r[C[name]] : "")));
     }
     const url = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));
     const a = el("a");

@@ -33,6 +33,7 @@ from orbench_pytest.core.ids import ItemKey
 from orbench_pytest.core.typed_json import load
 from orbench_pytest.gate.baseline import Pairing
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, rate_with_interval
+from orbench_pytest.judges.check import COLUMNS as LABEL_COLUMNS
 from orbench_pytest.reports.document import (
     SCHEMA,
     CheckRecord,
@@ -251,7 +252,8 @@ def _sections(report: Report) -> Iterable[str]:
     yield from _title(report)
     yield from _gate_table(report)
     yield from _plot(report)
-    yield _BROWSER
+    # The CSV export writes the labels file's columns (orbench label's, judge-check's).
+    yield _BROWSER.replace("{columns}", _h(",".join(LABEL_COLUMNS)))
     yield from _disputed(report)
     yield from _flips(report)
     yield from _parameters(report)
@@ -500,7 +502,7 @@ _BROWSER = """<section id="prompts"><h2>Prompts</h2>
 <label><input type="checkbox" id="f-regression"> regressions only</label>
 <label>search <input type="search" id="f-text" placeholder="prompts and answers"></label>
 <label>sort <select id="f-sort"><option value="">run order</option></select></label>
-<button type="button" id="export">Export CSV (labels columns)</button>
+<button type="button" id="export" data-columns="{columns}">Export CSV (labels columns)</button>
 <span id="count"></span>
 </div>
 <p class="hint">j / k: next / previous prompt · Enter: open it · each prompt has a permalink</p>
