@@ -85,10 +85,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"({not_run} not-run, {files} written as files)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Headless Chromium for the HTML report's tests (tests/browser.py): a skip without it,
-    a failure in CI."""
+    a failure in CI. Module-scoped: while it is open, Playwright's sync API keeps an event
+    loop running in this thread, where an in-process pytester run (another module's, in the
+    same xdist worker) could not start its fetch."""
     from tests.browser import launched
 
     with launched() as found:
