@@ -166,7 +166,9 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         steps = {step.get("name"): step for step in workflow["jobs"]["gate"]["steps"]}
         runner = tmp_path / "runner"
         runner.mkdir()
+        # The system prompt under review: the shipped workflow names none ("").
         step_env = {**env, **workflow["env"], "ORBENCH_SUITES": "--orbench-suite=or-bench-toxic",
+                    "ORBENCH_SYSTEM_PROMPT": "prompts/system.txt",
                     "RUNNER_TEMP": str(runner), "GITHUB_STEP_SUMMARY": str(runner / "summary"),
                     "PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}"}
         for name, status in (("Gate (this pull request)", 1), ("HTML report", 0),
