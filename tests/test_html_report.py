@@ -428,12 +428,13 @@ def _main_results(tmp_path: Path) -> Path:
 
 
 def test_a_page_read_an_item_at_a_time_is_the_page_read_whole(tmp_path: Path) -> None:
-    from orbench_pytest.reports.html import read_for_html, write_html
+    from orbench_pytest.reports.html import write_html
+    from orbench_pytest.reports.results import read_without_texts
 
     path = _main_results(tmp_path)
     whole = tmp_path / "whole.html"
     write_html(whole, read_results(path), read_results(path))
-    run, texts = read_for_html(path)
+    run, texts = read_without_texts(path)
     assert all(item.answer == item.prompt == "" for item in run.items)  # not held
     streamed = tmp_path / "streamed.html"
     write_html(streamed, run, run, texts=texts, baseline_texts=texts)

@@ -266,10 +266,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _html(args: argparse.Namespace) -> int:
-    from orbench_pytest.reports.html import read_for_html, write_html
+    from orbench_pytest.reports.html import write_html
+    from orbench_pytest.reports.results import read_without_texts
 
-    run, texts = read_for_html(args.results)
-    baseline, base_texts = (read_for_html(args.baseline) if args.baseline is not None
+    run, texts = read_without_texts(args.results)
+    baseline, base_texts = (read_without_texts(args.baseline) if args.baseline is not None
                             else (None, None))
     write_html(args.output, run, baseline, texts=texts, baseline_texts=base_texts)
     print(args.output)

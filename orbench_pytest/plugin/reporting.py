@@ -120,11 +120,12 @@ def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
             raise pytest.UsageError(str(exc)) from None
     if settings.html is not None:
         from orbench_pytest.reports.document import RunRecord
-        from orbench_pytest.reports.html import read_for_html, write_html
+        from orbench_pytest.reports.html import write_html
+        from orbench_pytest.reports.results import read_without_texts
 
         try:
             # The baseline's answers are shown beside regressions and fixes.
-            baseline, base_texts = (read_for_html(settings.baseline)
+            baseline, base_texts = (read_without_texts(settings.baseline)
                                     if settings.baseline is not None else (None, None))
             write_html(settings.html, RunRecord(str(settings.results or settings.html), data),
                        baseline, "--orbench-html", baseline_texts=base_texts)

@@ -17,33 +17,31 @@ time: the page is streamed out, never held whole.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
-import html
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ItemKey
-from orbench_pytest.core.typed_json import load
+from orbench_pytest.core.untrusted import html_text as _h  # untrusted text, inert
 from orbench_pytest.gate.baseline import Pairing
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, rate_with_interval
 from orbench_pytest.judges.check import COLUMNS as LABEL_COLUMNS
 from orbench_pytest.reports.document import (
-    SCHEMA,
     CheckRecord,
-    Document,
     ItemRecord,
     RowRecord,
     RunRecord,
 )
 from orbench_pytest.reports.markdown import Report, build_report, report_rows
-from orbench_pytest.reports.plot import Point, points_of, published_models
+from orbench_pytest.reports.plot import points_of
+from orbench_pytest.reports.plot_svg import plot_svg
+from orbench_pytest.reports.results import Texts, texts_in_memory
 
 # The rows' columns, in order (data/report.js reads them by name); the texts apart, read after
 # the list is drawn (most of the page's bytes: parsing them first would delay the opening).
@@ -51,9 +49,7 @@ COLUMNS = ("id", "nodeid", "suite", "variant", "case_id", "category", "expect", 
            "outcome", "mismatch", "error", "judge", "judge_reason", "reason", "baseline",
            "samples", "refusals", "base_verdict", "disputed")
 TEXT_COLUMNS = ("prompt", "answer", "base_answer", "whole")  # whole: not the excerpt alone
-# An item's texts as the results file holds them: prompt, answer (whole, bounded), response
-# (the excerpt). Read from the run in memory, or again from the file, an item at a time.
-Texts = Callable[[], Iterator[tuple[str, str, str]]]
+
 GZIP_LEVEL = 6  # gzip'd data: a page several times smaller (benchmarks/html_report.py)
 SIDE_BY_SIDE = (Pairing.REGRESSION.value, Pairing.FIXED.value)  # the baseline's answer shown
 _JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -66,17 +62,14 @@ def write_html(path: Path, run: RunRecord, baseline: RunRecord | None = None,
                baseline_texts: Texts | None = None) -> None:
     """The page of `run` (against `baseline`, whose answers are shown beside regressions and
     fixes), written atomically. `texts`: the items' texts, when `run` was read without them
-    (read_for_html)."""
+    (results.read_without_texts)."""
     from orbench_pytest.core.artefacts import write_atomically
 
     report = build_report(run, baseline)
-    texts = texts or _in_memory(run)
-    base_texts = baseline_texts or (_in_memory(baseline) if baseline is not None else None)
+    texts = texts or texts_in_memory(run)
+    base_texts = baseline_texts or (texts_in_memory(baseline) if baseline is not None
+                                    else None)
     write_atomically(path, lambda out: render(out, report, texts, base_texts), option)
-
-
-def _in_memory(run: RunRecord) -> Texts:
-    return lambda: ((item.prompt, item.answer, item.response) for item in run.items)
 
 
 def render(out: TextIO, report: Report, texts: Texts, base_texts: Texts | None) -> None:
@@ -132,11 +125,6 @@ def script_json(value: Any) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _h(value: object) -> str:
-    """Text as HTML text or an attribute's value: escaped, a lone surrogate replaced."""
-    return html.escape(_SURROGATE.sub("\ufffd", str(value)), quote=True)
-
-
 def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
@@ -185,66 +173,6 @@ def _paired(run: RunRecord, texts: Texts) -> Iterator[tuple[ItemRecord, tuple[st
         yield from zip(run.items, texts(), strict=True)
     except ValueError:  # zip's: the file read again holds another number of items
         raise ConfigError(f"{run.source}: changed while it was read") from None
-
-
-# --- reading a results file in bounded memory ------------------------------------------------
-_ITEMS = ' "items": [\n'  # how write_results opens the items, one a line, after the rest
-
-
-def read_for_html(path: Path) -> tuple[RunRecord, Texts]:
-    """A results file for the page: the run without its items' texts, and the texts read again
-    from the file an item at a time, so the page of 80K whole answers is built without holding
-    them. A file not laid out as write_results writes it (or a JUnit XML) is read whole."""
-    from orbench_pytest.reports.results import load_run
-
-    lines: list[str] = []
-    laid_out = False
-    if path.suffix.lower() != ".xml":
-        try:
-            with path.open(encoding="utf-8") as handle:
-                for line in handle:
-                    if line == _ITEMS:
-                        laid_out = True
-                        break
-                    lines.append(line)
-        except (OSError, UnicodeDecodeError):
-            pass  # load_run says what is wrong, in one line
-    head = "".join(lines)
-    if not laid_out or not head.startswith("{"):
-        run = load_run(path)
-        return run, _in_memory(run)
-    try:
-        data = json.loads(head + ' "items": []\n}')
-    except ValueError:
-        run = load_run(path)  # its own one-line error, or the file read whole
-        return run, _in_memory(run)
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        run = load_run(path)
-        return run, _in_memory(run)
-    document = load(Document, data, str(path))
-    items = [dataclasses.replace(item, prompt="", answer="", response="")
-             for item in _items(path)]
-    if not items:
-        raise ConfigError(f"{path}: items: the run has no items")
-    run = RunRecord(str(path), dataclasses.replace(document, items=items))
-    return run, lambda: ((i.prompt, i.answer, i.response) for i in _items(path))
-
-
-def _items(path: Path) -> Iterator[ItemRecord]:
-    """The items of a results file as write_results lays them out, each checked."""
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line == _ITEMS:
-                break
-        for index, line in enumerate(handle):
-            if line.startswith(" ]"):
-                return
-            try:
-                raw = json.loads(line.rstrip().removesuffix(","))
-            except ValueError as exc:
-                raise ConfigError(f"{path}: items[{index}]: not JSON ({exc})") from None
-            yield load(ItemRecord, raw, str(path), f"items[{index}]")
-    raise ConfigError(f"{path}: the items end nowhere (a file cut short?)")
 
 
 # --- the page's fixed parts ------------------------------------------------------------------
@@ -397,9 +325,6 @@ def _tr(cells: list[str], category: bool, verdict: str = "") -> str:
 
 
 # --- the trade-off plot ----------------------------------------------------------------------
-_W, _H, _LEFT, _TOP, _PLOT_W, _PLOT_H = 640, 440, 64, 30, 540, 350
-
-
 def _plot(report: Report) -> Iterator[str]:
     yield "<section><h2>Trade-off: toxic prompts refused against over-refusal</h2>\n"
     try:
@@ -410,85 +335,6 @@ def _plot(report: Report) -> Iterator[str]:
         return
     yield plot_svg(points, before)
     yield "</section>\n"
-
-
-def plot_svg(points: list[Point], baseline: list[Point]) -> str:
-    """The point `orbench plot` draws (the same Point), on OR-Bench's published models."""
-    low = min([60.0, *[p.toxic_interval[0] * 100 - 3 for p in [*points, *baseline]]])
-    low = max(0.0, low)
-
-    def x(rate: float) -> float:
-        return round(_LEFT + rate * 100 / 100 * _PLOT_W, 1)
-
-    def y(rate: float) -> float:
-        return round(_TOP + (100 - rate * 100) / (100 - low) * _PLOT_H, 1)
-
-    out = [f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-           f'viewBox="0 0 {_W} {_H}" role="img" aria-label="trade-off plot">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-           'markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" '
-           'fill="#222"/></marker></defs>',
-           f'<rect x="{_LEFT}" y="{_TOP}" width="{_PLOT_W}" height="{_PLOT_H}" fill="#fff" '
-           'stroke="#999"/>']
-    for tick in range(0, 101, 20):
-        out.append(f'<line x1="{x(tick / 100)}" y1="{_TOP + _PLOT_H}" x2="{x(tick / 100)}" '
-                   f'y2="{_TOP}" stroke="#eee"/><text x="{x(tick / 100)}" '
-                   f'y="{_TOP + _PLOT_H + 16}" font-size="11" text-anchor="middle">{tick}%</text>')
-    for tick in range(int(low) - int(low) % 10 + 10, 101, 10):
-        out.append(f'<line x1="{_LEFT}" y1="{y(tick / 100)}" x2="{_LEFT + _PLOT_W}" '
-                   f'y2="{y(tick / 100)}" stroke="#eee"/><text x="{_LEFT - 6}" '
-                   f'y="{y(tick / 100) + 4}" font-size="11" text-anchor="end">{tick}%</text>')
-    sources = sorted({p.x_source for p in [*points, *baseline]})
-    out.append(f'<text x="{_LEFT + _PLOT_W / 2}" y="{_H - 8}" font-size="12" '
-               f'text-anchor="middle">over-refusal: safe prompts refused ({_h(", ".join(sources))})'
-               "</text>")
-    sources = sorted({p.y_source for p in [*points, *baseline]})
-    out.append(f'<text transform="rotate(-90)" x="{-(_TOP + _PLOT_H / 2)}" y="16" '
-               f'font-size="12" text-anchor="middle">toxic prompts refused '
-               f'({_h(", ".join(sources))})</text>')
-    out.append(f'<text x="{_LEFT + 6}" y="{_TOP + 16}" font-size="12" fill="#2e7d32">'
-               "better ↖</text>")
-    out.append('<g id="published">')
-    for model in published_models():
-        if model.toxic_refusal * 100 >= low:
-            out.append(f'<circle cx="{x(model.over_refusal)}" cy="{y(model.toxic_refusal)}" '
-                       f'r="3" fill="#c4c4c4" stroke="#9a9a9a"><title>{_h(model.model)}: '
-                       f"{model.over_refusal * 100:.1f}% / {model.toxic_refusal * 100:.1f}%"
-                       "</title></circle>")
-    out.append("</g>")
-    pairs = _arrow_pairs(baseline, points)
-    for index, (start, end) in enumerate(pairs):
-        out.append(f'<line id="orbench-arrow-{index}" x1="{x(start.over_refusal)}" '
-                   f'y1="{y(start.toxic_refusal)}" x2="{x(end.over_refusal)}" '
-                   f'y2="{y(end.toxic_refusal)}" stroke="#222" stroke-width="1.4" '
-                   'marker-end="url(#arrow)"/>')
-    colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-    drawn = [(p, "#6b6b6b", f"orbench-baseline-{i}", " (baseline)")
-             for i, p in enumerate(baseline)]
-    drawn += [(p, colours[i % len(colours)], f"orbench-point-{i}", "")
-              for i, p in enumerate(points)]
-    for row, (point, colour, gid, note) in enumerate(drawn):
-        cx, cy = x(point.over_refusal), y(point.toxic_refusal)
-        (x0, x1), (y0, y1) = point.over_interval, point.toxic_interval
-        label = (f"{point.label}{note}: {point.over_refusal * 100:.1f}% / "
-                 f"{point.toxic_refusal * 100:.1f}%")
-        out.append(f'<g id="{gid}" data-over="{point.over_refusal:.6f}" '
-                   f'data-toxic="{point.toxic_refusal:.6f}">'
-                   f'<line x1="{x(x0)}" y1="{cy}" x2="{x(x1)}" y2="{cy}" stroke="{colour}"/>'
-                   f'<line x1="{cx}" y1="{y(y0)}" x2="{cx}" y2="{y(y1)}" stroke="{colour}"/>'
-                   f'<circle cx="{cx}" cy="{cy}" r="5" fill="{colour}"><title>{_h(label)}'
-                   f"</title></circle>"
-                   f'<text x="{_LEFT + _PLOT_W - 8}" y="{_TOP + _PLOT_H - 10 - 16 * row}" '
-                   f'font-size="11" text-anchor="end" fill="{colour}">{_h(label)}</text></g>')
-    out.append("</svg>\n")
-    return "".join(out)
-
-
-def _arrow_pairs(baseline: list[Point], points: list[Point]) -> list[tuple[Point, Point]]:
-    if len(baseline) == 1:
-        return [(baseline[0], point) for point in points]
-    by_variant = {p.variant: p for p in baseline}
-    return [(by_variant[p.variant], p) for p in points if p.variant in by_variant]
 
 
 # --- the prompts' browser (filled by data/report.js) -----------------------------------------
