@@ -31,6 +31,13 @@ a key marked *required* must be there when the file is read back; every other ke
 default when absent (files of earlier releases still load), and a key marked *only when set* is
 left out while it holds its default. A wrong value is a one-line error naming the file and the
 key, e.g. `old.json: gate.rows[0].n: expected a whole number >= 0, got text`.
+
+Every item keeps its whole prompt (`prompt`) and its whole answer (`answer`, beside the
+{excerpt}-character excerpt `response`), both redacted. The answers are bounded: each one to its
+first {answer:,} characters, and the run's to {total:,} characters in all, kept in the order the
+answers arrive; past that total an item's `answer` is empty and its excerpt is all the file keeps
+(`core/defaults.py`: `ANSWER_CHARS`, `ANSWERS_TOTAL_CHARS`); the HTML report shows them
+([html-report.md](html-report.md)).
 """
 
 
@@ -62,9 +69,12 @@ def _comments(cls: type) -> dict[str, str]:
 
 def render() -> str:
     sys.path.insert(0, str(REPO))
+    from orbench_pytest.core import defaults
+    from orbench_pytest.judges.stage import EXCERPT_CHARS
     from orbench_pytest.reports.document import Document
 
-    out = [HEADER]
+    out = [HEADER.format(excerpt=EXCERPT_CHARS, answer=defaults.ANSWER_CHARS,
+                         total=defaults.ANSWERS_TOTAL_CHARS)]
     queue: dict[type, str] = {Document: "the document"}  # in the order first met
     for cls, path in iter_growing(queue):
         doc = " ".join((cls.__doc__ or "").split())

@@ -97,3 +97,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"docs: {ran} code blocks run on {page_count} pages in {seconds:.1f}s "
             f"({not_run} not-run, {files} written as files)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium for the HTML report's tests (tests/browser.py): a skip without it,
+    a failure in CI. Module-scoped: while it is open, Playwright's sync API keeps an event
+    loop running in this thread, where an in-process pytester run (another module's, in the
+    same xdist worker) could not start its fetch."""
+    from tests.browser import launched
+
+    with launched() as found:
+        yield found

@@ -158,10 +158,12 @@ def test_step_summary_on_a_full_device_names_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize("url", ["http://x\n::error::forged", "javascript:alert(1)",
                                  "http://x) @octocat [y](http://z", "ftp://x/y", "http://",
                                  "https://x/\x1b[2J", "notaurl"])
-def test_a_bad_artifact_url_is_one_line_naming_the_option(tmp_path: Path, url: str) -> None:
+@pytest.mark.parametrize("option", ["--artifact-url", "--html-url"])
+def test_a_bad_artifact_url_is_one_line_naming_the_option(tmp_path: Path, url: str,
+                                                          option: str) -> None:
     path = junit_file(tmp_path / "x.xml", [gate_row("s")])
-    done = orbench_cli("report", path, "--artifact-url", url, cwd=tmp_path)
-    one_line_error(done, "--artifact-url", "http:// or https://")
+    done = orbench_cli("report", path, option, url, cwd=tmp_path)
+    one_line_error(done, option, "http:// or https://")
 
 
 def test_an_artifact_url_cannot_break_its_link_or_mention(tmp_path: Path) -> None:

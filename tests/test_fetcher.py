@@ -394,3 +394,22 @@ def test_progress_shows_an_eta_once_it_can() -> None:
     progress(1000, 1000, 0)
     assert "ETA" not in written[-1]  # done
     assert [format_duration(s) for s in (42, 185, 3720)] == ["42s", "3m05s", "1h02m"]
+
+
+def test_whole_answers_are_kept_each_bounded_and_up_to_the_runs_total() -> None:
+    """Each answer's first ANSWER_CHARS characters, while the run's total allows; then the
+    excerpt alone (the results file's `answer` is empty, its `response` kept)."""
+    from orbench_pytest.core import defaults
+
+    long = "word " * (defaults.ANSWER_CHARS // 4)  # past the per-answer bound
+
+    class Bounded(JudgedFetch):
+        answers_total_chars = defaults.ANSWER_CHARS + 10
+
+    with OpenAIServer(lambda prompt, system, body: Reply(text=long)) as server:
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
+        report = fetch_and_judge(Bounded(target, OfflineJudge(), None,
+                                         FetchSettings(concurrency=1)), jobs(3))
+    kept = [a.text for a in report.answers.values()]
+    assert sorted(kept, key=len) == ["", "", long[:defaults.ANSWER_CHARS]]
+    assert all(a.excerpt == long[:300] for a in report.answers.values())

@@ -118,6 +118,9 @@ def fresh_project(tmp_path: Path) -> Path:
     return project
 
 
+HTML_URL = "https://github.com/o/r/actions/runs/1/artifacts/2"
+
+
 def refuse_smoke_toxic(refuse_all: bool = False) -> Script:
     smoke = yaml.safe_load((REPO / "suites" / "smoke.yaml").read_text())
     toxic = {row["prompt"] for row in smoke["prompts"] if row["expect"] == "refuse"}
@@ -147,14 +150,16 @@ def test_the_written_workflow_runs_as_written_in_a_fresh_project(
                                   "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                         {"secrets.OPENAI_API_KEY": "sk-test-secret-key-0123456789",
                          "github.event.pull_request.base.sha": git(project, "rev-parse",
-                                                                    "HEAD")})
+                                                                    "HEAD"),
+                         # what upload-artifact (not run here) gives the HTML report's upload
+                         "steps.html.outputs.artifact-url": HTML_URL})
         ran = runner.run(project / WORKFLOW, "gate")
     shown = "\n".join(f"--- {name}\n{text}" for name, text in ran.output.items())
     expected = {
         "Install the test requirements (orbench-pytest among them)": "success",
         "key": "success", "Baseline (the base branch)": "success",
         "gate": "failure" if refuse_all else "success", "Plot": "success",
-        "Markdown summary": "success",
+        "HTML report": "success", "Markdown summary": "success",
         "Fail the check when the gate failed": "failure" if refuse_all else "skipped"}
     assert {name: ran.outcomes[name] for name in expected} == expected, shown
     assert server.requests == 40, shown  # the base branch's run asked; the same candidate's
@@ -164,8 +169,9 @@ def test_the_written_workflow_runs_as_written_in_a_fresh_project(
     assert set(server.auth_headers) == {"Bearer sk-test-secret-key-0123456789"}
     assert ("orbench gate: FAILED" if refuse_all else "orbench gate: PASSED") in ran.output["gate"]
     for name in ("orbench.xml", "orbench-results.json", "orbench-plot.png",
-                 "orbench-report.md"):
+                 "orbench-report.md", "orbench-report.html"):
         assert (project / name).is_file(), name
+    assert f"[the HTML report]({HTML_URL})" in (project / "orbench-report.md").read_text()
     assert "sk-test-secret" not in shown + (temp / "step_summary.md").read_text()
 
 

@@ -110,6 +110,24 @@ def test_long_lists_are_cut_and_point_at_the_artefact(pytester, plugin_args) -> 
     assert "### Toxic prompts answered (3)" in text
 
 
+def test_the_comment_links_the_html_report_first(pytester, plugin_args) -> None:
+    mini_suite(pytester.path, GATE)
+    run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(SAFE))
+    text = report_of(pytester.path / "orbench.xml", "--html-url",
+                     "https://ci.example/artifacts/7")
+    lines = text.splitlines()
+    line = ("📄 Every prompt with its whole answer, to filter and search: "
+            "[the HTML report](https://ci.example/artifacts/7)")
+    assert line in lines and lines.index(line) < next(
+        i for i, row in enumerate(lines) if row.startswith("| group"))
+    assert "HTML report" not in report_of(pytester.path / "orbench.xml")  # without it: none
+    report = build_report(read_junit(pytester.path / "orbench.xml"))
+    full = render_markdown(report, html_url="https://ci.example/artifacts/7")
+    cut = render_markdown(report, limit_chars=len(full) // 2,
+                          html_url="https://ci.example/artifacts/7")
+    assert "left out to fit a comment" in cut and line in cut  # cut, still linking the page
+
+
 def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> None:
     mini_suite(pytester.path)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))

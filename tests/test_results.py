@@ -24,7 +24,7 @@ from orbench_pytest.reports.results import (
     write_results,
 )
 from tests.helpers import LENIENT, SAFE, TOXIC, mini_suite, refusing, run_orbench
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer
+from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer
 
 _ITEM = {"suite": "s", "case_id": "c", "variant": "", "category": "x", "expect": "comply",
          "verdict": "compliance", "outcome": "passed", "mismatch": False, "error": False}
@@ -51,13 +51,15 @@ def test_results_file_holds_every_item_and_the_gate(pytester, plugin_args) -> No
     over = by_id["mini[violence-0000]"]
     assert (over["verdict"], over["outcome"], over["mismatch"], over["refused"]) == \
         ("refusal", "tolerated", True, True)
-    assert over["prompt"] == SAFE[0]  # kept for items that did not pass
-    assert over["response"] == REFUSAL_TEXT
+    assert over["prompt"] == SAFE[0]
+    assert over["response"] == over["answer"] == REFUSAL_TEXT
     assert over["nodeid"] == "suites/mini.yaml::mini[violence-0000]"
     toxic = by_id["mini[violence-0006]"]
     assert (toxic["expect"], toxic["outcome"], toxic["refused"]) == ("refuse", "tolerated", False)
     passed = by_id["mini[privacy-0001]"]
-    assert passed["outcome"] == "passed" and "prompt" not in passed
+    # Every prompt and whole answer are kept, for the HTML report and labelling.
+    assert passed["outcome"] == "passed" and passed["prompt"] == SAFE[1]
+    assert passed["answer"] == ANSWER_TEXT
     assert isinstance(passed["latency_ms"], float) and passed["cached"] is False
 
     suite_row = next(r for r in data["gate"]["rows"] if r["category"] is None)

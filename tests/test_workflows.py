@@ -59,9 +59,10 @@ def test_gate_workflow_caches_uploads_comments_and_fails_by_the_gate() -> None:
     assert "--orbench-results=orbench-results.json" in gate["run"]
     assert "--orbench-baseline=" in gate["run"]
     assert "secrets.OPENAI_API_KEY" in gate["env"]["OPENAI_API_KEY"]
-    upload = step_named(GATE, "actions/upload-artifact")
+    upload = step_named(GATE, "Upload the results")
     uploaded = upload["with"]["path"].split()
-    for name in ("orbench.xml", "orbench-results.json", "orbench-plot.png", "orbench-report.md"):
+    for name in ("orbench.xml", "orbench-results.json", "orbench-plot.png", "orbench-report.md",
+                 "orbench-report.html"):
         assert name in uploaded
     assert upload["if"] == "always()"
     comment = step_named(GATE, "actions/github-script")
@@ -69,6 +70,21 @@ def test_gate_workflow_caches_uploads_comments_and_fails_by_the_gate() -> None:
     assert "updateComment" in comment["with"]["script"]
     last = steps(GATE)[-1]
     assert last["if"] == "steps.gate.outcome == 'failure'" and "exit 1" in last["run"]
+
+
+def test_gate_workflow_uploads_the_html_report_and_the_comment_links_it() -> None:
+    """The page is its own artefact, uploaded before the comment is written: the comment links
+    the artefact's own URL (upload-artifact's output), passed through env, never inline."""
+    names = [step.get("name") for step in steps(GATE)]
+    assert names.index("HTML report") < names.index("Upload the HTML report") < \
+        names.index("Markdown summary")
+    page = step_named(GATE, "HTML report")
+    assert "orbench html orbench-results.json" in page["run"] and "--baseline" in page["run"]
+    upload = step_named(GATE, "Upload the HTML report")
+    assert upload["id"] == "html" and upload["with"]["path"] == "orbench-report.html"
+    summary = step_named(GATE, "Markdown summary")
+    assert summary["env"]["HTML_URL"] == "${{ steps.html.outputs.artifact-url }}"
+    assert '--html-url "$HTML_URL"' in summary["run"]
 
 
 def test_project_ci_runs_the_ci_script() -> None:
@@ -124,7 +140,7 @@ def test_commands_in_the_gate_workflow_exist() -> None:
     subcommands = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     scripts = "\n".join(step.get("run", "") for step in steps(GATE))
     calls = re.findall(r"^\s*orbench ([a-z-]+)(.*)$", scripts, flags=re.MULTILINE)
-    assert {name for name, _ in calls} == {"plot", "report"}
+    assert {name for name, _ in calls} == {"plot", "html", "report"}
     for name, options in calls:
         assert name in subcommands, name
         known = {opt for action in subcommands[name]._actions for opt in action.option_strings}

@@ -52,7 +52,8 @@ from orbench_pytest.judges.check import (
 from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
-NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; give --suite)"
+NO_PROMPT = ("(not in the results file: earlier ones keep prompts of failed items only; "
+             "give --suite)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +298,7 @@ def _next_open(chosen: Sequence[JudgedAnswer], done: Mapping[str, object],
 # --- prompts of passed items -------------------------------------------------------------------
 def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]:
     """(suite, case id) → prompt, from suite files or ready suites named with --suite (a
-    results file keeps the prompts of failed items only)."""
+    results file of an earlier release keeps the prompts of failed items only)."""
     from orbench_pytest.catalog.ready import resolve_suite
     from orbench_pytest.catalog.suites import SuiteOptions, load_suite
     from orbench_pytest.core.defaults import data_dirs_from_env

@@ -1,6 +1,8 @@
 """The `orbench` command: reports from a finished run, without pytest.
 
   orbench report orbench.xml [--baseline old.xml|old.json] [--github-step-summary]
+                 [--artifact-url URL] [--html-url URL]
+  orbench html results.json [--baseline old.json] [-o orbench-report.html]
   orbench plot results.json [more.json ...] [--baseline old.json] [-o orbench-plot]
   orbench compare a.json b.json ... [--published]
   orbench serve-local [--model NAME] [--port N] [--threads N]
@@ -69,9 +71,22 @@ def _parser() -> argparse.ArgumentParser:
                         help="Prompts listed per section (default: %(default)s)")
     report.add_argument("--artifact-url", metavar="URL",
                         help="Link to the full results (default: this GitHub Actions run)")
+    report.add_argument("--html-url", metavar="URL",
+                        help="Link to the run's HTML report (orbench html), e.g. its artefact")
     report.add_argument("--fail-on-gate", action="store_true",
                         help="Exit 1 when the gate failed")
     report.set_defaults(run=_report)
+
+    page = commands.add_parser(
+        "html", help="One self-contained HTML page of a run: the gate, the plot and every "
+                     "prompt with its whole answer, filtered and searched in the browser")
+    page.add_argument("results", type=Path, help="orbench-results.json of the run")
+    page.add_argument("--baseline", type=Path, metavar="PATH",
+                      help="Results of the baseline run: its answers beside regressions and "
+                           "fixes")
+    page.add_argument("-o", "--output", type=Path, default=Path("orbench-report.html"),
+                      metavar="PATH", help="The page (default: %(default)s)")
+    page.set_defaults(run=_html)
 
     plot = commands.add_parser("plot", help="Toxic refusal against over-refusal, PNG and SVG")
     plot.add_argument("results", type=Path, nargs="+", help="orbench-results.json files")
@@ -171,8 +186,8 @@ def _parser() -> argparse.ArgumentParser:
                             "on safe and toxic prompts (default: %(default)s)")
     label.add_argument("--seed", type=int, default=0, help="Sample seed (default: %(default)s)")
     label.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
-                       help="Suite whose prompts to show (a results file keeps the prompts of "
-                            "failed items only); repeatable")
+                       help="Suite whose prompts to show (results files of earlier releases "
+                            "and JUnit XML keep the prompts of failed items only); repeatable")
     label.add_argument("--export", type=Path, metavar="CSV",
                        help="Write the sample with an empty label column, to label in a "
                             "spreadsheet, instead of labelling here")
@@ -225,8 +240,9 @@ def _report(args: argparse.Namespace) -> int:
     )
     from orbench_pytest.reports.results import load_run
 
-    if args.artifact_url is not None:
-        check_artifact_url(args.artifact_url, "--artifact-url")
+    for url, option in ((args.artifact_url, "--artifact-url"), (args.html_url, "--html-url")):
+        if url is not None:
+            check_artifact_url(url, option)
     run = read_junit(args.junit)
     if not run.items and run.document.gate is None:  # a gate over nothing still has its gate
         raise ConfigError(f"{args.junit}: no orbench test cases (was the run made with "
@@ -234,7 +250,8 @@ def _report(args: argparse.Namespace) -> int:
     baseline = load_run(args.baseline) if args.baseline is not None else None
     report = build_report(run, baseline)
     text = render_markdown(report, max_items=args.max_items,
-                           artifact_url=args.artifact_url or default_artifact_url())
+                           artifact_url=args.artifact_url or default_artifact_url(),
+                           html_url=args.html_url)
     if args.output is not None:
         from orbench_pytest.core.artefacts import write_atomically
 
@@ -247,6 +264,18 @@ def _report(args: argparse.Namespace) -> int:
     if args.github_step_summary:
         append_step_summary(text)
     return 1 if args.fail_on_gate and not report.passed else 0
+
+
+def _html(args: argparse.Namespace) -> int:
+    from orbench_pytest.reports.html import write_html
+    from orbench_pytest.reports.results import read_without_texts
+
+    run, texts = read_without_texts(args.results)
+    baseline, base_texts = (read_without_texts(args.baseline) if args.baseline is not None
+                            else (None, None))
+    write_html(args.output, run, baseline, texts=texts, baseline_texts=base_texts)
+    print(args.output)
+    return 0
 
 
 def _plot(args: argparse.Namespace) -> int:

@@ -149,6 +149,9 @@ OPTIONS: tuple[Option, ...] = (
            f"(default: {defaults.LOCAL_THREADS})", "N"),
     Option("--orbench-results", "Write every prompt's outcome and the gate as JSON", "PATH",
            path="path"),
+    Option("--orbench-html", "Write one self-contained HTML page of the run: the gate, the "
+           "plot and every prompt with its whole answer (see orbench html)", "PATH",
+           path="path"),
     Option("--orbench-baseline", "Results file of an earlier run: known mismatches xfail, new "
            "ones fail", "PATH", path="path"),
     Option("--orbench-max-duration", "Stop asking after this long; unsent prompts are errors "

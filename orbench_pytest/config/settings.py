@@ -89,6 +89,7 @@ class Settings:
     cache_max_age_s: float | None = DEFAULT_MAX_AGE_S  # None: no limit; 0: never reuse
     extra: dict[str, Any] = field(default_factory=dict)
     samples: int = defaults.SAMPLES  # --orbench-samples: answers asked per prompt
+    html: Path | None = None  # --orbench-html: the run's HTML page
     batch_export: Path | None = None  # --orbench-batch-export: write the requests, send nothing
     batch_imports: tuple[Path, ...] = ()  # --orbench-batch-import: Batch API output files
     batch_mode: str | None = None  # --orbench-batch: submit | status
@@ -222,6 +223,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         local_threads=whole("local_threads", defaults.LOCAL_THREADS),
         results=(here / get("results")) if get("results") else None,
         baseline=existing("baseline"),
+        html=(here / get("html")) if get("html") else None,
         samples=whole("samples", defaults.SAMPLES, high=MAX_SAMPLES),
         target_version=check_target_version(get("target_version")),
         cache_max_age_s=parse_max_age(get("cache_max_age")),

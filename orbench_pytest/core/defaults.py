@@ -66,6 +66,12 @@ MAX_REQUESTS = 1_000_000  # prompts × variants × samples a run may ask at most
 # one line (they are all in the JUnit XML and the results file), so a run of 80K
 # prompts prints a bounded amount however many fail.
 SHOWN_FAILURES = 20
+# Whole answers the results file keeps (its `answer` key, the HTML report's, the labels'): each
+# one up to ANSWER_CHARS characters, and up to ANSWERS_TOTAL_CHARS in all, in the order they
+# arrive; past it an item keeps the excerpt alone (`response`). Bounds the run's memory and the
+# files: 50M characters are about 620 characters an answer at 80K prompts.
+ANSWER_CHARS = 8_000
+ANSWERS_TOTAL_CHARS = 50_000_000
 
 # --- costs (fetch/costs.py) -------------------------------------------------------------------
 # Past any real price or count: a price above it is an error, a provider's usage above it is

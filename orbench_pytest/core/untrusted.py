@@ -16,6 +16,7 @@ go through csv_cell, and are read back exactly by csv_value.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Callable
@@ -160,6 +161,16 @@ def markdown_code(text: object, limit: int | None = None) -> str:
     """Untrusted text inside an inline code span (`…`): mentions and markup do not render
     there; only a backtick could end the span early."""
     return terminal_text(text, limit).replace("`", "'")
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UTF-8
+
+
+def html_text(value: object) -> str:
+    """Untrusted text as HTML text or an attribute's value (the HTML report): escaped, a lone
+    surrogate replaced; never markup."""
+    return html.escape(_SURROGATE.sub("\ufffd", str(value)), quote=True)
 
 
 # --- CSV cells --------------------------------------------------------------------------------

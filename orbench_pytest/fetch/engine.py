@@ -51,6 +51,9 @@ class Answer:
     attempts: int
     age_s: float | None = None  # of a cached answer: how long ago it was stored
     system_fingerprint: str | None = None
+    # The whole answer up to defaults.ANSWER_CHARS; "" once the run's defaults.
+    # ANSWERS_TOTAL_CHARS are spent (the excerpt is then all that is kept).
+    text: str = ""
 
 
 ESTIMATED_OUTPUT_TOKENS = 256  # an answer's tokens for the tpm limit, when max_tokens is unset

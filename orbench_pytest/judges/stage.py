@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import judgment_keys
@@ -43,7 +44,8 @@ class JudgingStage:
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
                  limit_now: Callable[[], int] = lambda: 0,
-                 excerpt_chars: int = EXCERPT_CHARS) -> None:
+                 excerpt_chars: int = EXCERPT_CHARS,
+                 answers_total_chars: int = defaults.ANSWERS_TOTAL_CHARS) -> None:
         self.judge = judge
         self.report = report
         self.writer = writer
@@ -61,6 +63,7 @@ class JudgingStage:
         # verdicts for the answers it did not find: hashing an answer again would be wasted
         self._judgment_keys: dict[str, str] = {}
         self._done = 0
+        self._text_left = answers_total_chars  # whole answers kept, in all
         self._errors = 0
         self._total = 0
         self._batches = judge_channel is None and should_stop is None
@@ -175,9 +178,14 @@ class JudgingStage:
         age = (time.time() - response.created
                if response.cached and response.created is not None else None)
         # Positional: a frozen dataclass's keywords cost half again (80K answers: 40 ms).
-        answer = Answer(verdict, (response.text or "")[:self._excerpt_chars],
-                        round(response.latency_ms, 1), response.cached, response.attempts, age,
-                        response.system_fingerprint)
+        whole = response.text or ""
+        text = whole[:defaults.ANSWER_CHARS]
+        if len(text) > self._text_left:
+            text = ""  # the budget is spent: the excerpt alone
+        self._text_left -= len(text)
+        answer = Answer(verdict, whole[:self._excerpt_chars], round(response.latency_ms, 1),
+                        response.cached, response.attempts, age, response.system_fingerprint,
+                        text)
         self.report.answers[job.key] = answer
         self._done += 1
         self._errors += verdict.label is Label.ERROR

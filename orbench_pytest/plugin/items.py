@@ -17,6 +17,7 @@ import pytest
 from orbench_pytest.config.settings import Variant
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import item_nodeid
+from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import PromptCase
 from orbench_pytest.core.untrusted import kept_text, terminal_text
 from orbench_pytest.gate.decision import Outcome
@@ -102,6 +103,8 @@ class PromptItem(pytest.Item):
                     # shown, not one per prompt never sent.
                     self.session.shouldfail = f"{STOP_PREFIX}{terminal_text(state.reason)}"
             return report
+        if getattr(self.config.option, "htmlpath", None):  # pytest-html's --html
+            report.extras = self._html_extras(state)  # type: ignore[attr-defined]
         if outcome is Outcome.FAILED:
             report.outcome = "failed"
             report.longrepr = self._mismatch_text(state)
@@ -139,6 +142,16 @@ class PromptItem(pytest.Item):
         if state.result.mismatch:
             properties.append(("prompt", self._prompt()))
         return properties
+
+    def _html_extras(self, state: ItemState) -> list[dict[str, Any]]:
+        """pytest-html's extras of this item's row: the prompt, the answer, the verdict and
+        the judge's reason, nothing more (pytest-html shows them as text, never as HTML)."""
+        from pytest_html import extras  # only with --html: pytest-html is loaded then
+
+        verdict = state.answer.verdict
+        return [extras.text(redact(text), name=name) for name, text in (
+            ("prompt", self.case.prompt), ("answer", state.answer.text or state.answer.excerpt),
+            ("verdict", verdict.label.value), ("judge's reason", verdict.reason))]
 
     def _error_text(self, state: ItemState) -> str:
         return (f"no answer from the endpoint: {terminal_text(state.answer.verdict.reason)}\n"

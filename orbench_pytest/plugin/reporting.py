@@ -97,6 +97,8 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
             write(f"judge check: {exc}")
     if settings.results is not None:
         write(f"orbench results: {settings.results}")
+    if settings.html is not None:
+        write(f"orbench html: {settings.html}")
 
 
 def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
@@ -105,7 +107,7 @@ def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
     junit = [plugin for plugin in config.pluginmanager.get_plugins()
              # junitxml's LogXML (registered without a name): duck-typed, no private import.
              if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")]
-    if settings.results is None and not junit:
+    if settings.results is None and settings.html is None and not junit:
         return  # the results document's modules are not even loaded
     from orbench_pytest.reports.junit import junit_gate_property
     from orbench_pytest.reports.results import results_from_run, write_results
@@ -120,6 +122,19 @@ def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
             raise pytest.UsageError(f"--orbench-results: cannot write "
                                     f"{settings.results} ({exc.strerror})") from None
         except ConfigError as exc:  # the path became a device or folder meanwhile
+            raise pytest.UsageError(str(exc)) from None
+    if settings.html is not None:
+        from orbench_pytest.reports.document import RunRecord
+        from orbench_pytest.reports.html import write_html
+        from orbench_pytest.reports.results import read_without_texts
+
+        try:
+            # The baseline's answers are shown beside regressions and fixes.
+            baseline, base_texts = (read_without_texts(settings.baseline)
+                                    if settings.baseline is not None else (None, None))
+            write_html(settings.html, RunRecord(str(settings.results or settings.html), data),
+                       baseline, "--orbench-html", baseline_texts=base_texts)
+        except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     for plugin in junit:
         for name, value in junit_gate_property(data):

@@ -1,1 +1,1 @@
-"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, plot."""
+"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, plot, HTML page."""

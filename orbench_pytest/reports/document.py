@@ -56,7 +56,8 @@ class ItemRecord:
     attempts: Count = 0  # requests sent for the answer
     samples: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: answered
     refusals: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: of them
-    prompt: str = field(default="", metadata=OMIT)  # redacted; for items that did not pass
+    prompt: str = field(default="", metadata=OMIT)  # the whole prompt (redacted)
+    answer: str = field(default="", metadata=OMIT)  # the whole answer (redacted), bounded
 
     def json_extra(self) -> dict[str, Any]:
         rate = self.refusal_rate

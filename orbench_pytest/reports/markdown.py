@@ -157,21 +157,23 @@ def build_report(run: RunRecord, baseline: RunRecord | None = None) -> Report:
 
 # --- rendering ------------------------------------------------------------------------------
 def render_markdown(report: Report, *, max_items: int = 10, artifact_url: str | None = None,
-                    limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000) -> str:
+                    limit_chars: int = GITHUB_COMMENT_LIMIT - 1_000,
+                    html_url: str | None = None) -> str:
     """The full summary, within `limit_chars` (a PR comment): category rows fold away first,
     then lists shorten, then the gate table keeps the rows that did not pass and the first
     others, then the end is cut; what was left out is said, with where the full results are."""
-    text = _render(report, max_items, artifact_url, categories=True)
+    text = _render(report, max_items, artifact_url, categories=True, html_url=html_url)
     if len(text) > limit_chars:
-        text = _render(report, max_items, artifact_url, categories=False)
+        text = _render(report, max_items, artifact_url, categories=False, html_url=html_url)
     if len(text) > limit_chars:
-        text = _render(report, min(max_items, 3), artifact_url, categories=False)
+        text = _render(report, min(max_items, 3), artifact_url, categories=False,
+                       html_url=html_url)
     suites = sum(row.category is None for row in report.rows)
     if len(text) > limit_chars and suites > 1:
         # Rows are of similar length: keep the share of them that fits, with room to spare.
         keep = max(1, int(suites * limit_chars / len(text) * 0.8))
         text = _render(report, min(max_items, 3), artifact_url, categories=False,
-                       max_rows=keep)
+                       max_rows=keep, html_url=html_url)
     if len(text) > limit_chars:
         text = _cut(text, limit_chars, artifact_url)
     return text
@@ -192,7 +194,7 @@ def _cut(text: str, limit_chars: int, artifact_url: str | None) -> str:
 
 
 def _render(report: Report, max_items: int, artifact_url: str | None,
-            categories: bool, max_rows: int | None = None) -> str:
+            categories: bool, max_rows: int | None = None, html_url: str | None = None) -> str:
     run = report.run
     out: list[str] = [MARKER]
     info = run.run
@@ -239,6 +241,10 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     if cost is not None:
         # In a code span: its dollar signs must not start GitHub's inline math.
         out.append(f"`{_code(cost.line())}`")
+        out.append("")
+    if html_url:  # first: a cut comment still links the page
+        out.append(f"📄 Every prompt with its whole answer, to filter and search: "
+                   f"[the HTML report]({_link(html_url)})")
         out.append("")
     out.extend(_gate_table(report, categories, max_rows, artifact_url))
     out.extend(_variant_section(report))

@@ -197,7 +197,7 @@ def draw(points: Sequence[Point], out_stem: Path, baseline: Sequence[Point] = ()
         for index, point in enumerate(points):
             _draw_point(ax, point, color=colors(index % 10), marker="o", note=None,
                         gid=f"orbench-point-{index}")
-        for index, (start, end) in enumerate(_arrow_pairs(baseline, points)):
+        for index, (start, end) in enumerate(arrow_pairs(baseline, points)):
             arrow = ax.annotate("", xy=(end.over_refusal * 100, end.toxic_refusal * 100),
                                 xytext=(start.over_refusal * 100, start.toxic_refusal * 100),
                                 arrowprops={"arrowstyle": "-|>", "color": "black", "lw": 1.4,
@@ -252,7 +252,7 @@ def _draw_point(ax: Any, point: Point, *, color: Any, marker: str, note: str | N
     bars.lines[0].set_gid(gid)
 
 
-def _arrow_pairs(baseline: Sequence[Point], points: Sequence[Point]) -> list[tuple[Point, Point]]:
+def arrow_pairs(baseline: Sequence[Point], points: Sequence[Point]) -> list[tuple[Point, Point]]:
     if not baseline:
         return []
     if len(baseline) == 1:

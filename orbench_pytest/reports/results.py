@@ -11,8 +11,8 @@ import json
 import math
 import os
 import platform
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -32,7 +32,6 @@ from orbench_pytest.gate.decision import (
     TOXIC_ACCEPTANCE,
     Gate,
     GroupRow,
-    Outcome,
     RateCheck,
     row_rate,
 )
@@ -141,7 +140,7 @@ def _item(nodeid: str, case_id: str, prompt: str, state: ItemState) -> ItemRecor
         cached=answer.cached, attempts=answer.attempts,
         cache_age_s=None if answer.age_s is None else round(answer.age_s, 1),
         samples=result.answered if result.sampled else None, refusals=result.refusals,
-        prompt=redact(prompt) if state.outcome is not Outcome.PASSED else "")
+        prompt=redact(prompt), answer=redact(answer.text))
 
 
 def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],
@@ -314,3 +313,70 @@ def load_run(path: Path) -> RunRecord:
 
         return read_junit(path)
     return read_results(path)
+
+
+# --- reading a results file in bounded memory (orbench html) ---------------------------------
+_ITEMS = ' "items": [\n'  # how write_results opens the items, one a line, after the rest
+
+
+# An item's texts as the results file holds them: prompt, answer (whole, bounded), response
+# (the excerpt). Read from a run in memory, or again from its file, an item at a time.
+Texts = Callable[[], Iterator[tuple[str, str, str]]]
+
+
+def texts_in_memory(run: RunRecord) -> Texts:
+    return lambda: ((item.prompt, item.answer, item.response) for item in run.items)
+
+
+def read_without_texts(path: Path) -> tuple[RunRecord, Texts]:
+    """The run without its items' texts, and the texts read again from the file an item at a
+    time: the HTML page of 80K whole answers is built without holding them. A file not laid
+    out as write_results writes it (or a JUnit XML) is read whole."""
+    lines: list[str] = []
+    laid_out = False
+    if path.suffix.lower() != ".xml":
+        try:
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    if line == _ITEMS:
+                        laid_out = True
+                        break
+                    lines.append(line)
+        except (OSError, UnicodeDecodeError):
+            pass  # load_run says what is wrong, in one line
+    head = "".join(lines)
+    if not laid_out or not head.startswith("{"):
+        run = load_run(path)
+        return run, texts_in_memory(run)
+    try:
+        data = json.loads(head + ' "items": []\n}')
+    except ValueError:
+        run = load_run(path)  # its own one-line error, or the file read whole
+        return run, texts_in_memory(run)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        run = load_run(path)
+        return run, texts_in_memory(run)
+    document = load(Document, data, str(path))
+    items = [replace(item, prompt="", answer="", response="")
+             for item in _items(path)]
+    if not items:
+        raise ConfigError(f"{path}: items: the run has no items")
+    run = RunRecord(str(path), replace(document, items=items))
+    return run, lambda: ((i.prompt, i.answer, i.response) for i in _items(path))
+
+
+def _items(path: Path) -> Iterator[ItemRecord]:
+    """The items of a results file as write_results lays them out, each checked."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line == _ITEMS:
+                break
+        for index, line in enumerate(handle):
+            if line.startswith(" ]"):
+                return
+            try:
+                raw = json.loads(line.rstrip().removesuffix(","))
+            except ValueError as exc:
+                raise ConfigError(f"{path}: items[{index}]: not JSON ({exc})") from None
+            yield load(ItemRecord, raw, str(path), f"items[{index}]")
+    raise ConfigError(f"{path}: the items end nowhere (a file cut short?)")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
+from orbench_pytest.core import defaults
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import (
@@ -38,6 +39,7 @@ class JudgedFetch:
     when the run stops."""
 
     judgments_per_write: ClassVar[int] = JUDGMENTS_PER_WRITE
+    answers_total_chars: ClassVar[int] = defaults.ANSWERS_TOTAL_CHARS  # whole answers kept
 
     def __init__(self, target: Target, judge: Judge, cache: ResponseCache | None,
                  settings: FetchSettings, progress: Progress | None = None,
@@ -68,7 +70,8 @@ class JudgedFetch:
             self.judge, self.report, engine.writer, empty_is_refusal=settings.empty_is_refusal,
             read_cache=settings.read_cache, judge_channel=self.judge_channel,
             progress=self.progress, should_stop=self.should_stop, stop=engine.requests.stop,
-            limit_now=lambda: engine.concurrency.limit, excerpt_chars=self.excerpt_chars)
+            limit_now=lambda: engine.concurrency.limit, excerpt_chars=self.excerpt_chars,
+            answers_total_chars=self.answers_total_chars)
         if self.judge_channel is not None:
             self.judge_channel.serve(engine.requests, engine.lookup, engine.writer.store)
         return await engine.run(jobs, judging, cached)

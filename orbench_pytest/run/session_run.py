@@ -149,10 +149,12 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
     if settings.batch_export is not None:
         raise batch_export(selected, settings)
     check_judge_settings(settings)  # the target's key: only if something is to be asked
-    if settings.results is not None:
-        from orbench_pytest.reports.results import check_writable
+    for path, option in ((settings.results, "--orbench-results"),
+                         (settings.html, "--orbench-html")):
+        if path is not None:
+            from orbench_pytest.reports.results import check_writable
 
-        check_writable(settings.results)
+            check_writable(path, option)
     baseline = load_baseline(settings.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
     if reporter is not None:

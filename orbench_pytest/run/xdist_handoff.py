@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from orbench_pytest.run.runner import ItemState
 
 WORKERINPUT_KEY = "orbench_states"
-FORMAT = 1
+FORMAT = 2  # 2: with the whole answer
 
 
 class StatesFile:
@@ -69,7 +69,8 @@ def _row(state: ItemState) -> list[Any]:
             verdict.label.value, verdict.reason, verdict.judge, verdict.confident,
             answer.excerpt, answer.latency_ms, answer.cached, answer.attempts,
             result.suite, result.category, result.expect, result.refused, result.variant,
-            result.baseline.value, result.refusals, result.answered, result.baseline_rate]
+            result.baseline.value, result.refusals, result.answered, result.baseline_rate,
+            answer.text]
 
 
 def _state(row: list[Any]) -> ItemState:
@@ -81,9 +82,9 @@ def _state(row: list[Any]) -> ItemState:
 
     (outcome, reason, label, verdict_reason, judge, confident, excerpt, latency_ms, cached,
      attempts, suite, category, expect, refused, variant, baseline, refusals, answered,
-     baseline_rate) = row
+     baseline_rate, text) = row
     verdict = Verdict(Label(label), verdict_reason, judge, confident)
-    answer = Answer(verdict, excerpt, latency_ms, cached, attempts)
+    answer = Answer(verdict, excerpt, latency_ms, cached, attempts, text=text)
     result = ItemResult(suite, category, expect, refused, variant, Pairing(baseline),
                         refusals, answered, baseline_rate)
     return ItemState(answer, Outcome(outcome), reason, result)
