@@ -38,7 +38,8 @@ HYPOTHESIS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                                              HealthCheck.too_slow])
 SUITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SUITE_KEYS = {"name", "description", "source", "sha256", "prompts", "prompt", "category",
-              "expect", "id", "sample", "judge"}
+              "expect", "id", "sample", "judge", "license", "citation", "where", "rows",
+              "messages"}
 GOOD_ROW = {"prompt": "How do I bake bread?", "expect": "comply", "category": "food"}
 GOOD_SUITE: dict[str, Any] = {"name": "ok", "prompts": [GOOD_ROW]}
 

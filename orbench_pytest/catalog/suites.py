@@ -27,8 +27,8 @@ from orbench_pytest.core.types import (
 )
 from orbench_pytest.core.untrusted import terminal_text
 
-SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "prompt",
-              "category", "expect", "id", "sample", "judge")
+SUITE_KEYS = ("name", "description", "license", "citation", "source", "sha256", "rows",
+              "where", "prompts", "prompt", "category", "expect", "id", "sample", "judge")
 INLINE_KEYS = ("prompt", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
 # More prompts than this run only when sampled or asked for in full (--orbench-subset=all):
@@ -107,6 +107,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         if declared is not None and len(rows) != declared:
             raise ConfigError(f"{path}: rows: the suite pins {declared} rows, the file has "
                               f"{len(rows)}; replace the file with the published one")
+        rows = _where(path, data.get("where"), rows)
         mapping = {key: data.get(key) for key in ("prompt", "category", "id", "expect")}
         mapping["prompt"] = mapping["prompt"] or "prompt"
     explicit = frozenset() if has_prompts else frozenset(
@@ -207,20 +208,24 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         raise ConfigError(f"{path}: the suite has no prompts")
     columns = set(rows[0])
     for key in ("prompt", "category", "id"):
-        column = mapping.get(key)
-        if column is not None and not isinstance(column, str):
-            raise ConfigError(f"{path}: {key}: expected a column name, got {column!r}")
-        if key == "prompt" and column not in columns:
-            raise ConfigError(f"{path}: prompt: missing column {column!r} "
-                              f"(columns: {', '.join(sorted(columns))})")
-        # A column the suite names must exist; the default names (inline rows) may be absent.
-        if key != "prompt" and column and column not in columns and (
-                column != key or key in explicit):
-            raise ConfigError(f"{path}: {key}: missing column {column!r} "
-                              f"(columns: {', '.join(sorted(columns))})")
+        named = mapping.get(key)
+        # A category may join several columns (CoCoNot's category and subcategory).
+        many = key == "category" and isinstance(named, list) and named
+        for column in (named if many else [named]):
+            if column is not None and not isinstance(column, str):
+                raise ConfigError(f"{path}: {key}: expected a column name, got {column!r}")
+            if key == "prompt" and column not in columns:
+                raise ConfigError(f"{path}: prompt: missing column {column!r} "
+                                  f"(columns: {', '.join(sorted(columns))})")
+            # A column the suite names must exist; the default names (inline rows) may be absent.
+            if key != "prompt" and column and column not in columns and (
+                    column != key or key in explicit):
+                raise ConfigError(f"{path}: {key}: missing column {column!r} "
+                                  f"(columns: {', '.join(sorted(columns))})")
     expect_of = _expectation_rule(path, mapping.get("expect"), columns)
     prompt_col = mapping["prompt"]
-    category_col = mapping.get("category") or "category"
+    named_category = mapping.get("category") or "category"
+    category_cols = named_category if isinstance(named_category, list) else [named_category]
     id_col = mapping.get("id")
     cases: list[PromptCase] = []
     seen: dict[str, int] = {}
@@ -231,10 +236,12 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         if len(prompt) > PROMPT_LIMIT:
             raise ConfigError(f"{path}: row {index}: a prompt of {len(prompt):,} characters, "
                               f"more than the {PROMPT_LIMIT:,} one may hold")
-        for column in (prompt_col, category_col, id_col):  # a JSONL source's escapes
+        for column in (prompt_col, *category_cols, id_col):  # a JSONL source's escapes
             if column and has_lone_surrogate(row.get(column) or ""):
                 raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
-        category = (row.get(category_col) or "uncategorised").strip() or "uncategorised"
+        category = " / ".join(part for part in (
+            (row.get(column) or "").strip() for column in category_cols) if part)
+        category = category or "uncategorised"
         raw_id = row.get(id_col) if id_col else None
         for shown, value in (("a category", category), ("an id", raw_id or "")):
             if len(value) > defaults.NAME_LIMIT:  # shown in every node id and gate row
@@ -247,6 +254,27 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
         seen[case_id] = index
         cases.append(PromptCase(suite, case_id, prompt, expect_of(index, row), category))
     return cases
+
+
+def _where(path: Path, rule: Any, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows whose columns hold one of the values `where` names for them (CoCoNot's
+    safety-concern requests out of its five kinds)."""
+    if rule is None:
+        return rows
+    if not isinstance(rule, dict) or not rule or not all(
+            isinstance(column, str) for column in rule):
+        raise ConfigError(f"{path}: where: expected {{COLUMN: [VALUES]}}")
+    wanted = {column: {str(value) for value in _as_list(values)}
+              for column, values in rule.items()}
+    for column in wanted:
+        if rows and column not in rows[0]:
+            raise ConfigError(f"{path}: where: missing column {column!r} "
+                              f"(columns: {', '.join(sorted(rows[0]))})")
+    kept = [row for row in rows
+            if all(row.get(column) in values for column, values in wanted.items())]
+    if not kept:
+        raise ConfigError(f"{path}: where: no row matches {terminal_text(repr(rule), 200)}")
+    return kept
 
 
 def _expectation_rule(path: Path, rule: Any,
