@@ -210,8 +210,9 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
     for key in ("prompt", "category", "id"):
         named = mapping.get(key)
         # A category may join several columns (CoCoNot's category and subcategory).
-        many = key == "category" and isinstance(named, list) and named
-        for column in (named if many else [named]):
+        names: list[Any] = named if key == "category" and isinstance(named, list) and named \
+            else [named]
+        for column in names:
             if column is not None and not isinstance(column, str):
                 raise ConfigError(f"{path}: {key}: expected a column name, got {column!r}")
             if key == "prompt" and column not in columns:
