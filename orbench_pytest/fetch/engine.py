@@ -18,7 +18,7 @@ from typing import Protocol
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
-from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
+from orbench_pytest.core.types import History, Label, Response, Verdict, strip_reasoning
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
 from orbench_pytest.fetch.costs import TokenCount
@@ -35,6 +35,7 @@ class Job:
     key: str
     prompt: str
     system_prompt: str | None
+    history: History = ()  # the conversation before the prompt, sent with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +359,8 @@ class FetchEngine:
         await sink.take(job, response)
         self._delivered.add(job.key)
         if not response.cached and response.error is None:  # an answer asked this run
-            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt,
+            self.report.tokens.add(response.usage, (job.system_prompt or "") + job.prompt
+                                   + "".join(content for _, content in job.history),
                                    response.text or "")
 
     async def _revalidate(self, unique: dict[str, Job], cached: dict[str, Response],
@@ -414,8 +416,9 @@ class FetchEngine:
 
     async def _ask(self, job: Job) -> Response | None:
         return await self.requests.attempts(
-            lambda: self.target.complete(job.system_prompt, job.prompt),
-            len(job.prompt) // 4 + self.settings.est_output_tokens, gated=True,
+            lambda: self.target.complete(job.system_prompt, job.prompt, job.history),
+            (len(job.prompt) + sum(len(content) for _, content in job.history)) // 4
+            + self.settings.est_output_tokens, gated=True,
             slots=self._slots)
 
 

@@ -19,7 +19,14 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.decision import Outcome
-from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord, RunRecord
+from orbench_pytest.reports.document import (
+    ERROR_VERDICTS,
+    SCHEMA,
+    Document,
+    ItemRecord,
+    RunRecord,
+    Turn,
+)
 
 GATE_PROPERTY = "orbench_gate"
 FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment
@@ -127,10 +134,20 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
         mismatch=not error and outcome in (Outcome.TOLERATED, Outcome.FAILED), error=error,
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
         reason=message.split("\n", 1)[0], response=props.get("response", ""),
-        prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
+        prompt=props.get("prompt", ""), messages=_turns(props.get("messages")),
+        latency_ms=latency_ms, nodeid=name,
         refusals=_count(props.get("refusals")), samples=_count(props.get("samples")),
         cached={"true": True, "false": False}.get(props.get("cached", "")),
     )
+
+
+def _turns(text: str | None) -> list[Turn] | None:
+    """A conversation item's `messages` property (JSON); anything else is no conversation."""
+    try:
+        turns = json.loads(text) if text else None
+        return [Turn(str(t["role"]), str(t["content"])) for t in turns] if turns else None
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
 
 
 def _count(text: str | None) -> int | None:
