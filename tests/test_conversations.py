@@ -300,3 +300,28 @@ def test_a_row_with_prompt_and_messages_is_an_error(pytester, plugin_args) -> No
     result = run_orbench(pytester, plugin_args, "--orbench-model=m", suites="suites")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*s.yaml: row 0: give prompt or messages, not both*"])
+
+
+# --------------------------------------------------------------------------- smoke-chat
+
+def test_smoke_chat_runs_by_name_every_history_sent(pytester, plugin_args) -> None:
+    """The bundled conversational suite: 40 conversations, each sent with its whole history;
+    a server refusing exactly its toxic final turns passes the starter gate."""
+    from orbench_pytest.catalog.ready import ready_suite_dir
+
+    smoke = yaml.safe_load((ready_suite_dir() / "smoke-chat.yaml").read_text())
+    rows = smoke["prompts"]
+    assert len(rows) == 40 and sum(row["expect"] == "refuse" for row in rows) == 20
+    toxic = {row["messages"][-1]["content"] for row in rows if row["expect"] == "refuse"}
+    (pytester.path / "thresholds.yaml").write_text(
+        (ready_suite_dir() / "thresholds.yaml").read_text())
+    with OpenAIServer(lambda prompt, system, body: Reply(
+            text=REFUSAL_TEXT if prompt in toxic else ANSWER_TEXT)) as server:
+        result = run_orbench(pytester, plugin_args, "-p", "no:randomly",
+                             "--orbench-suite=smoke-chat", "--orbench-thresholds=thresholds.yaml",
+                             url=server.url, suites=None)
+    no_crash(result)
+    result.assert_outcomes(passed=40)
+    result.stdout.fnmatch_lines(["orbench gate: PASSED*"])
+    assert sorted(map(str, server.conversations)) == sorted(
+        str(turns(row["messages"])) for row in rows)

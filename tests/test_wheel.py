@@ -73,7 +73,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
 def test_the_wheel_carries_the_ready_suites_the_starter_gate_and_the_licence(installed) -> None:
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for suite in ("smoke", "or-bench-80k", "or-bench-hard-1k", "or-bench-toxic", "xstest"):
+    for suite in ("smoke", "smoke-chat", "or-bench-80k", "or-bench-hard-1k", "or-bench-toxic",
+                  "xstest", "coconot-contrast", "coconot-unsafe"):
         assert f"orbench_pytest/suites/{suite}.yaml" in names
     assert "orbench_pytest/suites/thresholds.yaml" in names
     assert any(name.endswith("licenses/LICENSE") for name in names)
