@@ -10,8 +10,13 @@ import sys
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orbench_pytest.core import defaults
+from orbench_pytest.core.conversation import chat_messages, parse_turns
+from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.fetch.cache import cache_key
 from tests.helpers import judge_args, judge_server, no_crash, run_orbench, write_suite
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 
@@ -325,3 +330,53 @@ def test_smoke_chat_runs_by_name_every_history_sent(pytester, plugin_args) -> No
     result.stdout.fnmatch_lines(["orbench gate: PASSED*"])
     assert sorted(map(str, server.conversations)) == sorted(
         str(turns(row["messages"])) for row in rows)
+
+
+# --------------------------------------------------------------------------- unit: keys, turns
+
+IDENTITY = {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1/v1"}
+
+
+def test_a_prompt_without_history_keeps_the_key_it_always_had() -> None:
+    blob = json.dumps({"prompt": "Q?", "system": "S", "target": IDENTITY}, sort_keys=True,
+                      ensure_ascii=False, separators=(",", ":"))
+    assert cache_key(IDENTITY, "S", "Q?") == hashlib.sha256(blob.encode()).hexdigest()
+    assert cache_key(IDENTITY, "S", "Q?", ()) == cache_key(IDENTITY, "S", "Q?")
+
+
+turn = st.tuples(st.sampled_from(["system", "user", "assistant"]), st.text(min_size=1))
+
+
+@given(st.lists(turn, max_size=4), st.lists(turn, max_size=4), st.text())
+def test_different_histories_before_one_prompt_have_different_keys(one, two, prompt) -> None:
+    same = cache_key(IDENTITY, None, prompt, tuple(one)) == cache_key(IDENTITY, None, prompt,
+                                                                       tuple(two))
+    assert same == (one == two)
+
+
+@given(st.lists(turn, max_size=4), st.text(min_size=1), st.none() | st.text(min_size=1))
+def test_the_sent_messages_end_with_the_prompt_and_hold_one_system_turn_first(
+        history, prompt, system) -> None:
+    sent = chat_messages(system, prompt, tuple(history))
+    assert sent[-1] == {"role": "user", "content": prompt}
+    own = [content for role, content in history if role == "system"]
+    if own or not system:
+        assert sent[:-1] == [{"role": r, "content": c} for r, c in history]
+    else:
+        assert sent[0] == {"role": "system", "content": system}
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                           max_leaves=12)
+
+
+@given(json_values | json_values.map(json.dumps) | st.text())
+def test_any_messages_value_is_turns_or_a_one_line_error(value) -> None:
+    try:
+        turns_read = parse_turns(value, "s.yaml: row 3", final_user=True)
+    except ConfigError as exc:
+        assert str(exc).startswith("s.yaml: row 3: ") and "\n" not in str(exc)
+    else:
+        assert turns_read and turns_read[-1][0] == "user"
