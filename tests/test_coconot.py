@@ -90,3 +90,17 @@ def test_both_are_collected_by_name_from_the_checkout(pytester, plugin_args) -> 
     assert per_suite == {"orbench:coconot-contrast.yaml": 379,
                          "orbench:coconot-unsafe.yaml": 395}
     assert "orbench:coconot-contrast.yaml::coconot-contrast[x66r9as]" in ids
+
+
+def test_orbench_init_and_suites_thresholds_know_the_new_suites(tmp_path, capsys) -> None:
+    import yaml
+
+    from orbench_pytest.cli.init_project import init_project
+    from orbench_pytest.cli.main import main
+
+    init_project(tmp_path)
+    written = yaml.safe_load((tmp_path / "thresholds.yaml").read_text())["suites"]
+    assert main(["suites", "--thresholds"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)["suites"]
+    for name in ("coconot-contrast", "coconot-unsafe", "smoke-chat"):
+        assert name in written and name in printed

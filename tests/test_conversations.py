@@ -380,3 +380,14 @@ def test_any_messages_value_is_turns_or_a_one_line_error(value) -> None:
         assert str(exc).startswith("s.yaml: row 3: ") and "\n" not in str(exc)
     else:
         assert turns_read and turns_read[-1][0] == "user"
+
+
+def test_the_terminal_shows_a_long_conversation_on_one_bounded_line() -> None:
+    from orbench_pytest.core.conversation import SHOWN_TURNS, shown_turns
+
+    history = tuple(("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 500)
+                    for i in range(defaults.CONVERSATION_TURNS - 1))
+    line = shown_turns(history, "the final question", 300)
+    assert "\n" not in line and len(line) < 2 * 300
+    assert line.startswith(f"({len(history) - SHOWN_TURNS} earlier turns) › ")
+    assert line.endswith("user: the final question")

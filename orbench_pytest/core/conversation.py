@@ -87,15 +87,21 @@ def chat_messages(system_prompt: str | None, prompt: str,
     return messages
 
 
+SHOWN_TURNS = 6  # earlier turns a terminal line shows (the last ones); the rest are counted
+
+
 def shown_turns(history: Sequence[tuple[str, str]], prompt: str, limit: int) -> str:
-    """One line: each turn as `role: text`, the earlier ones cut to share `limit` between
-    them, the final prompt kept whole up to `limit` (a terminal's or a table cell's view)."""
+    """One line: the last SHOWN_TURNS earlier turns as `role: text`, cut to share `limit`
+    between them, then the final prompt up to `limit` (a terminal's view of a conversation)."""
     from orbench_pytest.core.untrusted import terminal_text
 
     if not history:
         return terminal_text(prompt, limit)
-    each = max(40, limit // (len(history) + 1))
-    earlier = [f"{role}: {terminal_text(content, each)}" for role, content in history]
+    shown = history[-SHOWN_TURNS:]
+    each = max(40, limit // (len(shown) + 1))
+    earlier = [f"{role}: {terminal_text(content, each)}" for role, content in shown]
+    if len(history) > len(shown):
+        earlier.insert(0, f"({len(history) - len(shown)} earlier turns)")
     return " › ".join([*earlier, f"user: {terminal_text(prompt, limit)}"])
 
 
