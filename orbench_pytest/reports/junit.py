@@ -1,7 +1,8 @@
 """pytest's JUnit XML, both ways: the gate as a testsuite property, and a run read back.
 
 Every orbench test case carries the properties suite, category, expectation, verdict, judge,
-reason, response, latency_ms, cached (and variant; prompt for mismatches), and the testsuite
+reason, response, latency_ms, cached (and variant; prompt for mismatches, and messages, the
+turns as JSON, for a conversation row's), and the testsuite
 carries `orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes
 per-testcase properties under its default junit_family (xunit2) too, so no
 `-o junit_family=...` is needed.
