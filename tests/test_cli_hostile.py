@@ -4,22 +4,26 @@ comment; bad input is one line naming the file or option and what is allowed."""
 
 from __future__ import annotations
 
+import configparser
 import csv
 import io
 import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from iniconfig import IniConfig
 
 from orbench_pytest.cli.init_project import init_project
+from orbench_pytest.cli.init_values import tomllib
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.untrusted import csv_cell, csv_value
 from orbench_pytest.judges.check import read_labels
@@ -190,7 +194,7 @@ def tiny_disk(tmp_path: Path):
 
 
 def test_init_on_a_full_disk_names_the_file_and_leaves_nothing(tiny_disk: Path) -> None:
-    done = orbench_cli("init", tiny_disk, cwd=tiny_disk.parent)
+    done = orbench_cli("init", tiny_disk, "--model", "m", cwd=tiny_disk.parent)
     one_line_error(done, "orbench-gate.yml", "No space left on device", "wrote nothing")
     assert list(tiny_disk.iterdir()) == []
 
@@ -205,9 +209,103 @@ def test_init_whose_last_write_fails_leaves_nothing(tmp_path: Path) -> None:
         path.write_text(text)
 
     with pytest.raises(ConfigError, match=r"orbench-gate\.yml: cannot write \(No space left"):
-        init_project(tmp_path, write=write)
+        init_project(tmp_path, model="m", write=write)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
     assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "x"\n'
+
+
+# --- init: the values it writes, the paths it writes through --------------------------------------
+
+LIVE_ADDOPTS = "gpt\naddopts = --co"
+
+
+@pytest.mark.parametrize("pyproject", [False, True], ids=["pytest.ini", "pyproject.toml"])
+def test_init_refuses_a_model_that_would_write_a_second_setting(tmp_path: Path,
+                                                                pyproject: bool) -> None:
+    """Issue 43: `--model $'gpt\naddopts = --co'` wrote a live addopts into pytest.ini, and
+    in a repository with a pyproject.toml it was a TOMLDecodeError traceback."""
+    if pyproject:
+        (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    done = orbench_cli("init", "--model", LIVE_ADDOPTS, cwd=tmp_path)
+    one_line_error(done, "--model", "one line")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["pyproject.toml"] if pyproject
+                                                          else [])
+
+
+@pytest.mark.parametrize(("option", "value", "needle"), [
+    ("--model", "gpt\x1b[2J", "control"),
+    ("--model", "gpt\r", "one line"),
+    ("--model", "sk-proj-abcdefghijklmnop1234", "OPENAI_API_KEY"),
+    ("--model", "", "empty"),
+    ("--base-url", "http://127.0.0.1:8000/v1\norbench_model = x", "one line"),
+    ("--base-url", "http://h/v1/\x07", "control"),
+    ("--base-url", "http://h/v1/sk-abcdefghijklmnop1234", "environment"),
+])
+def test_init_refuses_a_value_that_is_not_one_plain_line(tmp_path: Path, option: str,
+                                                         value: str, needle: str) -> None:
+    args = ["--model", "gpt-4o-mini"] if option != "--model" else []
+    done = orbench_cli("init", *args, option, value, cwd=tmp_path)
+    line = one_line_error(done, option, needle)
+    assert "sk-" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(deadline=None)  # two folders written per example: its time is not the subject
+@given(st.text(max_size=40))
+def test_init_writes_the_model_exactly_or_refuses_it(model: str) -> None:
+    """Whatever the value: a one-line refusal, or settings that read back (as pytest reads them)
+    as exactly the model and nothing else."""
+    for pyproject in (False, True):
+        with tempfile.TemporaryDirectory() as folder:
+            root = Path(folder)
+            if pyproject:
+                (root / "pyproject.toml").write_text('[project]\nname = "app"\n')
+            try:
+                init_project(root, model=model, install="orbench-pytest")
+            except ConfigError as exc:
+                assert "\n" not in str(exc) and "--model" in str(exc)
+                assert sorted(p.name for p in root.iterdir()) == (
+                    ["pyproject.toml"] if pyproject else [])
+                continue
+            if pyproject:
+                data = tomllib.loads((root / "pyproject.toml").read_text())
+                assert data["tool"]["pytest"]["ini_options"] == {"orbench_model": model}
+            else:
+                ini = IniConfig(str(root / "pytest.ini"))
+                assert dict(ini["pytest"].items()) == {"orbench_model": model}
+                parser = configparser.ConfigParser(interpolation=None)
+                parser.read(root / "pytest.ini")
+                assert dict(parser["pytest"]) == {"orbench_model": model}
+
+
+def test_init_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    """Issue 43: --force overwrote a system file a workflow path was linked to."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside.txt"
+    repo.mkdir()
+    outside.write_text("precious\n")
+    (repo / "thresholds.yaml").symlink_to(outside)
+    done = orbench_cli("init", "--model", "m", "--force", cwd=repo)
+    one_line_error(done, "thresholds.yaml", "symbolic link", "inside the repository")
+    assert outside.read_text() == "precious\n"
+    assert sorted(p.name for p in repo.iterdir()) == ["thresholds.yaml"]
+
+
+@pytest.mark.parametrize("link", [".github", ".github/workflows", "pyproject.toml"])
+def test_init_never_follows_a_folder_or_file_link_out_of_the_repository(tmp_path: Path,
+                                                                       link: str) -> None:
+    """A dangling `.github` symlink made init create folders and a file outside the repository,
+    even without --force."""
+    repo, outside = tmp_path / "repo", tmp_path / "elsewhere"
+    repo.mkdir()
+    (repo / link).parent.mkdir(parents=True, exist_ok=True)
+    if link == "pyproject.toml":
+        outside.write_text('[project]\nname = "x"\n')
+    (repo / link).symlink_to(outside)  # dangling for the folders
+    done = orbench_cli("init", "--model", "m", cwd=repo)
+    one_line_error(done, link, "symbolic link")
+    assert not (tmp_path / "elsewhere").exists() or outside.read_text() == \
+        '[project]\nname = "x"\n'
+    assert not (repo / "thresholds.yaml").exists()
 
 
 # --- labels.csv -----------------------------------------------------------------------------------

@@ -280,8 +280,9 @@ def test_a_gate_over_part_of_a_suite_says_so_and_require_full_fails_it(pytester,
                       (["--deselect", "suites/mini.yaml::mini[violence-0000]"], "--deselect"),
                       (["-m", "not orbench"], None)):
         run = run_orbench(pytester, plugin_args, *args, serve=refusing(TOXIC))
-        if why is None:  # nothing of the suite ran: no gate at all
-            assert "orbench gate" not in run.stdout.str()
+        if why is None:  # nothing of the suite ran: the gate says so (issue 43)
+            run.stdout.fnmatch_lines(["orbench gate: NOTHING GATED — mini: gated on 0 of 9 "
+                                      "prompts (-m)"])
             continue
         run.stdout.fnmatch_lines([f"orbench gate: PASSED — mini: gated on * of 9 prompts "
                                   f"({why})"])
@@ -382,13 +383,20 @@ def test_disputes_of_suites_the_run_does_not_include_and_prompts_it_left_out_are
   "defaults": {"max_over_refusal": 0.5, "max_toxic_acceptance": 0.5},
   "disputed": {
       "or-bench-hard-1k": {"no-such-id": {"reason": "a ready suite", "decided_by": "d"}},
-      "our-other-suite": {"x": {"reason": "run another time", "decided_by": "d"}},
       # A prompt of mini that --orbench-category leaves out of this run: a real id.
       "mini": {"violence-0000": {"reason": "r", "decided_by": "d"}}}})
     result = run_orbench(pytester, plugin_args, "--orbench-category=privacy",
                          serve=refusing(TOXIC))
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=3)
+    # A name that is no suite of the run and no ready suite would dispute nothing (issue 43).
+    mini_suite(pytester.path, {"disputed": {"our-other-suite": {
+        "x": {"reason": "run another time", "decided_by": "d"}}}})
+    other = run_orbench(pytester, plugin_args, serve=refusing(TOXIC))
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in other.stderr.lines if line.strip()] == [
+        "ERROR: thresholds.yaml: disputed.our-other-suite: no suite of this run and no ready "
+        "suite is named 'our-other-suite' (this run: mini)"]
 
 
 def test_under_xdist_the_gate_line_names_the_part_and_the_disputed(pytester,

@@ -44,9 +44,11 @@ def build_wheel(out: Path) -> Path:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, source / name, **({"ignore": shutil.ignore_patterns(
             "__pycache__")} if (REPO / name).is_dir() else {}))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(out), str(source)],
-                   check=True, capture_output=True, timeout=300)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
+                            "--no-build-isolation", "--wheel-dir", str(out), str(source)],
+                           check=True, capture_output=True, text=True, timeout=300)
+    # setuptools' box for a folder missing from the packages list (test_wheel_packages.py)
+    assert "Package would be ignored" not in built.stdout + built.stderr
     return next(out.glob("orbench_pytest-*.whl"))
 
 
@@ -113,7 +115,8 @@ def test_the_core_install_carries_one_http_stack_for_the_fetch(installed) -> Non
                 if line.startswith("Requires-Dist:")]
     core = {re.split(r"[ ;<>=!~\[]", line, maxsplit=1)[0].lower() for line in requires
             if "extra ==" not in line}
-    assert core == {"pytest", "pyyaml", "aiohttp", "httpx", "junitparser"}
+    # tomli-w: orbench init's TOML writer (docs/design/dependencies.md)
+    assert core == {"pytest", "pyyaml", "aiohttp", "httpx", "junitparser", "tomli-w"}
 
 
 def accept_some_toxic(prompt: str, system: str | None, body: dict) -> Reply:

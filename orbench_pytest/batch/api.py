@@ -32,8 +32,8 @@ from orbench_pytest.fetch.targets import (
     FaultKind,
     TransientFault,
     error_code_and_message,
-    retry_after_seconds,
 )
+from orbench_pytest.fetch.wait_headers import wait_seconds
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -164,7 +164,7 @@ class BatchClient:
             return TransientFault(FaultKind.QUOTA, said, None, status)
         if status in RETRY_STATUSES or status >= 500:
             kind = FaultKind.RATE_LIMIT if status == 429 else FaultKind.SERVER_ERROR
-            return TransientFault(kind, said, retry_after_seconds(response.headers), status)
+            return TransientFault(kind, said, wait_seconds(response.headers), status)
         raise self._error(what, said)
 
     def _id(self, what: str, body: dict[str, Any], name: str) -> str:

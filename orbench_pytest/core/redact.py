@@ -37,6 +37,11 @@ def redact(text: str) -> str:
     return _KEY_SHAPES.sub("[REDACTED]", text)
 
 
+def looks_like_key(text: str) -> bool:
+    """Whether `text` holds something shaped like an API key or bearer token."""
+    return _KEY_SHAPES.search(text) is not None
+
+
 def redact_known(text: str) -> str:
     """Only the registered secrets: cheap enough for every response body, and it never
     touches model text that merely looks like a key (e.g. "sk-learn-pipeline")."""

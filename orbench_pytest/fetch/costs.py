@@ -10,10 +10,11 @@ reports format it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from orbench_pytest.core.typed_json import Count
+from orbench_pytest.core import defaults
+from orbench_pytest.core.typed_json import OMIT, Count
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and BPE tokenizers
 
@@ -30,22 +31,30 @@ class TokenCount:
     completion: int = 0
     answers: int = 0  # answers counted
     estimated: int = 0  # of which the reply carried no usable `usage`: estimated from text
+    ignored: int = 0  # of those, a usage past any real count (defaults.MAX_USAGE_TOKENS)
 
     def add(self, usage: Mapping[str, Any], prompt_text: str, answer_text: str) -> None:
-        prompt, completion = _count(usage.get("prompt_tokens")), _count(
-            usage.get("completion_tokens"))
+        raw = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        prompt, completion = _count(raw[0]), _count(raw[1])
         self.answers += 1
         if prompt is None or completion is None:
             self.estimated += 1
+            self.ignored += any(_past_real(value) for value in raw)
         self.prompt += estimate_tokens(prompt_text) if prompt is None else prompt
         self.completion += estimate_tokens(answer_text) if completion is None else completion
 
 
 def _count(value: Any) -> int | None:
     """A token count as a provider sent it: a whole number >= 0, else none."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if (isinstance(value, int) and not isinstance(value, bool)
+            and 0 <= value <= defaults.MAX_USAGE_TOKENS):
         return value
     return None
+
+
+def _past_real(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and value > defaults.MAX_USAGE_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,8 @@ class RunCost:
     price_input_per_m: float | None = None
     price_output_per_m: float | None = None
     usd: float | None = None
+    # Answers whose usage was past any real count (estimated from the text instead)
+    ignored_usage: Count | None = field(default=None, metadata=OMIT)
 
     @classmethod
     def of(cls, tokens: TokenCount, requests: int, retries: int, wall_s: float,
@@ -89,12 +100,17 @@ class RunCost:
                    answers_counted=tokens.answers, estimated_answers=tokens.estimated,
                    requests=requests, retries=retries, wall_s=round(wall_s, 3),
                    price_input_per_m=prices.input_per_m, price_output_per_m=prices.output_per_m,
-                   usd=None if usd is None else round(usd, 6))
+                   usd=None if usd is None else round(usd, 6),
+                   ignored_usage=tokens.ignored or None)
 
     def tokens_text(self) -> str:
         if self.answers_counted == 0:
             return "0 tokens (every answer from the cache)"
         text = f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens"
+        if self.ignored_usage:  # a provider's figure past any real count: said, not used
+            return text + (f" (estimated for {self.estimated_answers} of "
+                           f"{self.answers_counted} answers: {self.ignored_usage} usage past "
+                           f"{defaults.MAX_USAGE_TOKENS:,} tokens ignored)")
         if self.estimated_answers == self.answers_counted:
             return text + " (estimated: the endpoint sent no usage)"
         if self.estimated_answers:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
 from orbench_pytest.fetch.targets import FaultKind, TransientFault
+from orbench_pytest.fetch.wait_headers import WAIT_CEILING_S
 
 Clock = Callable[[], float]  # seconds, monotonic
 Sleep = Callable[[float], Awaitable[None]]
@@ -155,8 +156,11 @@ class RetryPolicy:
         if fault.retry_after is None or fault.retry_after <= cap:
             return None
         told = "rate limited" if fault.kind is FaultKind.RATE_LIMIT else "told to wait"
-        return StopRun(f"{told} for {math.ceil(fault.retry_after)}s (Retry-After), more than "
-                       f"the {cap:g}s a run waits: {reason}")
+        # A wait comes from fetch/wait_headers.py: finite, at most its ceiling.
+        wait = ("without end" if fault.retry_after >= WAIT_CEILING_S
+                else f"for {math.ceil(fault.retry_after)}s")
+        return StopRun(f"{told} {wait} (Retry-After), more than the {cap:g}s a run "
+                       f"waits: {reason}")
 
     def backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings

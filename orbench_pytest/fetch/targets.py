@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -39,6 +38,7 @@ from orbench_pytest.fetch.endpoints import (
     parse_target_spec,
     validate_base_url,
 )
+from orbench_pytest.fetch.wait_headers import wait_seconds
 
 # 400 codes that mean "the provider's filter blocked this prompt": a refusal, not an error.
 CONTENT_FILTER_CODES = frozenset({"content_filter", "invalid_prompt", "content_policy_violation"})
@@ -255,7 +255,7 @@ def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float
         if status in RETRY_STATUSES or status >= 500:
             kind = FaultKind.RATE_LIMIT if status == 429 else FaultKind.SERVER_ERROR
             raise TransientFault(kind, f"HTTP {status}{f' {message}' if message else ''}",
-                                 retry_after_seconds(headers), status)
+                                 wait_seconds(headers), status)
         detail = message or text[:200].strip() or "no body"
         raise ConfigFault(redact(f"{url} answered HTTP {status}: {detail}"))
     if not isinstance(payload, dict):
@@ -315,28 +315,6 @@ def _is_content_filter(error: Any, code: str | None) -> bool:
         return True
     inner = error.get("innererror") if isinstance(error, dict) else None
     return isinstance(inner, dict) and inner.get("code") == "ResponsibleAIPolicyViolation"
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """`retry-after-ms`, then `Retry-After` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
 
 
 CANCEL_GRACE_S = 1.0  # an async target cancelled at its timeout gets this long to stop

@@ -23,6 +23,7 @@ from orbench_pytest.gate.samples import (
     signed_rank,
     wilson_from_rate,
 )
+from orbench_pytest.gate.scope import Scope
 from orbench_pytest.gate.thresholds import Limits, Thresholds
 
 OVER_REFUSAL = "over-refusal"
@@ -389,24 +390,31 @@ class Gate:
     # e.g. "endpoint unavailable": the gate fails whatever the rates say.
     stopped_reason: str | None = None
     baseline_source: str | None = None  # the --orbench-baseline file, when given
-    # Set by the run once the selection is known: suites gated on part of their prompts
-    # ("smoke: gated on 6 of 40 prompts (-k)"), whether that fails the gate
-    # (--orbench-require-full), and the disputed prompts left out (label, reason, decided by).
-    partial: list[str] = field(default_factory=list)
-    require_full: bool = False
-    disputed: list[tuple[str, str, str]] = field(default_factory=list)
+    # What the gate is decided over, given before it decides: how much of each suite the run
+    # holds, the disputed prompts, --orbench-require-full (scope.py).
+    scope: Scope = field(default_factory=Scope)
+
+    @property
+    def partial(self) -> list[str]:
+        return self.scope.partial
+
+    @property
+    def disputed(self) -> list[tuple[str, str, str]]:
+        return list(self.scope.disputed)
 
     @property
     def passed(self) -> bool:
-        return (self.stopped_reason is None and not (self.require_full and self.partial)
+        return (self.stopped_reason is None and not self.scope.failures()
                 and all(row.passed for row in self.rows.values()))
+
+    @property
+    def nothing_gated(self) -> bool:
+        """Every prompt of the run's suites was deselected: the gate decided nothing."""
+        return self.passed and not self.rows and self.scope.nothing_gated
 
     def notes(self) -> list[str]:
         """What the gate line adds to its verdict: a partial selection, the disputed."""
-        out = list(self.partial)
-        if self.disputed:
-            out.append(f"{len(self.disputed)} disputed")
-        return out
+        return self.scope.notes()
 
     def ratchet_notes(self) -> list[str]:
         """Rows over a limit that a ratchet allowed: the gate line names each."""
@@ -415,8 +423,7 @@ class Gate:
 
     def failures(self) -> list[str]:
         lines = [f"run stopped: {self.stopped_reason}"] if self.stopped_reason else []
-        if self.require_full:
-            lines.extend(f"{note} (--orbench-require-full)" for note in self.partial)
+        lines.extend(self.scope.failures())
         for row in self.rows.values():
             if row.strict_failed and row.category is None:
                 lines.append(f"{row.label}: --orbench-strict fails every mismatch "
@@ -533,7 +540,7 @@ def group_rates(items: Iterable[ItemResult]) -> dict[GroupKey, dict[str, float]]
 
 def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: bool = False,
              stopped_reason: str | None = None, baseline_source: str | None = None,
-             baseline_rates: GroupRates | None = None) -> Gate:
+             baseline_rates: GroupRates | None = None, scope: Scope | None = None) -> Gate:
     """The one decision of a run: rows with their checks; `passed` and every item's outcome
     follow from it (a failed or errored item ⇔ a failed gate). `baseline_rates`: the
     baseline's rates per row, which a suite's `baseline: ratchet` compares with."""
@@ -557,7 +564,7 @@ def evaluate(items: Iterable[ItemResult], thresholds: Thresholds, *, strict: boo
                 thresholds.where(suite, "max_regressions"), thresholds.confidence,
                 tuple(row.deltas) if row.sampled else None)
     return Gate(rows, strict=strict, stopped_reason=stopped_reason,
-                baseline_source=baseline_source)
+                baseline_source=baseline_source, scope=scope or Scope())
 
 
 def baseline_row(rows: Mapping[GroupKey, T], key: GroupKey) -> T | None:

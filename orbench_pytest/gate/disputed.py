@@ -28,12 +28,15 @@ class Dispute(NamedTuple):
     reason: str
     decided_by: str
     key: str  # where it is written, as errors name it: "disputed.yaml: top level.mini.p1"
+    suite_key: str = ""  # its suite's key: "disputed.yaml: top level.mini"
+    source: str = ""  # the file, as errors name it
+    beside_suite: bool = False  # from a disputed.yaml in a suite's folder (not a shared file)
 
 
 Disputes = dict[str, dict[str, Dispute]]  # suite -> case id -> its dispute
 
 
-def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
+def parse_disputed(raw: Any, source: str, where: str, beside_suite: bool = False) -> Disputes:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -57,19 +60,26 @@ def parse_disputed(raw: Any, source: str, where: str) -> Disputes:
                     raise ConfigError(f"{source}: {entry_at}.{key}: required (a non-empty "
                                       "text): every disputed prompt says why and who decided")
             out.setdefault(str(suite), {})[str(case_id)] = Dispute(
-                entry["reason"].strip(), entry["decided_by"].strip(), f"{source}: {entry_at}")
+                entry["reason"].strip(), entry["decided_by"].strip(), f"{source}: {entry_at}",
+                f"{source}: {at}", source, beside_suite)
     return out
 
 
-def load_disputed_file(path: Path, shown_as: str) -> Disputes:
-    """disputed.yaml: the mapping itself, or under a `disputed:` key."""
+def load_disputed_file(path: Path, shown_as: str, beside_suite: bool = False) -> Disputes:
+    """disputed.yaml: the mapping itself, or under a `disputed:` key. A file that disputes
+    nothing is an error: a file meant to dispute prompts that does not is a mistake."""
     from orbench_pytest.core.bounded import THRESHOLDS_LIMIT, read_text
     from orbench_pytest.core.yaml_load import load_yaml
 
     data = load_yaml(read_text(path, THRESHOLDS_LIMIT, "disputed file"), str(path))
     if isinstance(data, dict) and set(data) == {"disputed"}:
-        return parse_disputed(data["disputed"], shown_as, "disputed")
-    return parse_disputed(data, shown_as, "top level")
+        data, where = data["disputed"], "disputed"
+    else:
+        where = "top level"
+    if data is None or data == {}:
+        raise ConfigError(f"{shown_as}: empty: list the disputed prompts as suite: {{prompt id: "
+                          "{reason, decided_by}}, or delete the file")
+    return parse_disputed(data, shown_as, where, beside_suite)
 
 
 def merged(*parts: Disputes) -> Disputes:

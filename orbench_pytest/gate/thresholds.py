@@ -22,8 +22,9 @@ DECISIONS = ("point", "significant")
 BASELINE_MODES = ("absolute", "ratchet")
 RATE_KEYS = ("max_over_refusal", "max_toxic_acceptance", "max_error_rate", "max_fragile_rate")
 DEFAULT_KEYS = (*RATE_KEYS, "confidence", "decision", "max_regressions", "refuse_at",
-                "baseline")
-SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "baseline", "categories")
+                "baseline", "max_disputed_share")
+SUITE_KEYS = (*RATE_KEYS, "decision", "max_regressions", "refuse_at", "baseline", "categories",
+              "max_disputed_share")
 CATEGORY_KEYS = ("max_over_refusal", "max_toxic_acceptance", "decision")
 TOP_KEYS = ("defaults", "suites", "disputed", "judge_calibration")
 
@@ -44,6 +45,8 @@ class Limits:
     # With --orbench-baseline: "absolute" (a rate over its limit fails, whatever the baseline
     # was) or "ratchet" (a rate over its limit passes while it is not above the baseline's).
     baseline: str = "absolute"
+    # With --orbench-require-full: the most of the suite that may be disputed
+    max_disputed_share: float = defaults.MAX_DISPUTED_SHARE
 
 
 # The one home of every default: what applies with no thresholds file, and what a file's
@@ -88,6 +91,10 @@ KEY_SPECS = (
     KeySpec("refuse_at", "defaults, suites.S",
             "with --orbench-samples: when a prompt counts as refused: a fraction of its "
             "answers in (0, 1], `any` or `all`"),
+    KeySpec("max_disputed_share", "defaults, suites.S",
+            "with --orbench-require-full: the highest share of a suite's prompts that may be "
+            "disputed; past it the gate fails as for prompts left out of the run (a suite whose "
+            "every prompt is disputed fails the gate with or without the option)"),
     KeySpec("judge_calibration", "top level",
             "a labels CSV (orbench label), relative to the thresholds file: rates are "
             "corrected for the judge's measured error"),
@@ -107,7 +114,7 @@ def default_text(key: str) -> str:
     value = getattr(BUILT_IN_LIMITS, key)
     if value is None:
         return "unset"
-    if key in RATE_KEYS:
+    if key in (*RATE_KEYS, "max_disputed_share"):
         return f"{value} ({value * 100:g}%)"
     return str(value)
 
@@ -287,8 +294,11 @@ def _limits(raw: dict[str, Any], source: str, where: str, inherit: Limits) -> Li
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     rates = {key: _number(raw, key, source, where, getattr(inherit, key)) for key in RATE_KEYS}
+    disputed_share = _number(raw, "max_disputed_share", source, where,
+                             inherit.max_disputed_share)
+    assert disputed_share is not None  # it inherits a number
     return Limits(**rates, refuse_at=refuse_at, decision=decision, max_regressions=regressions,
-                  baseline=baseline)
+                  baseline=baseline, max_disputed_share=disputed_share)
 
 
 BUILT_IN = Thresholds(source="built-in defaults")
@@ -358,6 +368,31 @@ def check_gated_suites(thresholds: Thresholds, run_suites: Iterable[str],
                 f"{thresholds.source}: suites.{suite}: no suite of this run and no ready suite "
                 f"is named {suite!r} (this run: {', '.join(sorted(known)) or 'none'}; ready: "
                 f"{', '.join(sorted(ready))})")
+
+
+def check_disputed_suites(disputes: Disputes, run_suites: Collection[str],
+                          ready_names: Iterable[str]) -> None:
+    """A disputed suite that is no suite of the run and no ready suite is a typo (it would
+    dispute nothing); a disputed.yaml beside a suite of the run that names none of the run's
+    suites disputes nothing of it. Each a one-line error naming the file."""
+    ready = set(ready_names)
+    files: dict[str, list[str]] = {}
+    for suite, entries in disputes.items():
+        for dispute in entries.values():
+            if suite not in run_suites and suite not in ready:
+                near = difflib.get_close_matches(suite, sorted({*run_suites, *ready}),
+                                                 n=SHOWN_IDS)
+                hint = f"; nearest: {', '.join(near)}" if near else ""
+                raise ConfigError(terminal_text(
+                    f"{dispute.suite_key}: no suite of this run and no ready suite is named "
+                    f"{suite!r} (this run: {', '.join(sorted(run_suites)) or 'none'}{hint})"))
+            if dispute.beside_suite:
+                files.setdefault(dispute.source, []).append(suite)
+    for source, suites in files.items():
+        if not any(suite in run_suites for suite in suites):
+            raise ConfigError(terminal_text(
+                f"{source}: disputes no suite of this run (it names "
+                f"{', '.join(sorted(set(suites)))}; this run: {', '.join(sorted(run_suites))})"))
 
 
 def check_disputed_prompts(disputes: Disputes,

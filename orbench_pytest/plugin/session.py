@@ -99,6 +99,7 @@ class OrbenchSession:
         self._disputes: Disputes | None = None
         self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
         self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
+        self._collection_errors = 0  # failed collection reports, the user's own files too
 
     # --- collection -----------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path,
@@ -149,6 +150,7 @@ class OrbenchSession:
         pytest the loop is done."""
         if session.config.option.collectonly or self.is_worker or self._catalog is None:
             return None
+        self._stop_on_collection_errors()
         from orbench_pytest.plugin.items import PromptItem
         from orbench_pytest.run.runner import Selected
 
@@ -184,47 +186,70 @@ class OrbenchSession:
                 items[:] = [item for item in items if id(item) not in gone]
                 self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Counted here, the xdist controller included (it is sent the workers' reports)."""
+        if report.failed:
+            self._collection_errors += 1
+
+    def _stop_on_collection_errors(self) -> None:
+        """A collection error anywhere (the user's own tests too): the run is not the one
+        meant, so nothing is asked (it would cost money) and no gate is printed, even under
+        --continue-on-collection-errors. A broken thresholds or disputed file, which made
+        the suites fail to collect, is its own one-line usage error."""
+        if not self._collection_errors:
+            return
+        try:
+            self.disputes()
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        errors = self._collection_errors
+        pytest.exit(f"ERROR: orbench: no endpoint asked and no gate: {errors} collection "
+                    f"error{'s' if errors > 1 else ''} (shown above); fix "
+                    f"{'them' if errors > 1 else 'it'} and run again",
+                    returncode=pytest.ExitCode.INTERRUPTED)
+
     def _start(self, everything: list[Selected]) -> None:
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
-        from orbench_pytest.gate.thresholds import check_disputed_prompts
-        from orbench_pytest.run.session_run import check_categories, coverage, run_collected
+        from orbench_pytest.run.session_run import (
+            ScopeCounts,
+            check_categories,
+            check_disputes,
+            coverage,
+            run_collected,
+        )
 
+        if not everything and self.settings.shard is not None:
+            return  # a shard holding none of the prompts says so itself (_finish_empty_shard)
         # The collected suites, and below the run's answers and states, live until the end:
         # frozen, the cyclic collector stops walking them at every collection
         # (docs/design/throughput.md).
         gc.freeze()
         try:
             disputes = self.disputes()
-            check_disputed_prompts(disputes, self.catalog().prompt_ids())
+            catalog = self.catalog()
+            check_disputes(disputes, catalog)
             disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
                         for s in everything]
             selected = [s for s, reason in disputed if reason is None]
-            if not selected:
-                if self.settings.categories:
-                    catalog = self.catalog()
-                    check_categories(self.settings, catalog,
-                                     seen=set(catalog.known_categories()))
-                return
+            if not selected and self.settings.categories:
+                check_categories(self.settings, catalog, seen=set(catalog.known_categories()))
+            # The gate's scope, decided before the gate and given to it (gate/scope.py).
+            counts = ScopeCounts(
+                coverage(everything, selected, catalog, len(self.settings.variants)),
+                _narrowed_by(self.config, self.settings), self.settings.require_full,
+                [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
+                  disputes[s.case.suite][s.case.case_id].reason,
+                  disputes[s.case.suite][s.case.case_id].decided_by)
+                 for s, reason in disputed if reason is not None])
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            self._run = run_collected(selected, self.settings, self.catalog(),
-                                      self.config.rootpath, reporter,
-                                      self.config.option.maxfail)
+            self._run = run_collected(selected, self.settings, catalog, self.config.rootpath,
+                                      reporter, self.config.option.maxfail, counts)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
             self._ended = ended
             return
-        gate = self._run.outcome.gate
-        gate.partial = coverage(everything, selected, self.catalog(), len(self.settings.variants),
-                                _narrowed_by(self.config, self.settings))
-        gate.require_full = self.settings.require_full
-        for s, _reason in disputed:
-            if _reason is not None:
-                dispute = disputes[s.case.suite][s.case.case_id]
-                gate.disputed.append((key_label((s.case.suite, s.variant.name,
-                                                 s.case.case_id)), dispute.reason,
-                                      dispute.decided_by))
         self._states = self._run.outcome.states
         gc.freeze()
 
@@ -244,6 +269,7 @@ class OrbenchSession:
         if self._run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
             return
         try:
+            self._stop_on_collection_errors()
             self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
         except pytest.UsageError as exc:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
@@ -335,7 +361,8 @@ class OrbenchSession:
             from orbench_pytest.plugin.reporting import write_results_and_junit
 
             if (not self._run.outcome.gate.passed and self._run.ungated is None
-                    and session.exitstatus == pytest.ExitCode.OK):
+                    and session.exitstatus in (pytest.ExitCode.OK,
+                                               pytest.ExitCode.NO_TESTS_COLLECTED)):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
 
             write_results_and_junit(self.config, self._run)
@@ -389,6 +416,8 @@ def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
         ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
         ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
         ("--orbench-category", settings.categories)) if given]
+    if settings.sample is not None:
+        found.append("--orbench-subset")
     if settings.shard is not None:
         found.append(f"shard {settings.shard}")
     if any("::" in str(arg) for arg in config.args):

@@ -37,6 +37,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
     """Testsuite-level JUnit properties: the gate as decided, for `orbench report`."""
     data = dump(document)
     gate = {key: data["gate"][key] for key in ("passed", "stopped_reason", "baseline", "rows")}
+    if not data["gate"]["rows"]:  # a gate over nothing: why it failed is all there is to say
+        gate["failures"] = data["gate"]["failures"]
     baseline: Mapping[str, Any] | None = data.get("baseline")
     if baseline is not None:  # the id lists can be long: the report recomputes them
         baseline = {k: v for k, v in baseline.items() if k not in ("regressions", "fixed")}
@@ -47,7 +49,8 @@ def junit_gate_property(document: Document) -> list[tuple[str, str]]:
         run["rewordings"] = {**rewordings, "flips": rewordings["flips"][:FLIPS_LISTED]}
     summary = {"schema": SCHEMA, "run": run,
                "gate": gate, "baseline": baseline}
-    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"))),
+    return [(GATE_PROPERTY, json.dumps(summary, ensure_ascii=False, separators=(",", ":"),
+                                       allow_nan=False)),
             *cost_properties(data["run"].get("cost"))]
 
 

@@ -202,6 +202,9 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         out.append("")
         out.append(f"Not computed on `{_code(ungated)}`: merge the shards' caches "
                    "(`orbench cache merge`) and gate over them.")
+    elif run.gate_passed is None and not run.items and info.partial:  # all deselected
+        out.append("## ⏸️ orbench gate: nothing gated")
+        out.extend(["", *(f"Partial gate: {_name(note)}" for note in info.partial)])
     else:
         ratcheted = [row for row in report.rows if row.ratchet]
         icon, word = ("✅", "passed") if report.passed else ("❌", "FAILED")
@@ -213,6 +216,9 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
             if row.category is not None:
                 label += f" / {_name(row.category)}"
             out.extend(["", *(f"⚠️ {label}: {text}" for text in row.ratchet)])
+        record = run.document.gate
+        if record is not None and not record.rows:  # every prompt disputed: no row says why
+            out.extend(["", *(f"❌ {_name(line)}" for line in record.failures)])
         partial = info.partial or []
         if partial:  # rates over part of a suite: the reader must not take them for the suite
             out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])

@@ -97,7 +97,8 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         ungated=ungated, partial=list(gate.partial) or None, disputed=disputed or None, **run)
     return Document(
         run=info, items=list(items),
-        gate=GateRecord(None if ungated is not None else gate.passed, gate.stopped_reason,
+        gate=GateRecord(None if ungated is not None or gate.nothing_gated else gate.passed,
+                        gate.stopped_reason,
                         gate.baseline_source, gate.failures(), gate.ratchet_notes(),
                         list(gate.partial), disputed,
                         [row_record(row) for row in gate.rows.values()]),
@@ -280,9 +281,12 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 
     def write(out: TextIO) -> None:
         # Compact, one item per line: small at 80K items, still greppable and diffable.
-        opening = json.dumps(head, ensure_ascii=False, indent=1)[:-2] + "," if head else "{"
+        # allow_nan=False: strict JSON (no Infinity, no NaN) or no file at all.
+        opening = (json.dumps(head, ensure_ascii=False, indent=1, allow_nan=False)[:-2] + ","
+                   if head else "{")
         out.write(opening + '\n "items": [\n')
-        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+        out.write(",\n".join(json.dumps(item, ensure_ascii=False, separators=(",", ":"),
+                                         allow_nan=False)
                              for item in data.get("items", [])))
         out.write("\n ]\n}\n")
 

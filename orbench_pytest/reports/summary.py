@@ -118,11 +118,12 @@ def verdict_line(gate: Gate, preamble: Preamble | None = None) -> str:
     """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes, and
     the preamble every prompt was asked after."""
     notes = gate.ratchet_notes()
-    # A failure already names a partial selection when --orbench-require-full fails it.
-    extra = [note for note in gate.notes() if not (gate.require_full and note in gate.partial)]
+    extra = gate.notes()  # none that a failure already names
     if preamble is not None:
         extra.append(terminal_text(f"after preamble {preamble.path} ({len(preamble.turns)} "
                                    f"turns, sha256 {preamble.sha256[:12]})"))
+    if gate.nothing_gated:
+        return "orbench gate: NOTHING GATED — " + "; ".join(gate.partial)
     if gate.passed:
         head = "orbench gate: PASSED ⚠️ by ratchet" if notes else "orbench gate: PASSED"
         return f"{head} — {'; '.join(notes + extra)}" if notes or extra else head

@@ -41,6 +41,7 @@ from orbench_pytest.fetch.targets import (
 from orbench_pytest.gate.baseline import Baseline, Pairing
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.samples import refused_by_rule, sample_key
+from orbench_pytest.gate.scope import Scope
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
@@ -279,13 +280,17 @@ def run_selected(
     baseline: Baseline | None = None,
     given: Mapping[str, Response] | None = None,
     ungated: str | None = None,
+    scope: Scope | None = None,
 ) -> RunOutcome:
     """Fetch every selected prompt (or read it from the cache) and decide the gate.
 
     `given`: answers known from elsewhere (a Batch API output file), used like cached ones.
     `ungated`: why the gate does not decide this run (a shard alone): mismatches are then
-    tolerated, the gate's rates only shown.
+    tolerated, the gate's rates only shown. `scope`: what the gate is decided over (scope.py).
     """
+    if not selected:  # every prompt disputed or deselected: nothing to ask, a gate all the same
+        return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(),
+                          settings.target or settings.model or "local")
     plan = plan_jobs(selected, settings)
     params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
     samples = settings.samples
@@ -341,7 +346,8 @@ def run_selected(
     gate = evaluate(results, thresholds, strict=settings.strict,
                     stopped_reason=_stopped_reason(report),
                     baseline_source=baseline.source if baseline is not None else None,
-                    baseline_rates=baseline.group_rates if baseline is not None else None)
+                    baseline_rates=baseline.group_rates if baseline is not None else None,
+                    scope=scope)
     calibration = calibrate_gate(gate, settings, thresholds)
     states = {}
     for answer, s, result in zip(shown, selected, results, strict=True):

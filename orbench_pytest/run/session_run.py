@@ -27,6 +27,7 @@ from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.disputed import Disputes
+from orbench_pytest.gate.scope import Scope, scope_of
 from orbench_pytest.gate.thresholds import (
     BUILT_IN,
     Thresholds,
@@ -90,7 +91,7 @@ def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCa
                        ready_suite_names())
     check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
                                         if suite.name in suites_run})
-    if settings.categories:
+    if settings.categories and selected:  # else the session checked them on what it held
         check_categories(settings, catalog, seen={s.case.category for s in selected})
 
 
@@ -104,14 +105,41 @@ def check_request_bound(selected: list[Selected], settings: Settings) -> None:
                           "select fewer prompts (--orbench-subset, --orbench-shard)")
 
 
+@dataclass(frozen=True)
+class ScopeCounts:
+    """How much of each suite a run holds, known before the gate decides (scope.py): (suite,
+    whole, present, disputed) per suite, the options that left prompts out, the disputed."""
+
+    counts: list[tuple[str, int, int, int]]
+    narrowed_by: list[str]
+    require_full: bool = False
+    disputed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+
+    def scope(self, thresholds: Thresholds) -> Scope:
+        return scope_of(self.counts, thresholds, self.narrowed_by, self.require_full,
+                        self.disputed)
+
+
 def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCatalog,
-                  rootpath: Path, reporter: Any, maxfail: int) -> CompletedRun:
-    """Check, fetch and judge `selected`; ConfigError for anything the user must fix."""
+                  rootpath: Path, reporter: Any, maxfail: int,
+                  counts: ScopeCounts | None = None) -> CompletedRun:
+    """Check, fetch and judge `selected`; ConfigError for anything the user must fix. With
+    nothing selected (every prompt disputed or deselected) nothing is asked, and the gate is
+    still decided over `counts`."""
     started = datetime.now(timezone.utc)
     thresholds = gate_thresholds(settings.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
     check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
+    scope = (counts or ScopeCounts([], [])).scope(thresholds)
+    if not selected:
+        if settings.results is not None:
+            from orbench_pytest.reports.results import check_writable
+
+            check_writable(settings.results)
+        return CompletedRun(settings, thresholds, selected,
+                            run_selected(selected, settings, thresholds, cache=None,
+                                         scope=scope), started)
     settings, chosen = choose_model(settings)
     if settings.print_cache_key:
         from orbench_pytest.run.runner import answers_key
@@ -141,7 +169,7 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         given = batch_answers(selected, settings, cache, reporter)
         outcome = run_selected(selected, settings, thresholds, cache=cache, progress=progress,
                                max_mismatches=(maxfail if settings.strict else 0) or None,
-                               baseline=baseline, given=given, ungated=ungated)
+                               baseline=baseline, given=given, ungated=ungated, scope=scope)
     finally:
         if cache is not None:
             cache.close()
@@ -203,21 +231,15 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
 
 
 def coverage(present_in_run: list[Selected], gated: list[Selected], catalog: SuiteCatalog,
-             variants: int, narrowed_by: list[str]) -> list[str]:
-    """Suites gated on part of their prompts, each as "smoke: gated on 6 of 40 prompts (-k)".
-    `present_in_run`: every prompt item left in the run, the disputed among them (a disputed
-    prompt is counted apart, not as left out); `gated`: those the gate counts. A suite's whole
-    is its prompts as defined (its sample) times the variants."""
+             variants: int) -> list[tuple[str, int, int, int]]:
+    """(suite, whole, present, disputed) of each suite of the run. `present_in_run`: every
+    prompt item left in the run, the disputed among them (a disputed prompt is counted apart,
+    not as left out); `gated`: those the gate counts. A suite's whole is its prompts as defined
+    (its own sample) times the variants."""
     present = Counter(s.case.suite for s in present_in_run)
     counted = Counter(s.case.suite for s in gated)
-    why = ", ".join(narrowed_by) or "selection"
-    notes = []
-    for suite in catalog.suites:
-        total = suite.full_size * variants
-        if 0 < present[suite.name] < total:
-            notes.append(f"{suite.name}: gated on {counted[suite.name]:,} of "
-                         f"{total:,} prompts ({why})")
-    return notes
+    return [(suite.name, suite.full_size * variants, present[suite.name],
+             present[suite.name] - counted[suite.name]) for suite in catalog.suites]
 
 
 def load_disputes(thresholds_path: Path | None, rootpath: Path,
@@ -230,7 +252,7 @@ def load_disputes(thresholds_path: Path | None, rootpath: Path,
 
     path = thresholds_path if thresholds_path is not None else rootpath / "thresholds.yaml"
     beside = path.parent / DISPUTED_FILE
-    parts = [load_disputed_file(found, _shown(found, rootpath))
+    parts = [load_disputed_file(found, _shown(found, rootpath), beside_suite=True)
              for found in dict.fromkeys(folder / DISPUTED_FILE for folder in suite_folders)
              if found.is_file() and resolved(found) != resolved(beside)]
     if path.is_file():
@@ -238,6 +260,17 @@ def load_disputes(thresholds_path: Path | None, rootpath: Path,
     if beside.is_file():
         parts.append(load_disputed_file(beside, _shown(beside, rootpath)))
     return merged(*parts)
+
+
+def check_disputes(disputes: Disputes, catalog: SuiteCatalog) -> None:
+    """Every suite a dispute names is a suite of this run or a ready suite, a disputed.yaml
+    beside a suite disputes a suite of this run, and every disputed id is a prompt's."""
+    from orbench_pytest.catalog.ready import ready_suite_names
+    from orbench_pytest.gate.thresholds import check_disputed_prompts, check_disputed_suites
+
+    prompt_ids = catalog.prompt_ids()
+    check_disputed_suites(disputes, prompt_ids, ready_suite_names())
+    check_disputed_prompts(disputes, prompt_ids)
 
 
 def gate_thresholds(path: Path | None, rootpath: Path) -> Thresholds:
