@@ -98,7 +98,7 @@ def test_orbench_init_and_suites_thresholds_know_the_new_suites(tmp_path, capsys
     from orbench_pytest.cli.init_project import init_project
     from orbench_pytest.cli.main import main
 
-    init_project(tmp_path)
+    init_project(tmp_path, model="gpt-4o-mini")
     written = yaml.safe_load((tmp_path / "thresholds.yaml").read_text())["suites"]
     assert main(["suites", "--thresholds"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)["suites"]
