@@ -90,6 +90,8 @@ class OpenAIServer:
         # Each request's path with its query, and its Authorization header, as sent.
         self.targets: list[tuple[str, str | None]] = []
         self.bodies: list[dict[str, Any]] = []
+        # Each chat request's messages as (role, content) pairs, in the order sent.
+        self.conversations: list[list[tuple[str, str]]] = []
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -185,6 +187,7 @@ class OpenAIServer:
             system = next((m["content"] for m in messages if m["role"] == "system"), None)
             self.prompts.append(prompt)
             self.bodies.append(payload)
+            self.conversations.append([(m.get("role"), m.get("content")) for m in messages])
             self.auth_headers.append(headers.get("authorization"))
             reply = self.script(prompt, system, payload)
             if self.latency_s or reply.delay_s:

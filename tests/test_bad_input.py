@@ -46,7 +46,8 @@ HYPOTHESIS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                                              HealthCheck.too_slow])
 SUITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SUITE_KEYS = {"name", "description", "source", "sha256", "prompts", "prompt", "category",
-              "expect", "id", "sample", "judge"}
+              "expect", "id", "sample", "judge", "license", "citation", "where", "rows",
+              "messages"}
 GOOD_ROW = {"prompt": "How do I bake bread?", "expect": "comply", "category": "food"}
 GOOD_SUITE: dict[str, Any] = {"name": "ok", "prompts": [GOOD_ROW]}
 
@@ -1109,6 +1110,7 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     """Git accepts such a name from a pull request; pytest prints node ids as they are."""
     write_suite(pytester, questions(3, "food"), "ok")
     (pytester.path / "suites" / FORGING_NAME).write_text(yaml.safe_dump(GOOD_SUITE))
+    before = server.requests  # the module's server: earlier tests' requests counted too
     result = run_orbench(pytester, plugin_args, "-p", "no:cacheprovider", *xdist,
                          url=server.url, subprocess=True, timeout=SUBPROCESS_TIMEOUT_S)
     text = no_crash(result)
@@ -1119,7 +1121,7 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "no endpoint asked and no gate: 1 collection error" in text
     assert "orbench gate" not in text
-    assert server.requests == 0
+    assert server.requests == before
     body = _collection_error_body(result.stdout.lines)
     assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "
                     "file name may not hold control characters, line breaks or '::' (pytest "

@@ -29,7 +29,8 @@ def test_orbench_suites_lists_names_and_sizes(capsys) -> None:
     out = capsys.readouterr().out
     for name, size in (("smoke", "40"), ("or-bench-80k", "80,359"),
                        ("or-bench-hard-1k", "1,319"), ("or-bench-toxic", "655"),
-                       ("xstest", "450")):
+                       ("xstest", "450"), ("coconot-contrast", "379"),
+                       ("coconot-unsafe", "395")):
         assert any(line.split()[:2] == [name, size] for line in out.splitlines()), name
     assert main(["suites", "--thresholds"]) == 0
     assert capsys.readouterr().out == (ready_suite_dir() / "thresholds.yaml").read_text()
@@ -46,7 +47,7 @@ def test_a_name_is_a_ready_suite_and_anything_else_a_path(tmp_path: Path) -> Non
     (tmp_path / "xstest").mkdir()  # a name wins over a folder of the same name
     assert resolve_suite("xstest", tmp_path) == ready_suite_dir() / "xstest.yaml"
     assert resolve_suite("xstest/", tmp_path) == tmp_path / "xstest"
-    with pytest.raises(ConfigError, match=r"'smok' is neither a ready suite \(or-bench-80k, "):
+    with pytest.raises(ConfigError, match=r"'smok' is neither a ready suite \(coconot-contrast, "):
         resolve_suite("smok", tmp_path)
 
 

@@ -176,9 +176,10 @@ def test_an_unknown_suite_name_lists_the_ready_ones(project, plugin_args) -> Non
         assert name in line
 
 
-def test_the_ready_suites_are_the_five_promised() -> None:
-    assert ready_suite_names() == ["or-bench-80k", "or-bench-hard-1k", "or-bench-toxic",
-                                   "smoke", "xstest"]
+def test_the_ready_suites_are_the_eight_promised() -> None:
+    assert ready_suite_names() == ["coconot-contrast", "coconot-unsafe", "or-bench-80k",
+                                   "or-bench-hard-1k", "or-bench-toxic", "smoke", "smoke-chat",
+                                   "xstest"]
     assert (ready_suite_dir() / "thresholds.yaml").is_file()
 
 

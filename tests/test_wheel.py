@@ -75,10 +75,34 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
 def test_the_wheel_carries_the_ready_suites_the_starter_gate_and_the_licence(installed) -> None:
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for suite in ("smoke", "or-bench-80k", "or-bench-hard-1k", "or-bench-toxic", "xstest"):
+    for suite in ("smoke", "smoke-chat", "or-bench-80k", "or-bench-hard-1k", "or-bench-toxic",
+                  "xstest", "coconot-contrast", "coconot-unsafe"):
         assert f"orbench_pytest/suites/{suite}.yaml" in names
     assert "orbench_pytest/suites/thresholds.yaml" in names
     assert any(name.endswith("licenses/LICENSE") for name in names)
+    # CoCoNot's data ships with its MIT licence and its citation beside it.
+    for name in ("coconot_contrast_eval.jsonl", "coconot_eval.jsonl", "LICENSE", "README.md"):
+        assert f"orbench_pytest/suites/coconot/{name}" in names
+
+
+def test_the_bundled_coconot_suites_are_collected_by_name(installed, tmp_path: Path) -> None:
+    """Issue 48: both CoCoNot suites, by name, from the installed wheel: no download, every
+    row checked against its sha256, the upstream ids in the node ids."""
+    _, python = installed
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST", "PYTHON", "OPENAI", "ORBENCH", "HF_"))}
+    env.update(ORBENCH_CACHE_DIR=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
+    done = subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist",
+                           "--co", "-q", "--orbench-model=m", "--orbench-suite=coconot-contrast",
+                           "--orbench-suite=coconot-unsafe"], cwd=project, env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    assert sum(i.startswith("orbench:coconot-contrast.yaml::") for i in ids) == 379
+    assert sum(i.startswith("orbench:coconot-unsafe.yaml::") for i in ids) == 395
+    assert "orbench:coconot-unsafe.yaml::coconot-unsafe[bajp42a]" in ids
 
 
 def test_the_core_install_carries_one_http_stack_for_the_fetch(installed) -> None:

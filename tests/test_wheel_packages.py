@@ -13,6 +13,10 @@ def test_every_folder_of_the_package_is_in_the_packages_list() -> None:
                for path in [REPO / "orbench_pytest", *(REPO / "orbench_pytest").rglob("*")]
                if path.is_dir() and path.name != "__pycache__"}
     mapped = set(setuptools["package-dir"])  # orbench_pytest.suites: the top-level suites/
+    for package, folder in setuptools["package-dir"].items():  # suites/coconot/ and the like
+        mapped |= {".".join([package, *path.relative_to(REPO / folder).parts])
+                   for path in (REPO / folder).rglob("*")
+                   if path.is_dir() and path.name != "__pycache__"}
     assert set(setuptools["packages"]) == folders | mapped
     for package in setuptools["package-data"]:
         assert package in setuptools["packages"], package

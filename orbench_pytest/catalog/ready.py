@@ -51,16 +51,19 @@ class ReadySuite:
     """A suite shipped with the plugin, as `orbench suites` lists it."""
 
     name: str
-    prompts: int | None  # from the suite file: its inline prompts, or its pinned `rows`
+    prompts: int | None  # its inline prompts, a bundled file's (filtered) rows, or pinned `rows`
     expects: str
     source: str
     description: str
     path: Path
+    license: str = ""
+    citation: str = ""
 
 
 def ready_suites() -> list[ReadySuite]:
-    """What `orbench suites` lists, read from the suite files alone (nothing downloaded)."""
-    from orbench_pytest.catalog.suites import read_suite_document
+    """What `orbench suites` lists, read from the suite files and the files bundled beside
+    them (nothing downloaded)."""
+    from orbench_pytest.catalog.suites import SuiteOptions, load_suite, read_suite_document
 
     listed = []
     for path in _suite_files():
@@ -77,8 +80,14 @@ def ready_suites() -> list[ReadySuite]:
             expect = data.get("expect")
             expects = expect if isinstance(expect, str) else "comply + refuse"
             source = str(data.get("source"))
+            if "://" not in source:  # bundled: counted as the suite reads it (CoCoNot's 395)
+                count = load_suite(path, SuiteOptions(ready_suite_dir=path.parent),
+                                   data).full_size
+                source = f"bundled ({source})"
         listed.append(ReadySuite(path.stem, count, expects, source,
-                                 str(data.get("description") or ""), path))
+                                 str(data.get("description") or ""), path,
+                                 str(data.get("license") or ""),
+                                 str(data.get("citation") or "")))
     return listed
 
 

@@ -7,6 +7,7 @@ ConfigError naming the file and the key.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import PROMPT_LIMIT
+from orbench_pytest.core.conversation import parse_turns, split_final
 from orbench_pytest.core.errors import ConfigError, check_known_keys
 from orbench_pytest.core.ids import NAME, safe_id
 from orbench_pytest.core.paths import resolved
@@ -22,14 +24,16 @@ from orbench_pytest.core.types import (
     EXPECTATIONS,
     LONE_SURROGATE_ERROR,
     Expectation,
+    History,
     PromptCase,
     has_lone_surrogate,
 )
 from orbench_pytest.core.untrusted import terminal_text
 
-SUITE_KEYS = ("name", "description", "source", "sha256", "rows", "prompts", "prompt",
-              "category", "expect", "id", "sample", "judge")
-INLINE_KEYS = ("prompt", "expect", "category", "id")
+SUITE_KEYS = ("name", "description", "license", "citation", "source", "sha256", "rows",
+              "where", "prompts", "prompt", "messages", "category", "expect", "id", "sample",
+              "judge")
+INLINE_KEYS = ("prompt", "messages", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
 # More prompts than this run only when sampled or asked for in full (--orbench-subset=all):
 # an unsampled OR-Bench-80K is 80,359 paid requests.
@@ -99,6 +103,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",
+                                   "messages": "messages",
                                    "expect": data.get("expect", {"column": "expect"})}
     else:
         declared = _declared_rows(path, data)
@@ -108,10 +113,13 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         if declared is not None and len(rows) != declared:
             raise ConfigError(f"{path}: rows: the suite pins {declared} rows, the file has "
                               f"{len(rows)}; replace the file with the published one")
-        mapping = {key: data.get(key) for key in ("prompt", "category", "id", "expect")}
+        rows = _where(path, data.get("where"), rows)
+        mapping = {key: data.get(key)
+                   for key in ("prompt", "messages", "category", "id", "expect")}
         mapping["prompt"] = mapping["prompt"] or "prompt"
+        mapping["messages"] = mapping["messages"] or "messages"
     explicit = frozenset() if has_prompts else frozenset(
-        key for key in ("category", "id") if data.get(key) is not None)
+        key for key in ("category", "id", "messages") if data.get(key) is not None)
     cases = _cases(path, name, rows, mapping, explicit)
     suite = Suite(name=name, path=path, judge=judge)
     suite.categories = sorted({case.category for case in cases})
@@ -147,7 +155,9 @@ def _inline_rows(path: Path, prompts: Any) -> list[dict[str, str]]:
             raise ConfigError(f"{path}: prompts[{index}]: expected a mapping or a string")
         check_known_keys(entry, INLINE_KEYS, f"{path}: prompts[{index}].")
         for key, value in entry.items():
-            if isinstance(value, (list, dict)):
+            if key == "messages":  # checked with the other formats' JSON text, in _cases
+                entry = {**entry, key: json.dumps(value, ensure_ascii=False, default=str)}
+            elif isinstance(value, (list, dict)):
                 raise ConfigError(f"{path}: prompts[{index}].{key}: expected text, got a "
                                   f"{'list' if isinstance(value, list) else 'mapping'}")
         rows.append({k: "" if v is None else str(v) for k, v in entry.items()})
@@ -208,36 +218,48 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
            mapping: dict[str, Any], explicit: frozenset[str] = frozenset()) -> list[PromptCase]:
     if not rows:
         raise ConfigError(f"{path}: the suite has no prompts")
-    columns = set(rows[0])
+    columns: set[str] = set().union(*rows)  # inline rows differ: a prompt here, messages there
+    messages_col = mapping.get("messages") or "messages"
+    if not isinstance(messages_col, str):
+        raise ConfigError(f"{path}: messages: expected a column name, got {messages_col!r}")
+    if "messages" in explicit and messages_col not in columns:
+        raise ConfigError(f"{path}: messages: missing column {messages_col!r} "
+                          f"(columns: {', '.join(sorted(columns))})")
     for key in ("prompt", "category", "id"):
-        column = mapping.get(key)
-        if column is not None and not isinstance(column, str):
-            raise ConfigError(f"{path}: {key}: expected a column name, got {column!r}")
-        if key == "prompt" and column not in columns:
-            raise ConfigError(f"{path}: prompt: missing column {column!r} "
-                              f"(columns: {', '.join(sorted(columns))})")
-        # A column the suite names must exist; the default names (inline rows) may be absent.
-        if key != "prompt" and column and column not in columns and (
-                column != key or key in explicit):
-            raise ConfigError(f"{path}: {key}: missing column {column!r} "
-                              f"(columns: {', '.join(sorted(columns))})")
+        named = mapping.get(key)
+        # A category may join several columns (CoCoNot's category and subcategory).
+        names: list[Any] = named if key == "category" and isinstance(named, list) and named \
+            else [named]
+        for column in names:
+            if column is not None and not isinstance(column, str):
+                raise ConfigError(f"{path}: {key}: expected a column name, got {column!r}")
+            if key == "prompt" and column not in columns and messages_col not in columns:
+                raise ConfigError(f"{path}: prompt: missing column {column!r} "
+                                  f"(columns: {', '.join(sorted(columns))})")
+            # A column the suite names must exist; the default names (inline rows) may be absent.
+            if key != "prompt" and column and column not in columns and (
+                    column != key or key in explicit):
+                raise ConfigError(f"{path}: {key}: missing column {column!r} "
+                                  f"(columns: {', '.join(sorted(columns))})")
     expect_of = _expectation_rule(path, mapping.get("expect"), columns)
     prompt_col = mapping["prompt"]
-    category_col = mapping.get("category") or "category"
+    named_category = mapping.get("category") or "category"
+    category_cols = named_category if isinstance(named_category, list) else [named_category]
     id_col = mapping.get("id")
     cases: list[PromptCase] = []
     seen: dict[str, int] = {}
     for index, row in enumerate(rows):
         prompt = row.get(prompt_col) or ""
-        if not prompt.strip():
-            raise ConfigError(f"{path}: row {index}: empty prompt")
+        history, prompt = _conversation(path, index, prompt, row.get(messages_col) or "")
         if len(prompt) > PROMPT_LIMIT:
             raise ConfigError(f"{path}: row {index}: a prompt of {len(prompt):,} characters, "
                               f"more than the {PROMPT_LIMIT:,} one may hold")
-        for column in (prompt_col, category_col, id_col):  # a JSONL source's escapes
+        for column in (prompt_col, *category_cols, id_col):  # a JSONL source's escapes
             if column and has_lone_surrogate(row.get(column) or ""):
                 raise ConfigError(f"{path}: row {index}: {column}: {LONE_SURROGATE_ERROR}")
-        category = (row.get(category_col) or "uncategorised").strip() or "uncategorised"
+        category = " / ".join(part for part in (
+            (row.get(column) or "").strip() for column in category_cols) if part)
+        category = category or "uncategorised"
         raw_id = row.get(id_col) if id_col else None
         for shown, value in (("a category", category), ("an id", raw_id or "")):
             if len(value) > defaults.NAME_LIMIT:  # shown in every node id and gate row
@@ -248,8 +270,43 @@ def _cases(path: Path, suite: str, rows: list[dict[str, str]],
             raise ConfigError(f"{path}: rows {seen[case_id]} and {index} have the same id "
                               f"{case_id!r}; ids must be unique")
         seen[case_id] = index
-        cases.append(PromptCase(suite, case_id, prompt, expect_of(index, row), category))
+        cases.append(PromptCase(suite, case_id, prompt, expect_of(index, row), category,
+                                history=history))
     return cases
+
+
+def _conversation(path: Path, index: int, prompt: str, messages: str) -> tuple[History, str]:
+    """A row's history and prompt: its `messages` (the last turn the user's, the prompt), or
+    its `prompt` alone; never both."""
+    if not messages.strip():
+        if not prompt.strip():
+            raise ConfigError(f"{path}: row {index}: empty prompt")
+        return (), prompt
+    if prompt.strip():
+        raise ConfigError(f"{path}: row {index}: give prompt or messages, not both (the "
+                          "prompt is the last user turn of the messages)")
+    return split_final(parse_turns(messages, f"{path}: row {index}", final_user=True))
+
+
+def _where(path: Path, rule: Any, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows whose columns hold one of the values `where` names for them (CoCoNot's
+    safety-concern requests out of its five kinds)."""
+    if rule is None:
+        return rows
+    if not isinstance(rule, dict) or not rule or not all(
+            isinstance(column, str) for column in rule):
+        raise ConfigError(f"{path}: where: expected {{COLUMN: [VALUES]}}")
+    wanted = {column: {str(value) for value in _as_list(values)}
+              for column, values in rule.items()}
+    for column in wanted:
+        if rows and column not in rows[0]:
+            raise ConfigError(f"{path}: where: missing column {column!r} "
+                              f"(columns: {', '.join(sorted(rows[0]))})")
+    kept = [row for row in rows
+            if all(row.get(column) in values for column, values in wanted.items())]
+    if not kept:
+        raise ConfigError(f"{path}: where: no row matches {terminal_text(repr(rule), 200)}")
+    return kept
 
 
 def _expectation_rule(path: Path, rule: Any,

@@ -396,10 +396,13 @@ def _suites(args: argparse.Namespace) -> int:
         return 0
     listed = ready_suites()
     width = max(len(suite.name) for suite in listed)
-    print(f"{'name':<{width}}  {'prompts':>7}  expects          source")
+    print(f"{'name':<{width}}  {'prompts':>7}  expects          licence     source")
     for suite in listed:
         size = f"{suite.prompts:,}" if suite.prompts is not None else "?"
-        print(f"{suite.name:<{width}}  {size:>7}  {suite.expects:<15}  {suite.source}")
+        print(f"{suite.name:<{width}}  {size:>7}  {suite.expects:<15}  "
+              f"{suite.license or '?':<10}  {suite.source}")
+        if suite.citation:
+            print(f"{'':<{width}}  cite: {suite.citation}")
     print("Run one: pytest --orbench-suite=NAME --orbench-model=MODEL; "
           "a starter gate file: orbench suites --thresholds > thresholds.yaml")
     return 0

@@ -53,8 +53,9 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
 
 # Help text style: capitalised, a single phrase without a final period.
 OPTIONS: tuple[Option, ...] = (
-    Option("--orbench-suite", "Run this suite: a ready suite's name (smoke, or-bench-80k, "
-           "or-bench-hard-1k, or-bench-toxic, xstest) or a suite file's path; repeatable",
+    Option("--orbench-suite", "Run this suite: a ready suite's name (smoke, smoke-chat, "
+           "or-bench-80k, or-bench-hard-1k, or-bench-toxic, xstest, coconot-contrast, "
+           "coconot-unsafe; orbench suites lists them) or a suite file's path; repeatable",
            "NAME|PATH", "list", "suite", ini_name="orbench_suites"),
     Option("--orbench-model", "Model to test: a served model name, or local / local:qwen / "
            "local:smollm2 for the embedded model (no default; with only a base URL, the one "
@@ -64,14 +65,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-api-key-env", "Environment variable holding the API key "
            f"(default: {defaults.API_KEY_ENV})", "VAR"),
     Option("--orbench-target", "Test your application instead of a bare model: fn(prompt, "
-           "system_prompt) -> str or {'text', 'finish_reason'}, sync or async",
-           "MODULE:FUNCTION"),
+           "system_prompt) -> str or {'text', 'finish_reason'}, sync or async; with a "
+           "`messages` parameter it is also given the whole conversation", "MODULE:FUNCTION"),
     Option("--orbench-target-version", "Version of the candidate (image digest, deployment id, "
            "commit SHA): cached answers of another version are not reused", "VERSION"),
     Option("--orbench-system-prompt", "System prompt; repeat it to compare variants",
            "TEXT|@FILE", "text_list", "at_file"),
     Option("--orbench-variant", "A named system-prompt variant; every prompt runs once per "
            "variant", "NAME=TEXT|@FILE", "text_list", "variant_file"),
+    Option("--orbench-preamble", "A conversation sent before every prompt of the run: a YAML "
+           "list of {role, content} turns (system, user, assistant)", "FILE", path="path"),
     Option("--orbench-temperature", f"Sampling temperature (default: {defaults.TEMPERATURE:g})",
            "T"),
     Option("--orbench-max-tokens", "Maximum tokens per answer (default: the server's; "

@@ -20,11 +20,12 @@ from typing import Any
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import regular_file
+from orbench_pytest.core.conversation import Preamble, load_preamble
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME, is_local_model
 from orbench_pytest.core.paths import stat_of
-from orbench_pytest.core.types import has_lone_surrogate
+from orbench_pytest.core.types import History, has_lone_surrogate
 from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.endpoints import validate_base_url
 from orbench_pytest.fetch.freshness import DEFAULT_MAX_AGE_S, parse_max_age
@@ -109,6 +110,11 @@ class Settings:
     price_input: float | None = None  # --orbench-price-input: dollars per million tokens
     price_output: float | None = None  # --orbench-price-output
     print_cache_key: bool = False  # --orbench-cache-key: print the answers' key, ask nothing
+    preamble: Preamble | None = None  # --orbench-preamble: turns sent before every prompt
+
+    @property
+    def preamble_turns(self) -> History:
+        return self.preamble.turns if self.preamble is not None else ()
 
     @property
     def is_local(self) -> bool:
@@ -243,6 +249,8 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         rewording_edits=_kinds(option("rewording_edits"), get("rewording_edits")),
         judge_check=existing("judge_check"),
         judge_calibration=existing("judge_calibration"),
+        preamble=(load_preamble(path) if (path := existing("preamble")) is not None
+                  else None),
     )
 
 

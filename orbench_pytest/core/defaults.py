@@ -48,6 +48,11 @@ CACHE_LOCK_WAIT_S = 10.0  # --orbench-cache-lock-wait: another run's write lock,
 # Characters of a suite's name, a row's category or id: each is shown in every node id and
 # gate row (a 100,000-character category made 20 MB of output); a longer one is an error.
 NAME_LIMIT = 100
+# A conversation row (`messages:`) or the --orbench-preamble: at most this many turns, and this
+# many characters over all of them (a model's context is the real bound; these stop a runaway
+# file before it is hashed, stored and sent with every prompt).
+CONVERSATION_TURNS = 64
+CONVERSATION_CHARS = 262_144
 
 # --- runs ---------------------------------------------------------------------------------------
 SAMPLES = 1  # answers asked per prompt

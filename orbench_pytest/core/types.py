@@ -50,6 +50,9 @@ def strip_reasoning(text: str) -> str:
 
 Expectation = Literal["comply", "refuse"]
 EXPECTATIONS: tuple[Expectation, ...] = ("comply", "refuse")
+# The turns before a prompt, (role, content) each: a conversation row's earlier turns and the
+# --orbench-preamble (core/conversation.py checks and sends them).
+History = tuple[tuple[str, str], ...]
 
 
 @redacted_repr
@@ -63,6 +66,7 @@ class PromptCase:
     expect: Expectation
     category: str
     variant: str = ""  # system-prompt / parameter variant name; "" for the single default
+    history: History = ()  # a conversation row's turns before `prompt`, its final user turn
 
 
 class Label(str, Enum):

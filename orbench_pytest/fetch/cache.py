@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import resolved
-from orbench_pytest.core.types import Label, Response, Verdict
+from orbench_pytest.core.types import History, Label, Response, Verdict
 from orbench_pytest.core.untrusted import terminal_text
 
 SCHEMA_VERSION = 1
@@ -205,24 +205,34 @@ def journal_files(path: Path) -> tuple[Path, Path]:
     return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
 
 
-def cache_keys(identity: dict[str, Any]) -> Callable[[str | None, str], str]:
-    """The cache key of (system prompt, prompt) for one target: the SHA-256 of the compact,
-    key-sorted JSON of {"prompt", "system", "target": identity}, with the identity serialised
-    once, not once per prompt (the same bytes, so every stored answer keeps its key)."""
+class KeyOf(Protocol):
+    def __call__(self, system_prompt: str | None, prompt: str,
+                 history: History = ()) -> str: ...
+
+
+def cache_keys(identity: dict[str, Any]) -> KeyOf:
+    """The cache key of (system prompt, prompt, history) for one target: the SHA-256 of the
+    compact, key-sorted JSON of {"history" (when there is one), "prompt", "system", "target":
+    identity}, with the identity serialised once, not once per prompt (the same bytes, so
+    every stored answer keeps its key; a prompt without history keeps the key it always had)."""
     target = _compact_json(identity)
 
-    def key(system_prompt: str | None, prompt: str) -> str:
+    def key(system_prompt: str | None, prompt: str, history: History = ()) -> str:
         # A string's JSON from json's own encoder: json.dumps builds an encoder per call.
         system = "null" if system_prompt is None else encode_basestring(system_prompt)
-        blob = f'{{"prompt":{encode_basestring(prompt)},"system":{system},"target":{target}}}'
+        earlier = f'"history":{_compact_json(history)},' if history else ""
+        blob = (f'{{{earlier}"prompt":{encode_basestring(prompt)},"system":{system},'
+                f'"target":{target}}}')
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     return key
 
 
-def cache_key(identity: dict[str, Any], system_prompt: str | None, prompt: str) -> str:
-    """Hash of everything that changes the answer: target, parameters, system prompt, prompt."""
-    return cache_keys(identity)(system_prompt, prompt)
+def cache_key(identity: dict[str, Any], system_prompt: str | None, prompt: str,
+              history: History = ()) -> str:
+    """Hash of everything that changes the answer: target, parameters, system prompt, the
+    conversation before the prompt, the prompt."""
+    return cache_keys(identity)(system_prompt, prompt, history)
 
 
 def _compact_json(value: object) -> str:

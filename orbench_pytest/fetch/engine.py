@@ -18,7 +18,7 @@ from typing import Protocol
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
-from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
+from orbench_pytest.core.types import History, Label, Response, Verdict, strip_reasoning
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
@@ -37,6 +37,7 @@ class Job:
     key: str
     prompt: str
     system_prompt: str | None
+    history: History = ()  # the conversation before the prompt, sent with it
 
 
 @redacted_repr
@@ -368,7 +369,8 @@ class FetchEngine:
         self._delivered.add(job.key)
         if not response.cached and response.error is None:  # an answer asked this run
             self.report.spent.of(kind).tokens.add(
-                response.usage, (job.system_prompt or "") + job.prompt, response.text or "")
+                response.usage, (job.system_prompt or "") + job.prompt
+                + "".join(content for _, content in job.history), response.text or "")
 
     async def _revalidate(self, unique: dict[str, Job], cached: dict[str, Response],
                           sink: AnswerSink) -> dict[str, Response]:
@@ -423,8 +425,9 @@ class FetchEngine:
 
     async def _ask(self, job: Job, kind: str = PROMPTS) -> Response | None:
         return await self.requests.attempts(
-            lambda: self.target.complete(job.system_prompt, job.prompt),
-            len(job.prompt) // 4 + self.settings.est_output_tokens, gated=True,
+            lambda: self.target.complete(job.system_prompt, job.prompt, job.history),
+            (len(job.prompt) + sum(len(content) for _, content in job.history)) // 4
+            + self.settings.est_output_tokens, gated=True,
             slots=self._slots, kind=kind)
 
 

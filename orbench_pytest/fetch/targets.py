@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import inspect
 import json
@@ -26,9 +27,10 @@ from urllib.parse import urlparse
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import BodyTooLarge, clip_answer, clip_raw, read_body
+from orbench_pytest.core.conversation import chat_messages
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import redact, redact_known, shown_url
-from orbench_pytest.core.types import Response
+from orbench_pytest.core.types import History, Response
 from orbench_pytest.core.untrusted import terminal_text
 from orbench_pytest.fetch.endpoints import (
     endpoint_url,
@@ -142,7 +144,8 @@ def local_concurrency(wanted: int, slots: int = defaults.LOCAL_SLOTS) -> int:
 
 
 class Target(Protocol):
-    async def complete(self, system_prompt: str | None, prompt: str) -> Response: ...
+    async def complete(self, system_prompt: str | None, prompt: str,
+                       history: History = ()) -> Response: ...
 
     async def aclose(self) -> None: ...
 
@@ -183,11 +186,13 @@ class OpenAICompatibleTarget:
             await self._session.close()
             self._session = None
 
-    def request_body(self, system_prompt: str | None, prompt: str) -> dict[str, Any]:
-        return chat_request_body(self.model, self.params, system_prompt, prompt)
+    def request_body(self, system_prompt: str | None, prompt: str,
+                     history: History = ()) -> dict[str, Any]:
+        return chat_request_body(self.model, self.params, system_prompt, prompt, history)
 
-    async def complete(self, system_prompt: str | None, prompt: str) -> Response:
-        return await self.chat(self.request_body(system_prompt, prompt))
+    async def complete(self, system_prompt: str | None, prompt: str,
+                       history: History = ()) -> Response:
+        return await self.chat(self.request_body(system_prompt, prompt, history))
 
     async def chat(self, body: dict[str, Any]) -> Response:
         import aiohttp
@@ -219,12 +224,11 @@ class OpenAICompatibleTarget:
 
 
 def chat_request_body(model: str, params: GenerationParams, system_prompt: str | None,
-                      prompt: str) -> dict[str, Any]:
-    """The chat-completions body of one prompt: what the live client sends, and what a Batch
-    API input line carries."""
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.append({"role": "user", "content": prompt})
-    return {"model": model, "messages": messages, **params.body_fields()}
+                      prompt: str, history: History = ()) -> dict[str, Any]:
+    """The chat-completions body of one prompt after its history: what the live client sends,
+    and what a Batch API input line carries."""
+    return {"model": model, "messages": chat_messages(system_prompt, prompt, history),
+            **params.body_fields()}
 
 
 def parse_chat_response(status: int, headers: Any, raw: bytes, latency_ms: float,
@@ -318,6 +322,9 @@ CANCEL_GRACE_S = 1.0  # an async target cancelled at its timeout gets this long 
 
 class CallableTarget:
     """`module:function(prompt, system_prompt)` → str or {"text", "finish_reason"}; may be async.
+    A function with a `messages` parameter is also given the whole conversation as a chat API
+    gets it (`messages=[{"role", "content"}, ...]`, the prompt its last turn); one without it
+    cannot be asked a conversation (a ConfigFault: the run stops, naming the fix).
 
     Bounded like an endpoint: each call gets `timeout_s`. A sync function runs on a daemon
     thread, so a call that hangs is abandoned at its timeout (the item an error) and neither
@@ -335,6 +342,7 @@ class CallableTarget:
         self.timeout_s = timeout_s
         self._fn = load_callable(spec)
         self._is_async = inspect.iscoroutinefunction(self._fn)
+        self._takes_messages = takes_messages(self._fn)
         self._threads = _DaemonThreads()
         self._loop_thread = _LoopThread()
 
@@ -342,8 +350,16 @@ class CallableTarget:
         self._threads.close()
         self._loop_thread.close()
 
-    async def complete(self, system_prompt: str | None, prompt: str) -> Response:
+    async def complete(self, system_prompt: str | None, prompt: str,
+                       history: History = ()) -> Response:
         started = time.perf_counter()
+        if history and not self._takes_messages:
+            raise ConfigFault(f"--orbench-target: {self.spec} takes no `messages` parameter, "
+                              "so it cannot be asked a conversation (a suite row's messages or "
+                              "--orbench-preamble); add `messages=None` to its parameters")
+        args: tuple[Any, ...] = (prompt, system_prompt)
+        kwargs = ({"messages": chat_messages(system_prompt, prompt, history)}
+                  if self._takes_messages else {})
 
         def failed(error: str) -> Response:
             return Response(text=None, error=error,
@@ -352,10 +368,10 @@ class CallableTarget:
         ended: threading.Event | None = None
         try:
             if self._is_async:
-                call, ended = self._loop_thread.run(self._fn(prompt, system_prompt))
+                call, ended = self._loop_thread.run(self._fn(*args, **kwargs))
             else:
                 # A blocking function must not stall the other requests.
-                call = self._threads.run(self._fn, prompt, system_prompt)
+                call = self._threads.run(functools.partial(self._fn, *args, **kwargs))
         except Exception as exc:  # e.g. the call itself raised before any await
             return failed(raised(self.spec, exc))
         # Our own cancellation (the run stops) arrives here, never in call.result() below.
@@ -542,6 +558,17 @@ def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
+
+
+def takes_messages(fn: Callable[..., Any]) -> bool:
+    """Whether a target function names a `messages` parameter (the conversation form)."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or a C function without a signature
+        return False
+    found = parameters.get("messages")
+    return found is not None and found.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                inspect.Parameter.KEYWORD_ONLY)
 
 
 def load_callable(spec: str) -> Callable[..., Any]:

@@ -9,12 +9,14 @@ never goes through pytest's traceback formatting (the cost of a whole green 80K 
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from orbench_pytest.config.settings import Variant
+from orbench_pytest.core.conversation import shown_turns
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import item_nodeid
 from orbench_pytest.core.redact import redact
@@ -140,7 +142,12 @@ class PromptItem(pytest.Item):
             properties.extend((name, "" if value is None else str(value))
                               for name, value in sampled_fields(state.result).items())
         if state.result.mismatch:
-            properties.append(("prompt", self._prompt()))
+            properties.append(("prompt", terminal_text(self.case.prompt, PROMPT_CHARS)))
+            if self.case.history:  # the whole conversation, as JSON (read back by junit.py)
+                properties.append(("messages", json.dumps(
+                    [{"role": role, "content": redact(content)}
+                     for role, content in (*self.case.history, ("user", self.case.prompt))],
+                    ensure_ascii=False)))
         return properties
 
     def _html_extras(self, state: ItemState) -> list[dict[str, Any]]:
@@ -180,7 +187,8 @@ class PromptItem(pytest.Item):
         return [f"samples:  {times(result.refusals, result.answered)}"]
 
     def _prompt(self) -> str:
-        return terminal_text(self.case.prompt, PROMPT_CHARS)
+        """The prompt, after its conversation's earlier turns (each cut short), on one line."""
+        return shown_turns(self.case.history, self.case.prompt, PROMPT_CHARS)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         domain = f"orbench: {self.case.suite}/{self.case.case_id}"

@@ -87,7 +87,8 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
               "(orbench cache merge) and gate over them; --orbench-shard-gate gates this shard",
               bold=True)
     else:
-        write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
+        write(verdict_line(gate, settings.preamble), green=gate.passed, red=not gate.passed,
+              bold=True)
     if settings.judge_check is not None:
         from orbench_pytest.judges.check import check_labels, summary_line
 

@@ -30,6 +30,14 @@ ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "n
 # --- items ----------------------------------------------------------------------------------
 @redacted_repr
 @dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation (redacted)."""
+
+    role: str  # system, user or assistant
+    content: str
+
+
+@dataclass(frozen=True)
 class ItemRecord:
     """One prompt's outcome. Also written, worked out from the fields: `id` (the item's
     label, as in `mini[violence-0000]`), `refused` (true/false, null without an answer) and,
@@ -58,6 +66,9 @@ class ItemRecord:
     refusals: Count | None = field(default=None, metadata=OMIT)  # --orbench-samples: of them
     prompt: str = field(default="", metadata=OMIT)  # the whole prompt (redacted)
     answer: str = field(default="", metadata=OMIT)  # the whole answer (redacted), bounded
+    # A conversation row's turns, its prompt the last (redacted); with `prompt`, absent for a
+    # single prompt. The run's preamble, sent before them, is run.preamble.
+    messages: list[Turn] | None = field(default=None, metadata=OMIT)
 
     def json_extra(self) -> dict[str, Any]:
         rate = self.refusal_rate
@@ -444,6 +455,16 @@ class RunInfo:
     partial: list[str] | None = field(default=None, metadata=OMIT)  # as gate.partial (PR comment)
     disputed: list[Disputed] | None = field(default=None, metadata=OMIT)  # as gate.disputed
     rewordings: Rewordings | None = field(default=None, metadata=OMIT)
+    preamble: PreambleRecord | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class PreambleRecord:
+    """--orbench-preamble: the turns sent before every prompt of the run (redacted)."""
+
+    path: str
+    sha256: str  # of the file's bytes: what the cache keys and a baseline compare
+    turns: list[Turn] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """pytest's JUnit XML, both ways: the gate as a testsuite property, and a run read back.
 
 Every orbench test case carries the properties suite, category, expectation, verdict, judge,
-reason, response, latency_ms, cached (and variant; prompt for mismatches), and the testsuite
+reason, response, latency_ms, cached (and variant; prompt for mismatches, and messages, the
+turns as JSON, for a conversation row's), and the testsuite
 carries `orbench_gate`, the gate as the run decided it (limits, verdicts). pytest writes
 per-testcase properties under its default junit_family (xunit2) too, so no
 `-o junit_family=...` is needed.
@@ -21,7 +22,14 @@ from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.core.untrusted import defused, json_escape, read_kept
 from orbench_pytest.gate.decision import Outcome
-from orbench_pytest.reports.document import ERROR_VERDICTS, SCHEMA, Document, ItemRecord, RunRecord
+from orbench_pytest.reports.document import (
+    ERROR_VERDICTS,
+    SCHEMA,
+    Document,
+    ItemRecord,
+    RunRecord,
+    Turn,
+)
 
 GATE_PROPERTY = "orbench_gate"
 FLIPS_LISTED = 10  # --orbench-rewordings: minimal flips carried for the PR comment
@@ -141,10 +149,20 @@ def _item(name: str, props: Mapping[str, str], outcome: str, message: str) -> It
         mismatch=not error and outcome in (Outcome.TOLERATED, Outcome.FAILED), error=error,
         judge=props.get("judge", ""), judge_reason=props.get("reason", ""),
         reason=message.split("\n", 1)[0], response=props.get("response", ""),
-        prompt=props.get("prompt", ""), latency_ms=latency_ms, nodeid=name,
+        prompt=props.get("prompt", ""), messages=_turns(props.get("messages")),
+        latency_ms=latency_ms, nodeid=name,
         refusals=_count(props.get("refusals")), samples=_count(props.get("samples")),
         cached={"true": True, "false": False}.get(props.get("cached", "")),
     )
+
+
+def _turns(text: str | None) -> list[Turn] | None:
+    """A conversation item's `messages` property (JSON); anything else is no conversation."""
+    try:
+        turns = json.loads(text) if text else None
+        return [Turn(str(t["role"]), str(t["content"])) for t in turns] if turns else None
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
 
 
 def _count(text: str | None) -> int | None:

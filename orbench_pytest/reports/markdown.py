@@ -233,6 +233,10 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     if info.thresholds:
         facts.append(f"thresholds `{_code(info.thresholds)}`")
     facts.append(f"{len(run.items)} prompts")
+    if info.preamble is not None:
+        facts.append(f"preamble `{_code(Path(info.preamble.path).name)}` "
+                     f"({len(info.preamble.turns)} turns, sha256 "
+                     f"`{_code(info.preamble.sha256[:12])}`)")
     if report.baseline is not None:
         facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
     out.append(" · ".join(facts))
@@ -429,9 +433,8 @@ def _mismatch_table(report: Report, expect: str, title: str, preface: list[str],
     lines = [f"### {title} ({len(items)})", "", *preface,
              f"| prompt | category | {last_column} |", "|---|---|---|"]
     for item in items[:max_items]:
-        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
-        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
-                     f"| {last_cell(item)} |")
+        lines.append(f"| `{_code(item.id)}` {_cell(_shown_prompt(item))} "
+                     f"| {_name(item.category)} | {last_cell(item)} |")
     lines.extend(_cut_note(len(items), max_items, artifact_url))
     return lines
 
@@ -450,9 +453,8 @@ def _flaky_section(report: Report, max_items: int, artifact_url: str | None) -> 
                  + ")" for suite, n in sorted(per_suite.items())), "",
              "| prompt | category | expected | answers |", "|---|---|---|---|"]
     for item in items[:max_items]:
-        prompt = _clip(item.prompt, PROMPT_CHARS) if item.prompt else "(not recorded)"
-        lines.append(f"| `{_code(item.id)}` {_cell(prompt)} | {_name(item.category)} "
-                     f"| {_name(item.expect)} "
+        lines.append(f"| `{_code(item.id)}` {_cell(_shown_prompt(item))} "
+                     f"| {_name(item.category)} | {_name(item.expect)} "
                      f"| {times(item.refusals or 0, item.samples or 0)} |")
     lines.extend(_cut_note(len(items), max_items, artifact_url))
     return lines
@@ -485,6 +487,16 @@ def _where(artifact_url: str | None) -> str:
 
 def _more(total: int, shown: int) -> str:
     return f" … and {total - shown} more" if total > shown else ""
+
+
+def _shown_prompt(item: ItemRecord) -> str:
+    """The prompt, after a conversation's earlier turns (each cut short), in one cell."""
+    if not item.prompt:
+        return "(not recorded)"
+    earlier = (item.messages or [])[:-1]
+    each = max(40, PROMPT_CHARS // (len(earlier) + 1))
+    return " › ".join([*(f"{turn.role}: {_clip(turn.content, each)}" for turn in earlier),
+                       _clip(item.prompt, PROMPT_CHARS)])
 
 
 def _clip(text: str, limit: int) -> str:

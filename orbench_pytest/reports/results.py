@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.bounded import RESULTS_LIMIT, read_text
+from orbench_pytest.core.conversation import Preamble
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
+from orbench_pytest.core.types import History
 from orbench_pytest.core.untrusted import defused, json_escape
 from orbench_pytest.gate.baseline import Comparison, Pairing
 from orbench_pytest.gate.calibration import METHOD, Calibration
@@ -51,12 +53,14 @@ from orbench_pytest.reports.document import (
     LabelStrata,
     McNemarRecord,
     Parameters,
+    PreambleRecord,
     RateCount,
     RegressionRecord,
     RowRecord,
     RunInfo,
     RunRecord,
     SuiteCount,
+    Turn,
     VariantInfo,
     VariantRow,
 )
@@ -109,7 +113,7 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
                      versions: Mapping[str, str] | None = None, ungated: str | None = None,
                      rewordings: SearchOutcome | None = None) -> Document:
     """The results document of a plugin (or runner) run."""
-    items = [_item(s.nodeid, s.case.case_id, s.case.prompt, state)
+    items = [_item(s.nodeid, s.case.case_id, s.case.prompt, state, s.case.history)
              for s in selected if (state := outcome.states.get(s.nodeid)) is not None]
     source = outcome.gate.baseline_source
     fingerprints = sorted({a.system_fingerprint for a in outcome.report.answers.values()
@@ -126,10 +130,21 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
                            if outcome.calibration is not None else None),
         cost=run_cost(outcome.report, settings.price_input, settings.price_output, rewordings),
         judge_agreement=judge_agreement(outcome.judge_stats),
-        rewordings=rewordings_record(rewordings) if rewordings is not None else None)
+        rewordings=rewordings_record(rewordings) if rewordings is not None else None,
+        preamble=preamble_record(settings.preamble))
 
 
-def _item(nodeid: str, case_id: str, prompt: str, state: ItemState) -> ItemRecord:
+def turns_record(turns: History) -> list[Turn]:
+    return [Turn(role, redact(content)) for role, content in turns]
+
+
+def preamble_record(preamble: Preamble | None) -> PreambleRecord | None:
+    return None if preamble is None else PreambleRecord(
+        redact(preamble.path), preamble.sha256, turns_record(preamble.turns))
+
+
+def _item(nodeid: str, case_id: str, prompt: str, state: ItemState,
+          history: History = ()) -> ItemRecord:
     result, answer, verdict = state.result, state.answer, state.answer.verdict
     return ItemRecord(
         result.suite, case_id, result.variant, result.category, result.expect,
@@ -140,7 +155,8 @@ def _item(nodeid: str, case_id: str, prompt: str, state: ItemState) -> ItemRecor
         cached=answer.cached, attempts=answer.attempts,
         cache_age_s=None if answer.age_s is None else round(answer.age_s, 1),
         samples=result.answered if result.sampled else None, refusals=result.refusals,
-        prompt=redact(prompt), answer=redact(answer.text))
+        prompt=redact(prompt), answer=redact(answer.text),
+        messages=turns_record((*history, ("user", prompt))) if history else None)
 
 
 def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from orbench_pytest.core.conversation import Preamble
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.types import Label
-from orbench_pytest.core.untrusted import terminal_line
+from orbench_pytest.core.untrusted import terminal_line, terminal_text
 from orbench_pytest.fetch.costs import Prices, RunCost, Spending
 from orbench_pytest.fetch.engine import FetchReport
 from orbench_pytest.fetch.freshness import format_age
@@ -127,10 +128,14 @@ def shown_verdict(verdict: str) -> str:
     return "⚠️ ratchet" if verdict == "ratchet" else verdict
 
 
-def verdict_line(gate: Gate) -> str:
-    """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes."""
+def verdict_line(gate: Gate, preamble: Preamble | None = None) -> str:
+    """The gate line: its verdict, what a ratchet allowed, a partial selection, disputes, and
+    the preamble every prompt was asked after."""
     notes = gate.ratchet_notes()
     extra = gate.notes()  # none that a failure already names
+    if preamble is not None:
+        extra.append(terminal_text(f"after preamble {preamble.path} ({len(preamble.turns)} "
+                                   f"turns, sha256 {preamble.sha256[:12]})"))
     if gate.nothing_gated:
         return "orbench gate: NOTHING GATED — " + "; ".join(gate.partial)
     if gate.passed:

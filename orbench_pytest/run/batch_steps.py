@@ -68,7 +68,8 @@ def check_batch_target(settings: Settings, option: str) -> None:
 def batch_requests(jobs: Sequence[Job], settings: Settings) -> list[tuple[str, dict[str, Any]]]:
     assert settings.model is not None
     params = generation_params(settings)
-    return [(job.key, chat_request_body(settings.model, params, job.system_prompt, job.prompt))
+    return [(job.key, chat_request_body(settings.model, params, job.system_prompt, job.prompt,
+                                                job.history))
             for job in jobs]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import redact_known
-from orbench_pytest.core.types import REFUSAL_LABELS, Label
+from orbench_pytest.core.types import REFUSAL_LABELS, History, Label
 from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
 from orbench_pytest.fetch.costs import PROMPTS, Spending
@@ -119,8 +119,9 @@ class _Kept:
     def __init__(self, inner: Target) -> None:
         self.inner = inner
 
-    async def complete(self, system_prompt: str | None, prompt: str) -> Any:
-        return await self.inner.complete(system_prompt, prompt)
+    async def complete(self, system_prompt: str | None, prompt: str,
+                       history: History = ()) -> Any:
+        return await self.inner.complete(system_prompt, prompt, history)
 
     async def aclose(self) -> None:
         if isinstance(self.inner, OpenAICompatibleTarget):

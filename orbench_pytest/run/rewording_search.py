@@ -351,6 +351,8 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
         state = run.states.get(s.nodeid)
         if s.case.expect != "comply" or state is None or state.result.refused is not False:
             continue
+        if s.case.history or settings.preamble is not None:
+            continue  # rewordings are asked as single prompts: a conversation's would differ
         candidates.append(SafePrompt(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
                                      s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from orbench_pytest.config.settings import Settings, Variant
 from orbench_pytest.core import defaults
+from orbench_pytest.core.conversation import sent_system
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import secret_from_env
-from orbench_pytest.core.types import Label, PromptCase, Response
+from orbench_pytest.core.types import History, Label, PromptCase, Response
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
@@ -240,11 +241,15 @@ def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     fingerprint = target_fingerprint(settings.target, settings.target_version)
     identity = target_identity(settings, params, fingerprint)
     key_of = cache_keys(identity)
-    keys = [key_of(s.variant.system_prompt, s.case.prompt) for s in selected]
+    # The preamble, then the row's own turns; a system turn among them wins over the variant's.
+    asked = [(sent_system(s.variant.system_prompt, history), history) for s in selected
+             for history in (settings.preamble_turns + s.case.history,)]
+    keys = [key_of(system, s.case.prompt, history)
+            for s, (system, history) in zip(selected, asked, strict=True)]
     # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
     jobs: list[Job] = []
-    for key, s in zip(keys, selected, strict=True):
-        jobs.extend(Job(k, s.case.prompt, s.variant.system_prompt)
+    for key, s, (system, history) in zip(keys, selected, asked, strict=True):
+        jobs.extend(Job(k, s.case.prompt, system, history)
                     for k in sample_keys(key, settings.samples))
     return JobPlan(params, keys, jobs, fingerprint)
 
@@ -452,7 +457,8 @@ class NoTarget:
     """Stands in when every answer is already known (the cache, given answers): asking it is
     a bug."""
 
-    async def complete(self, system_prompt: str | None, prompt: str) -> Any:
+    async def complete(self, system_prompt: str | None, prompt: str,
+                       history: History = ()) -> Any:
         raise AssertionError("no request may be sent when every answer is known")
 
     async def aclose(self) -> None:
