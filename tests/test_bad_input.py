@@ -1050,11 +1050,10 @@ def test_a_suite_file_name_cannot_forge_output(pytester, plugin_args, server, xd
     assert "\x1b" not in text
     assert not [line for line in text.splitlines() if line.lstrip().startswith("::")]
     assert "no verdict" not in text
-    if xdist:  # the workers report the collection error; the other suite's items all ran
-        assert result.ret == pytest.ExitCode.TESTS_FAILED
-        result.assert_outcomes(passed=3, errors=1)
-    else:
-        assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error
+    # A collection error stops the run before any request, with or without workers.
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "no endpoint asked and no gate: 1 collection error" in text
+    assert server.requests == 0
     body = _collection_error_body(result.stdout.lines)
     assert body == ["suites/a\\n:\\x3aerror title=forged:\\x3afilename\\x1b[2J.yaml: a suite "
                     "file name may not hold control characters, line breaks or '::' (pytest "

@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orbench_pytest.cli.label import JudgedAnswer, candidates, read_labels, sample
+from orbench_pytest.cli.label import JudgedAnswer, candidates, export, read_labels, sample
 from orbench_pytest.cli.main import main
+from orbench_pytest.gate.calibration import allocate
 from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
 from orbench_pytest.reports.results import read_results
 from tests.helpers import ORBENCH_CLI, labels_file, orbench_cli
@@ -134,7 +135,8 @@ def test_ctrl_c_keeps_every_label_given(tmp_path: Path) -> None:
 
 def _pool(n: int) -> list[JudgedAnswer]:
     return [JudgedAnswer(f"s{i % 2}[c-{i}]", f"s{i % 2}", "", f"c-{i}", "k", "comply",
-                      ("refusal", "compliance")[i % 5 == 0], "", "") for i in range(n)]
+                         ("refusal", "compliance")[i % 5 == 0], "", "",
+                         20 if i % 5 == 0 else 80) for i in range(n)]
 
 
 def test_the_sample_is_stratified_seeded_and_shuffled() -> None:
@@ -145,7 +147,109 @@ def test_the_sample_is_stratified_seeded_and_shuffled() -> None:
     assert strata == {(v, s) for v in ("refusal", "compliance") for s in ("s0", "s1")}
     verdicts = [c.judge_verdict for c in chosen]
     assert verdicts != sorted(verdicts) and verdicts != sorted(verdicts, reverse=True)
-    assert sum(v == "compliance" for v in verdicts) == 4  # 20% of the pool, 20% of the sample
+    # the judge's rarer verdict (20% of the pool) gets more than its share: calibration.allocate
+    counts = allocate({("comply", True): 80, ("comply", False): 20}, 20)
+    assert sum(v == "compliance" for v in verdicts) == counts[("comply", False)] == 8
+    assert all(c.stratum_size == (20 if c.judge_verdict == "compliance" else 80) for c in chosen)
+
+
+def test_label_shows_and_keeps_the_whole_answer(tmp_path: Path) -> None:
+    # 2,000 characters over many lines, the deciding part last
+    answer = "\n".join(f"line {i}: " + "x" * 60 for i in range(29)) + "\nTHE LAST LINE: here"
+    assert len(answer) >= 2000
+    results = results_file(tmp_path / "run.json", n=1, answer=answer)
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "1", input="c", cwd=tmp_path,
+                       env={"COLUMNS": "50"})
+    assert done.returncode == 0, done.stderr
+    assert "THE LAST LINE: here" in done.stdout
+    shown = done.stdout.partition("answer:")[2].partition("label?")[0]
+    assert all(len(line) <= 50 for line in shown.splitlines())  # wrapped to the terminal
+    assert "".join(line.strip() for line in shown.splitlines()) == answer.replace("\n", "")
+    assert label_rows(tmp_path / "labels.csv")[0]["response"] == answer  # what was shown
+
+
+def test_export_writes_the_sample_for_a_spreadsheet_and_reads_it_back(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "run.json")
+    done = orbench_cli("label", results, "--n", "6", "--export", "sheet.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "6 answers to label in sheet.csv" in done.stdout
+    rows = label_rows(tmp_path / "sheet.csv")
+    assert len(rows) == 6 and all(row["label"] == "" for row in rows)
+    assert all(int(row["stratum_size"]) > 0 for row in rows)
+    assert check_labels(tmp_path / "sheet.csv").unlabelled == 6
+    # a spreadsheet fills the column in and saves with a byte-order mark
+    for row in rows[:4]:
+        row["label"] = "refusal" if row["judge_verdict"] == "refusal" else "compliance"
+    with (tmp_path / "sheet.csv").open("w", newline="", encoding="utf-8-sig") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    check = check_labels(tmp_path / "sheet.csv")
+    assert check.n == 4 and check.unlabelled == 2
+    out = orbench_cli("judge-check", "sheet.csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "4 labelled" in out.stdout and "2 not labelled yet" in out.stdout
+    # the file records its strata's sizes: the labelled run's rates, corrected
+    assert "labelled run's over-refusal: judged " in out.stdout
+    # orbench label resumes the same file: the two left are the ones offered
+    more = orbench_cli("label", results, "-o", "sheet.csv", "--n", "6", input="c c",
+                       cwd=tmp_path)
+    assert "6 of 6 labelled (0 left, done)" in more.stdout, more.stdout + more.stderr
+
+
+text_cells = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(text_cells, text_cells, st.sampled_from(["comply", "refuse"]),
+                          st.sampled_from(VERDICTS)), min_size=1, max_size=5))
+def test_export_round_trips_any_text(tmp_path: Path,
+                                     rows: list[tuple[str, str, str, str]]) -> None:
+    chosen = [JudgedAnswer(f"s[c-{i}]", "s", "", f"c-{i}", "k", expect, verdict, prompt, answer,
+                           i + 1) for i, (prompt, answer, expect, verdict) in enumerate(rows)]
+    path = tmp_path / "sheet.csv"
+    export(chosen, path)
+    back = read_labels(path)
+    for candidate in chosen:
+        row = back[candidate.id]
+        assert row["label"] == "" and row["judge_verdict"] == candidate.judge_verdict
+        assert row["prompt"] == candidate.prompt and row["response"] == candidate.response
+        assert row["stratum_size"] == str(candidate.stratum_size)
+
+
+def test_label_appends_to_an_older_labels_file_in_its_own_columns(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "run.json")
+    old = "id,suite,variant,case_id,category,expect,judge_verdict,label,prompt,response,labelled_at"
+    (tmp_path / "labels.csv").write_text(old + "\r\nx[1],x,,1,k,comply,refusal,refusal,p,a,",
+                                         encoding="utf-8")  # no line break at its end
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "2", input="cc",
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = label_rows(tmp_path / "labels.csv")
+    assert list(rows[0]) == old.split(",") and len(rows) == 3
+    assert rows[0]["id"] == "x[1]" and [r["label"] for r in rows[1:]] == ["compliance"] * 2
+    assert check_labels(tmp_path / "labels.csv").n == 3
+
+
+def test_labels_files_that_are_not_regular_files_are_refused_in_one_line(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "run.json")
+    (tmp_path / "folder.csv").mkdir()
+    done = orbench_cli("judge-check", "folder.csv", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().endswith("(a folder)")
+    assert len(done.stderr.strip().splitlines()) == 1
+    zero = orbench_cli("label", "/dev/zero", "-o", "l.csv", cwd=tmp_path)
+    assert zero.returncode == 2, zero.stderr
+    assert zero.stderr.strip() == "error: /dev/zero: cannot read the results file (not a " \
+        "regular file)" or "not a regular file" in zero.stderr
+    assert len(zero.stderr.strip().splitlines()) == 1
+    if sys.platform != "win32":
+        os.mkfifo(tmp_path / "fifo.csv")
+        fifo = orbench_cli("label", results, "-o", "fifo.csv", input="c", cwd=tmp_path)
+        assert fifo.returncode == 2 and "fifo.csv: cannot write the labels file (not a " \
+            "regular file)" in fifo.stderr
+        again = orbench_cli("judge-check", "fifo.csv", cwd=tmp_path)
+        assert again.returncode == 2 and "not a regular file" in again.stderr
 
 
 def test_candidates_skip_errors_and_find_prompts_of_passed_items(tmp_path: Path) -> None:

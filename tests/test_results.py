@@ -202,7 +202,8 @@ def test_every_document_round_trips(tmp_path: Path, document: Document) -> None:
     assert second.read_bytes() == first.read_bytes()
 
 
-@pytest.mark.parametrize("name", ["results-main-full.json", "results-main-samples.json"])
+@pytest.mark.parametrize("name", ["results-main-full.json", "results-main-samples.json",
+                                  "results-rogan-gladen.json"])
 def test_files_of_the_previous_writer_load_and_write_back_unchanged(tmp_path: Path,
                                                                     name: str) -> None:
     """Baselines users already have: every optional section read, and written back the same."""
@@ -224,7 +225,7 @@ def _synthetic_run(sampled: bool) -> Document:
     from orbench_pytest.core.redact import redact
     from orbench_pytest.fetch.costs import RunCost
     from orbench_pytest.gate.baseline import Comparison, Pairing
-    from orbench_pytest.gate.calibration import ErrorRates, calibrate
+    from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, calibrate
     from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
     from orbench_pytest.gate.scope import scope_of
     from orbench_pytest.gate.thresholds import parse_thresholds
@@ -252,8 +253,10 @@ def _synthetic_run(sampled: bool) -> Document:
     gate = evaluate(results, thresholds, baseline_source="old.json",
                     baseline_rates={("s", "strict", None): {"over-refusal": 1.0}}, scope=scope)
     rates = ErrorRates(40, 38, 60, 57)
-    calibration = None if sampled else calibrate(gate, "labels.csv", "ab" * 32, {
-        "all": rates, "comply": ErrorRates(0, 0, 0, 0), "refuse": rates})
+    calibration = None if sampled else calibrate(
+        gate, "labels.csv", "ab" * 32,
+        {"comply": KindLabels(), "refuse": KindLabels(Stratum(3, 2), Stratum(57, 1))},
+        {"all": rates, "comply": ErrorRates(0, 0, 0, 0), "refuse": rates})
     comparison, items = Comparison("old.json"), []
     for i, result in enumerate(results):
         case_id = f"{i:04d}"

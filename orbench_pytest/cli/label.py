@@ -1,9 +1,16 @@
 """`orbench label`: people label a sample of a run's judged answers, one at a time.
 
-The sample is stratified by (judge verdict, suite) and seeded, so the same results file and
-seed give the same answers in the same order on every machine; the order is shuffled by a
-keyed hash, so nothing in it hints at the judge's verdict, which stays hidden until the
-answer is labelled. Every label is appended to the CSV (and flushed) as it is given: a
+The sample is drawn for the gate's estimator (gate/calibration.py): per kind of prompt (safe,
+toxic) and the judge's verdict on it (a mismatch or not), calibration.allocate says how many
+answers each stratum gets, drawn at random within it (spread over suites) and seeded, so the
+same results file and seed give the same answers in the same order on every machine. Each
+label records its stratum's size in the run. The order is shuffled by a keyed hash, so
+nothing in it hints at the judge's verdict, which stays hidden until the answer is labelled.
+`--export CSV` writes the same sample with an empty label column, for a spreadsheet.
+
+Whole answers: the results file's `answer` (when it keeps it), else its `response` excerpt;
+wrapped to the terminal and, on a terminal, paged when longer than the screen; the labels
+file keeps what was shown. Every label is appended to the CSV (and flushed) as it is given: a
 Ctrl-C, a lost ssh connection or a crash loses at most the answer on screen, and running
 the same command again resumes with the first answer not yet labelled. The file is
 append-only: `b` (back) and a relabel add a new row, and the last row of an id wins.
@@ -21,20 +28,30 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
+import shutil
+import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
+from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import clip, csv_cell, terminal_line
-from orbench_pytest.judges.check import COLUMNS, SKIP, read_labels
+from orbench_pytest.core.untrusted import csv_cell, terminal_line
+from orbench_pytest.judges.check import (
+    COLUMNS,
+    LABELS_LIMIT,
+    SKIP,
+    UNLABELLED,
+    is_refusal,
+    read_labels,
+)
 from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
-SHOWN_CHARS = 4000  # of an answer on screen; the CSV keeps what the results file holds
 NO_PROMPT = "(not in the results file: it keeps prompts of failed items only; give --suite)"
 
 
@@ -51,19 +68,30 @@ class JudgedAnswer:
     judge_verdict: str
     prompt: str
     response: str
+    stratum_size: int = 0  # the run's answers of this kind with this judged verdict
+
+    @property
+    def stratum(self) -> tuple[str, bool]:
+        """(kind, the judge called it a mismatch): what the estimator stratifies by."""
+        return (self.expect, is_refusal(self.judge_verdict) == (self.expect == "comply"))
 
 
 def candidates(items: Sequence[ItemRecord],
                prompts: Callable[[ItemRecord], str] | None = None) -> list[JudgedAnswer]:
-    """Every answered, judged item (no errors: there is no answer to label)."""
+    """Every answered, judged item (no errors: there is no answer to label), with its whole
+    answer where the results file keeps one (`answer`), else its excerpt."""
     out = []
     for item in items:
         if item.error or item.verdict in ERROR_VERDICTS or not item.verdict:
             continue
         prompt = item.prompt or (prompts(item) if prompts is not None else "")
+        answer = getattr(item, "answer", None) or item.response
         out.append(JudgedAnswer(item.id, item.suite, item.variant, item.case_id, item.category,
-                                item.expect, item.verdict, prompt, item.response))
-    return out
+                                item.expect, item.verdict, prompt, answer))
+    sizes: dict[tuple[str, bool], int] = {}
+    for candidate in out:
+        sizes[candidate.stratum] = sizes.get(candidate.stratum, 0) + 1
+    return [replace(c, stratum_size=sizes[c.stratum]) for c in out]
 
 
 def _rank(seed: int, key: str) -> bytes:
@@ -71,40 +99,82 @@ def _rank(seed: int, key: str) -> bytes:
 
 
 def sample(pool: Sequence[JudgedAnswer], n: int, seed: int) -> list[JudgedAnswer]:
-    """A stratified (verdict × suite) seeded sample of `n`, in a seeded order that does not
-    follow the strata (so the order gives the verdict away no more than the answer does)."""
+    """`n` answers allocated across (kind × judged verdict) strata by calibration.allocate,
+    random within each (spread over suites, seeded), in a seeded order that does not follow
+    the strata (so the order gives the verdict away no more than the answer does)."""
     from orbench_pytest.catalog.sampling import stratified_sample
+    from orbench_pytest.gate.calibration import allocate
 
-    strata = [f"{c.judge_verdict}\x1f{c.suite}" for c in pool]
-    picked = [pool[i] for i in stratified_sample(strata, n, seed)] if pool else []
+    members: dict[tuple[str, bool], list[JudgedAnswer]] = {}
+    for candidate in pool:
+        members.setdefault(candidate.stratum, []).append(candidate)
+    counts = allocate({key: len(group) for key, group in members.items()}, n)
+    picked = []
+    for key, group in members.items():
+        chosen = stratified_sample([c.suite for c in group], counts[key], seed) \
+            if counts[key] else []
+        picked += [group[i] for i in chosen]
     return sorted(picked, key=lambda c: _rank(seed, c.id))
 
 
 # --- the labels file -------------------------------------------------------------------------
 class LabelWriter:
-    """Appends one row per label, flushed to the disk before the next answer is shown."""
+    """Appends one row per label, flushed to the disk before the next answer is shown; to a
+    file with another header (an older orbench, a spreadsheet) in that file's columns."""
 
     def __init__(self, path: Path) -> None:
-        new = not path.exists() or path.stat().st_size == 0
-        self._handle = path.open("a", newline="", encoding="utf-8")
-        self._writer = csv.writer(self._handle)
-        if new:
-            self._write(list(COLUMNS))
+        found = regular_file(path, "the labels file", "write")
+        header, ends_line = list(COLUMNS), True
+        if found is not None and found.st_size:
+            from orbench_pytest.core.bounded import read_text
 
-    def _write(self, row: list[str]) -> None:
+            text = read_text(path, LABELS_LIMIT, "the labels file")
+            header = next(csv.reader(io.StringIO(text, newline="")), header)
+            ends_line = text.endswith(("\n", "\r"))
+        self._handle = path.open("a", newline="", encoding="utf-8")
+        if not ends_line:
+            self._handle.write("\r\n")
+        self._writer = csv.DictWriter(self._handle, header, extrasaction="ignore", restval="")
+        if found is None or not found.st_size:
+            self._write(dict(zip(header, header, strict=True)))
+
+    def _write(self, row: dict[str, str]) -> None:
         # Cells safe to open in a spreadsheet or cat in a CI log; judge-check reads them back.
-        self._writer.writerow([csv_cell(cell) for cell in row])
+        self._writer.writerow({key: csv_cell(cell) for key, cell in row.items()})
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
     def add(self, candidate: JudgedAnswer, label: str) -> None:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._write([candidate.id, candidate.suite, candidate.variant, candidate.case_id,
-                     candidate.category, candidate.expect, candidate.judge_verdict, label,
-                     candidate.prompt, candidate.response, now])
+        self._write(row_of(candidate, label, now))
 
     def close(self) -> None:
         self._handle.close()
+
+
+def row_of(candidate: JudgedAnswer, label: str, when: str) -> dict[str, str]:
+    """A labels-file row: what was shown (the whole prompt and answer), the label, the time."""
+    values = [candidate.id, candidate.suite, candidate.variant, candidate.case_id,
+              candidate.category, candidate.expect, candidate.judge_verdict, label,
+              candidate.prompt, candidate.response, when, str(candidate.stratum_size)]
+    return dict(zip(COLUMNS, values, strict=True))
+
+
+def export(chosen: Sequence[JudgedAnswer], path: Path) -> None:
+    """The sample with an empty label column, for labelling in a spreadsheet; judge-check and
+    the gate read it back (rows still empty count as not labelled yet)."""
+    from orbench_pytest.core.artefacts import write_atomically
+
+    regular_file(path, "--export", "write")
+
+    def write(out: TextIO) -> None:
+        writer = csv.DictWriter(out, COLUMNS, lineterminator="\r\n")
+        writer.writeheader()
+        for candidate in chosen:
+            writer.writerow({key: csv_cell(cell) for key, cell in
+                             row_of(candidate, UNLABELLED, "").items()})
+
+    write_atomically(path, write, "--export")
 
 
 # --- keys ------------------------------------------------------------------------------------
@@ -146,18 +216,29 @@ def tty_keys(stream: TextIO) -> Iterator[str]:  # pragma: no cover - needs a rea
 
 
 # --- the session -----------------------------------------------------------------------------
-def _show_text(out: TextIO, title: str, text: str) -> None:
-    out.write(f"{title}:\n")
-    lines = clip(text, SHOWN_CHARS).splitlines() or [""]
-    for line in lines:
-        out.write(f"  {terminal_line(line)}\n")
+def _wrapped(title: str, text: str, width: int) -> list[str]:
+    """`text` escaped line by line, then wrapped to the terminal (long words broken too)."""
+    lines = [f"{title}:"]
+    for line in text.splitlines() or [""]:
+        shown = terminal_line(line)
+        lines += [f"  {part}" for part in textwrap.wrap(shown, max(width - 2, 20),
+                                                         replace_whitespace=False,
+                                                         drop_whitespace=False) or [""]]
+    return lines
 
 
 def _show(out: TextIO, candidate: JudgedAnswer, position: int, total: int, done: int) -> None:
-    out.write(f"\n[{position + 1}/{total}, {done} labelled] {terminal_line(candidate.id)} "
-              f"(expects {terminal_line(candidate.expect)})\n")
-    _show_text(out, "prompt", candidate.prompt or NO_PROMPT)
-    _show_text(out, "answer", candidate.response or "(empty)")
+    width, height = shutil.get_terminal_size((100, 40))
+    lines = [f"[{position + 1}/{total}, {done} labelled] {terminal_line(candidate.id)} "
+             f"(expects {terminal_line(candidate.expect)})",
+             *_wrapped("prompt", candidate.prompt or NO_PROMPT, width),
+             *_wrapped("answer", candidate.response or "(empty)", width)]
+    if out.isatty() and len(lines) > height - 2:  # pragma: no cover - needs a real terminal
+        import pydoc
+
+        pydoc.pager("\n".join(lines))  # the whole answer, a screen at a time; q returns here
+    else:
+        out.write("\n" + "\n".join(lines) + "\n")
     out.write("label? [c]ompliance [r]efusal [p]artial [s]kip [b]ack [q]uit: ")
     out.flush()
 
@@ -166,7 +247,8 @@ def run_labelling(chosen: Sequence[JudgedAnswer], path: Path, keys: Iterator[str
                   out: TextIO) -> str:
     """Show each answer not yet labelled; append every label as it is given. Returns why it
     stopped: done, quit or input ended."""
-    done = {key: row for key, row in read_labels(path).items() if key in {c.id for c in chosen}}
+    done = {key: row for key, row in read_labels(path).items()
+            if key in {c.id for c in chosen} and row["label"] != UNLABELLED}
     writer = LabelWriter(path)
     try:
         position = _next_open(chosen, done, 0)
@@ -234,22 +316,29 @@ def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]
 
 
 def label_command(results: Path, labels: Path, n: int, seed: int, suites: Sequence[str],
-                  stdin: TextIO, out: TextIO) -> int:
+                  stdin: TextIO, out: TextIO, export_to: Path | None = None) -> int:
     from orbench_pytest.reports.results import load_run
 
-    run = load_run(results)
+    run = load_run(results)  # a folder, device or FIFO, or past the size cap: one line
     prompts = suite_prompts(suites, Path.cwd()) if suites else {}
     pool = candidates(run.items, lambda item: prompts.get((item.suite, item.case_id), ""))
     if not pool:
         raise ConfigError(f"{results}: no judged answers to label")
     chosen = sample(pool, n, seed)
+    if export_to is not None:
+        export(chosen, export_to)
+        out.write(f"{len(chosen)} answers to label in {export_to} (fill its label column with "
+                  f"compliance, refusal, partial_refusal or skip); then: orbench judge-check "
+                  f"{export_to}\n")
+        return 0
+    regular_file(labels, "the labels file", "write")  # a FIFO would block, a folder fail
     keys = tty_keys(stdin) if stdin.isatty() else stdin_keys(stdin)
     try:
         stopped = run_labelling(chosen, labels, keys, out)
     except KeyboardInterrupt:
         out.write("\ninterrupted\n")
         stopped = "interrupted"
-    given = read_labels(labels)
+    given = {key for key, row in read_labels(labels).items() if row["label"] != UNLABELLED}
     left = sum(1 for c in chosen if c.id not in given)
     out.write(f"\n{sum(1 for c in chosen if c.id in given)} of {len(chosen)} labelled "
               f"({left} left, {stopped}); labels in {labels}\n")

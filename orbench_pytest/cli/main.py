@@ -10,6 +10,7 @@
   orbench thresholds --explain [--file thresholds.yaml] [SUITE ...]
   orbench cache merge a.sqlite b.sqlite ... -o all.sqlite [--force]
   orbench label results.json|orbench.xml [-o labels.csv] [--n 60] [--seed 0] [--suite NAME]
+                [--export labels.csv]
   orbench judge-check labels.csv [--max-disagreements 20]
 
 Bad input is one line on stderr and exit status 2; `report` exits 0 whatever the gate said
@@ -165,12 +166,15 @@ def _parser() -> argparse.ArgumentParser:
     label.add_argument("-o", "--output", type=Path, default=Path("labels.csv"), metavar="CSV",
                        help="Labels file, appended to as you label (default: %(default)s)")
     label.add_argument("--n", type=positive_int, default=60, metavar="N",
-                       help="Answers in the sample, stratified by verdict and suite "
-                            "(default: %(default)s)")
+                       help="Answers in the sample, allocated across the judge's verdicts "
+                            "on safe and toxic prompts (default: %(default)s)")
     label.add_argument("--seed", type=int, default=0, help="Sample seed (default: %(default)s)")
     label.add_argument("--suite", action="append", default=[], metavar="NAME|PATH",
                        help="Suite whose prompts to show (a results file keeps the prompts of "
                             "failed items only); repeatable")
+    label.add_argument("--export", type=Path, metavar="CSV",
+                       help="Write the sample with an empty label column, to label in a "
+                            "spreadsheet, instead of labelling here")
     label.set_defaults(run=_label)
 
     check = commands.add_parser(
@@ -187,7 +191,7 @@ def _label(args: argparse.Namespace) -> int:
     from orbench_pytest.cli.label import label_command
 
     return label_command(args.results, args.output, args.n, args.seed, args.suite,
-                         sys.stdin, sys.stdout)
+                         sys.stdin, sys.stdout, args.export)
 
 
 def _judge_check(args: argparse.Namespace) -> int:

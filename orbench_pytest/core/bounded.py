@@ -18,6 +18,7 @@ OPTION_FILE_LIMIT = 1 * MIB  # a system prompt
 THRESHOLDS_LIMIT = 1 * MIB
 SUITE_LIMIT = 64 * MIB  # inline suites of tens of thousands of prompts fit
 DATA_FILE_LIMIT = 64 * MIB  # a suite's source (CSV, JSONL, Parquet): OR-Bench-80K is ~12 MB
+RESULTS_LIMIT = 1024 * MIB  # a results file or JUnit XML of an 80K-prompt run fits
 PROMPT_LIMIT = 131_072  # characters of one prompt (the csv module's own field limit)
 
 
@@ -25,15 +26,29 @@ def _size_text(limit: int) -> str:
     return f"{limit // MIB} MiB" if limit >= MIB else f"{limit // KIB} KiB"
 
 
+def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_result | None:
+    """The file's stat, None where nothing is there; a folder, device, FIFO or socket is a
+    one-line ConfigError ("{path}: cannot {verb}{what} (a folder)") before anything opens it,
+    so nothing blocks or streams forever."""
+    what = f" {what}" if what else ""
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot {verb}{what} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(found.st_mode):
+        kind = "a folder" if stat.S_ISDIR(found.st_mode) else "not a regular file"
+        raise ConfigError(f"{path}: cannot {verb}{what} ({kind})")
+    return found
+
+
 def read_bytes(path: Path, limit: int, what: str = "") -> bytes:
     """The file's bytes, at most `limit`; a special file (device, FIFO, socket) is refused
     before it is opened, so nothing blocks or streams forever."""
+    regular_file(path, what)  # missing: open() says so below
     what = f" {what}" if what else ""
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-            raise ConfigError(f"{path}: cannot read{what} ({kind})")
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:

@@ -324,7 +324,7 @@ class Fingerprint:
 
 @dataclass(frozen=True)
 class LabelErrors:
-    """The judge's error on the labelled answers of one scope."""
+    """The judge's error on the labelled answers of one scope (descriptive)."""
 
     labelled_refusals: Count = 0
     caught: Count = 0
@@ -335,18 +335,31 @@ class LabelErrors:
 
 
 @dataclass(frozen=True)
+class LabelStrata:
+    """One kind's labels split by the judge's verdict: how many, and how many people found a
+    mismatch (a refusal of a safe prompt, an answer to a toxic one)."""
+
+    judged_mismatch_labels: Count = 0
+    judged_mismatch_mismatches: Count = 0
+    judged_match_labels: Count = 0
+    judged_match_mismatches: Count = 0
+
+
+@dataclass(frozen=True)
 class CalibrationRecord:
     """judge_calibration: what corrected the gate's rates."""
 
     labels: str = ""
     sha256: str = ""
     method: str = ""
-    min_labels: Count = 0
-    applied: bool = False
+    # the Rogan–Gladen correction's minimum labels (files it wrote keep it)
+    min_labels: Count | None = field(default=None, metadata=OMIT)
+    applied: bool = False  # some rate was corrected
     reason: str | None = None  # why nothing was corrected
     corrected_checks: Count = 0
     error_rates: dict[str, LabelErrors] = field(default_factory=dict)  # comply, refuse, all
-    used: dict[str, str] = field(default_factory=dict)  # check name → the scope of its labels
+    strata: dict[str, LabelStrata] = field(default_factory=dict, metadata=OMIT)  # comply, refuse
+    used: dict[str, str] = field(default_factory=dict)  # check name → the kind of its labels
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from orbench_pytest.core.bounded import RESULTS_LIMIT, read_bytes
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import parse_item_name
 from orbench_pytest.core.typed_json import dump, load
@@ -63,13 +64,12 @@ def cost_properties(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 def read_junit(path: Path) -> RunRecord:
     from junitparser import Error, Failure, JUnitXml, Properties, Skipped, TestSuite
 
+    data = read_bytes(path, RESULTS_LIMIT, "JUnit XML")
     try:
         # Parsed from one string, not fed in blocks: expat re-reads a token that spans blocks
         # from its start at every block, so the gate property (one attribute, megabytes with
         # thousands of rows) took time quadratic in its length.
-        xml = JUnitXml.fromstring(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read JUnit XML ({exc.strerror})") from None
+        xml = JUnitXml.fromstring(data)
     except Exception as exc:  # junitparser raises lxml/ElementTree errors of several kinds
         raise ConfigError(f"{path}: not JUnit XML ({exc})") from None
     suites: list[TestSuite] = [xml] if isinstance(xml, TestSuite) else list(xml)

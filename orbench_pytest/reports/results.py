@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.bounded import RESULTS_LIMIT, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.gate.baseline import Comparison, Pairing
-from orbench_pytest.gate.calibration import METHOD, MIN_LABELS, Calibration
+from orbench_pytest.gate.calibration import METHOD, Calibration
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
     TOXIC_ACCEPTANCE,
@@ -47,6 +48,7 @@ from orbench_pytest.reports.document import (
     GroupComparison,
     ItemRecord,
     LabelErrors,
+    LabelStrata,
     McNemarRecord,
     Parameters,
     RateCount,
@@ -229,11 +231,14 @@ def comparison_record(comparison: Comparison) -> ComparisonRecord:
 
 def calibration_record(calibration: Calibration) -> CalibrationRecord:
     return CalibrationRecord(
-        calibration.labels, calibration.sha256, METHOD, MIN_LABELS, calibration.reason is None,
+        calibration.labels, calibration.sha256, METHOD, None, calibration.corrected > 0,
         calibration.reason, calibration.corrected,
         {scope: LabelErrors(r.refusals, r.caught, r.compliances, r.passed,
                             _finite(r.sensitivity), _finite(r.specificity))
          for scope, r in calibration.rates.items()},
+        {kind: LabelStrata(s.flagged.labelled, s.flagged.mismatched, s.cleared.labelled,
+                           s.cleared.mismatched)
+         for kind, s in calibration.strata.items()},
         dict(calibration.used))
 
 
@@ -279,9 +284,7 @@ def write_results(path: Path, document: Document | Mapping[str, Any]) -> None:
 # --- reading --------------------------------------------------------------------------------
 def read_results(path: Path) -> RunRecord:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read results file ({exc.strerror})") from None
+        data = json.loads(read_text(path, RESULTS_LIMIT, "the results file"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
