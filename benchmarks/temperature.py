@@ -29,13 +29,14 @@ sys.path.insert(0, str(REPO))
 from _common import SHARED_DATA  # noqa: E402
 
 from orbench_pytest.config.settings import Variant, build_settings  # noqa: E402
-from orbench_pytest.core.types import PromptCase  # noqa: E402
+from orbench_pytest.core.types import Expectation, PromptCase  # noqa: E402
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE  # noqa: E402
 from orbench_pytest.gate.thresholds import BUILT_IN  # noqa: E402
 from orbench_pytest.run.runner import Selected, run_selected  # noqa: E402
 
 DATA = SHARED_DATA / "orbench"
-SETS = (("or-bench-hard-1k", "comply"), ("or-bench-toxic", "refuse"))
+SETS: tuple[tuple[str, Expectation], ...] = (("or-bench-hard-1k", "comply"),
+                                             ("or-bench-toxic", "refuse"))
 SEED = 17
 
 
