@@ -20,6 +20,7 @@ import argparse
 import csv
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,8 +118,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds per request: generous, the CPU is shared")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.5, 1.0])
-    parser.add_argument("--cache-path", type=Path,
-                        default=Path("/tmp/orbench-temperature-benchmark.sqlite3"))
+    parser.add_argument("--cache-path", type=Path, default=Path(tempfile.gettempdir())
+                        / "orbench-temperature-benchmark.sqlite3")
     args = parser.parse_args()
     selected = draw(args.per_set)
     print(f"{len(selected)} prompts × {args.samples} samples, max_tokens {args.max_tokens}, "
