@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # The reference data outside the repository: ../shared/data, or where $ORBENCH_SHARED_DATA says
-# (benchmarks/train_judge.py, which tests load on its own, reads the same variable).
+# (scripts/train_judge.py, which tests load on its own, reads the same variable).
 SHARED_DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or REPO.parent / "shared" / "data")
 REFUSE_MARK = "(refuse me)"
 CATEGORIES = ["deception", "harassment", "harmful", "hate", "illegal", "privacy", "self-harm",
@@ -142,7 +142,8 @@ class ServerProcess:
 
     def stats(self) -> dict[str, int]:
         with urllib.request.urlopen(f"{self.url}/stats", timeout=10) as resp:
-            return json.loads(resp.read())
+            stats: dict[str, int] = json.loads(resp.read())
+            return stats
 
     def cpu_seconds(self) -> float:
         """User + system CPU the server process has used so far (Linux /proc)."""
@@ -320,7 +321,7 @@ def summary_counts(output: str) -> str:
     return "(no summary line)"
 
 
-def median(values: list[float]) -> float:
+def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 

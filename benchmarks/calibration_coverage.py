@@ -93,7 +93,7 @@ def flag_rates(judge: str, kind: str) -> tuple[float, float]:
 
 def simulate(cell: Cell, draws: int, rng: np.random.Generator) -> dict[str, Result]:
     """Per kind: the true mismatches, the judge's flags, the labels of each stratum."""
-    strata = {}
+    strata: dict[str, tuple[np.ndarray, ...]] = {}
     for kind in KINDS:
         hit, false_alarm = flag_rates(cell.judge, kind)
         mismatches = rng.binomial(cell.n, cell.rate, draws)
@@ -157,7 +157,8 @@ def cells() -> Iterator[Cell]:
 
 
 def gate_part(draws: int, rng: np.random.Generator) -> None:
-    rows, ppi = [], []
+    rows: list[tuple[Cell, str, Result]] = []
+    ppi: list[tuple[Cell, str, Result]] = []
     for cell in cells():
         for kind, result in simulate(cell, draws, rng).items():
             (ppi if kind.endswith(" ppi") else rows).append((cell, kind, result))

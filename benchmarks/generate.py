@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -28,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from _common import SHARED_DATA  # noqa: E402
 
 from orbench_pytest.cli.main import _parser  # noqa: E402
-from orbench_pytest.config.settings import default_cache_dir  # noqa: E402
+from orbench_pytest.core.defaults import default_cache_dir  # noqa: E402
 from orbench_pytest.fetch.cache import ResponseCache  # noqa: E402
 from orbench_pytest.generate.cli import StageProgress, _config  # noqa: E402
 from orbench_pytest.generate.models import Endpoints  # noqa: E402
@@ -69,7 +70,8 @@ def seeds(count: int) -> list[tuple[str, str]]:
     return picked
 
 
-def run(argv: list[str], cache_path: Path, threads: int) -> tuple[dict, list[tuple[float, str]]]:
+def run(argv: list[str], cache_path: Path,
+        threads: int) -> tuple[dict[str, Any], list[tuple[float, str]]]:
     args = _parser().parse_args(argv)
     config = _config(args)
     started = time.perf_counter()

@@ -31,6 +31,7 @@ import time
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from _common import REPO, load
 
@@ -155,7 +156,7 @@ def measure(label: str, command: list[str], cwd: Path, env: dict[str, str],
           f"({modules:.0f} modules)")
 
 
-def refuse_bomb(prompt: str, system: str | None, body: dict) -> Reply:
+def refuse_bomb(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
     return Reply(text="I can't help with that." if "bomb" in prompt else "Sure, here is how.")
 
 

@@ -5,7 +5,7 @@
     python benchmarks/judge_accuracy.py --development   # even rows only: for working on the judge
 
 The headline: the fresh set (benchmarks/data/fresh_local_labels.csv, made by
-benchmarks/fresh_set.py; docs/design/judge-fresh-set.md): 240 answers of the three embedded
+scripts/fresh_set.py; docs/design/judge-fresh-set.md): 240 answers of the three embedded
 models to prompts no earlier labelled set holds, labelled by reading before any verdict was
 seen, and never used to write or choose anything. The shipped judge's accuracy, refusal
 precision / recall / F1 and refusal-rate error with its 95% interval (the same figures as
@@ -42,11 +42,12 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))  # train_judge, fresh_set: the tools it reuses
 SECOND_SETS = ROOT / "tests" / "data"
 FRESH_SET = ROOT / "benchmarks" / "data" / "fresh_local_labels.csv"
 
@@ -165,6 +166,18 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
         return judge, [report.answers[job.key].verdict for job in jobs]
 
 
+def _of_model(model: str, row: Row | FreshRow) -> bool:
+    return row.model == model
+
+
+def _held_out_of(model: str, row: Row) -> bool:
+    return row.model == model and row.held_out
+
+
+def _of_suite(suite: str, row: FreshRow) -> bool:
+    return row.suite == suite
+
+
 def _fmt(x: float) -> str:
     return "  -  " if x != x else f"{x:.3f}"  # NaN shown as a dash
 
@@ -188,9 +201,8 @@ def groups_for(rows: Sequence[Row], pred: Sequence[Label]
 
     out = []
     for model in dict.fromkeys(r.model for r in rows):
-        out.append((model, *pick(lambda r, m=model: r.model == m)))
-        out.append((f"  {model} odd (held-out)", *pick(lambda r, m=model: r.model == m
-                                                        and r.held_out)))
+        out.append((model, *pick(partial(_of_model, model))))
+        out.append((f"  {model} odd (held-out)", *pick(partial(_held_out_of, model))))
     out.append(("pooled", *pick(lambda r: True)))
     out.append(("pooled even (rules seen)", *pick(lambda r: not r.held_out)))
     out.append(("pooled odd (held-out)", *pick(lambda r: r.held_out)))
@@ -354,10 +366,8 @@ def fresh_table(title: str, rows: Sequence[FreshRow], verdicts: Sequence[Verdict
                  for r in rows]
     groups: list[tuple[str, Callable[[FreshRow], bool], list[tuple[FreshRow, Pair]]]]
     groups = [("all", lambda r: True, pairs)]
-    groups += [(m, lambda r, m=m: r.model == m, pairs)
-               for m in dict.fromkeys(r.model for r in rows)]
-    groups += [(s, lambda r, s=s: r.suite == s, pairs)
-               for s in dict.fromkeys(r.suite for r in rows)]
+    groups += [(m, partial(_of_model, m), pairs) for m in dict.fromkeys(r.model for r in rows)]
+    groups += [(s, partial(_of_suite, s), pairs) for s in dict.fromkeys(r.suite for r in rows)]
     groups.append((STRING_MATCH, lambda r: True, reference))  # for reference
     for name, keep, judged in groups:
         check = JudgeCheck("fresh", "", [p for r, p in judged if keep(r)], 0)

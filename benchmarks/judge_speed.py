@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from _common import (
     OR_BENCH_80K,
@@ -261,11 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = synthesise(Path(tmp), args.n)
         (root / "bench_answers.py").write_text(ANSWERS_MODULE)
-        sys.path.insert(0, str(root))
-        import bench_answers
+        namespace: dict[str, Any] = {}  # the same code the target runs (a module there)
+        exec(compile(ANSWERS_MODULE, "bench_answers", "exec"), namespace)
 
         prompts = read_prompts(root)
-        answers = [bench_answers.compose(p) for p in prompts]
+        answers = [namespace["compose"](p) for p in prompts]
         assert len(set(answers)) == len(answers), "answers must be distinct"
         cold, warm, stock, refusals = judge_cost(prompts, answers)
         repeats = min(len(answers), MEMO_ANSWERS)
@@ -296,12 +297,12 @@ def main(argv: list[str] | None = None) -> int:
                   "--orbench-subset=all"]
         instant = [*common, "--orbench-target=bench_answers:answer", "--orbench-concurrency=64"]
         # Untimed: the first run compiles every module's bytecode (PYCACHE).
-        warm = synthesise(Path(tmp) / "warm-up", 20)
-        (warm / "bench_answers.py").write_text(ANSWERS_MODULE)
+        warm_up = synthesise(Path(tmp) / "warm-up", 20)
+        (warm_up / "bench_answers.py").write_text(ANSWERS_MODULE)
         for index, mode in enumerate(every):  # untimed, 20 prompts: each checkout's bytecode
             small = [*common, "--orbench-target=bench_answers:answer",
-                     f"--orbench-cache-path={warm / f'{index}.sqlite3'}"]
-            run_process(small, warm, {**mode_env(env, warm, mode), "ORBENCH_BENCH_JUDGE": ""},
+                     f"--orbench-cache-path={warm_up / f'{index}.sqlite3'}"]
+            run_process(small, warm_up, {**mode_env(env, warm_up, mode), "ORBENCH_BENCH_JUDGE": ""},
                         ok_codes=(0, 1))
         first: dict[str, list[Run]] = {mode[0]: [] for mode in every}
         upgrade: dict[str, list[Run]] = {mode[0]: [] for mode in every}
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             summarise(f"(d) re-run after a judge upgrade, {args.n} cached answers", upgrade)
         if args.skip_server:
             return 0
-        server_runs(root, env, common, args, every, bench_answers.compose)
+        server_runs(root, env, common, args, every, namespace["compose"])
     return 0
 
 

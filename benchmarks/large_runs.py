@@ -19,6 +19,7 @@ the endpoint dead.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,15 +38,29 @@ from _common import (
     summary_counts,
     synthesise,
 )
-from throughput import gate_table, outcome_counts
 
 DEAD = "http://127.0.0.1:9/v1"
 ALL = "--orbench-subset=all"  # a suite this large is sampled unless told otherwise
 
 
 def verdicts(output: str) -> list[str]:
-    """The gate table and verdict, less the cache line (the answers' age differs)."""
-    return [line for line in gate_table(output) if not line.startswith("cache:")]
+    """The gate table and verdict, less the lines that carry timings, request counts or the
+    answers' age (they differ between the runs compared)."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if "orbench gate" in line and "=" in line),
+                 len(lines))
+    table = []
+    for line in lines[start + 1:]:
+        if not line.startswith(("answers:", "target:", "cache:", "cost:", "judged:")):
+            table.append(line)
+        if line.startswith("orbench gate:"):
+            break
+    return table
+
+
+def outcome_counts(output: str) -> str:
+    """pytest's summary counts, less the wall time."""
+    return re.sub(r" in [\d.]+s.*$", "", summary_counts(output))
 
 
 def shards(size: int, count: int, latency: float, concurrency: int) -> None:

@@ -23,7 +23,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.local_model import chat, prompts  # noqa: E402
+from local_model import chat, prompts  # noqa: E402
+
 from orbench_pytest.fetch import local_model as lm  # noqa: E402
 
 # name → (slots, prompt reuse, other llama.cpp settings). "before" is how the plugin started

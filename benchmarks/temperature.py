@@ -20,6 +20,7 @@ import argparse
 import csv
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,13 +30,14 @@ sys.path.insert(0, str(REPO))
 from _common import SHARED_DATA  # noqa: E402
 
 from orbench_pytest.config.settings import Variant, build_settings  # noqa: E402
-from orbench_pytest.core.types import PromptCase  # noqa: E402
+from orbench_pytest.core.types import Expectation, PromptCase  # noqa: E402
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE  # noqa: E402
 from orbench_pytest.gate.thresholds import BUILT_IN  # noqa: E402
 from orbench_pytest.run.runner import Selected, run_selected  # noqa: E402
 
 DATA = SHARED_DATA / "orbench"
-SETS = (("or-bench-hard-1k", "comply"), ("or-bench-toxic", "refuse"))
+SETS: tuple[tuple[str, Expectation], ...] = (("or-bench-hard-1k", "comply"),
+                                             ("or-bench-toxic", "refuse"))
 SEED = 17
 
 
@@ -116,8 +118,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds per request: generous, the CPU is shared")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.5, 1.0])
-    parser.add_argument("--cache-path", type=Path,
-                        default=Path("/tmp/orbench-temperature-benchmark.sqlite3"))
+    parser.add_argument("--cache-path", type=Path, default=Path(tempfile.gettempdir())
+                        / "orbench-temperature-benchmark.sqlite3")
     args = parser.parse_args()
     selected = draw(args.per_set)
     print(f"{len(selected)} prompts × {args.samples} samples, max_tokens {args.max_tokens}, "

@@ -182,8 +182,8 @@ def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[st
 
     cpu = {kind: median([t.cpu_s for t in timed]) for kind, timed in runs.items()}
     wall = {kind: median([t.wall_s for t in timed]) for kind, timed in runs.items()}
-    server_cpu = {kind: median([t.server_cpu_s for t in runs[kind]])
-                  for kind in ("client", "cold")}
+    server_cpu_by_kind = {kind: median([t.server_cpu_s for t in runs[kind]])
+                          for kind in ("client", "cold")}
     floor_cpu, floor_wall = cpu["item"] + cpu["client"], wall["item"] + wall["client"]
     n = sum(1 for _ in csv_rows(prompts.csv_files))
 
@@ -210,8 +210,8 @@ def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[st
         f" wall {wall['cold'] / floor_wall:.2f} ×",
         f"  rerun / item floor:  CPU {verdict(cpu['rerun'] / cpu['item'], RERUN_TARGET)};"
         f" wall {wall['rerun'] / wall['item']:.2f} ×",
-        f"  server CPU (median): {server_cpu['client']:.2f} s for the client floor, "
-        f"{server_cpu['cold']:.2f} s for the cold run; outcomes: {counts['cold']}",
+        f"  server CPU (median): {server_cpu_by_kind['client']:.2f} s for the client floor, "
+        f"{server_cpu_by_kind['cold']:.2f} s for the cold run; outcomes: {counts['cold']}",
         *([f"  NOTE: {note}" for note in dict.fromkeys(notes)] or ["  checks: OK"]),
     ]
 

@@ -26,7 +26,7 @@ def batch_cases() -> list[dict[str, str]]:
             + [{"prompt": p, "expect": "refuse", "category": "harm"} for p in TOXIC])
 
 
-def answer(body: dict) -> Reply:
+def answer(body: dict[str, Any]) -> Reply:
     return Reply(text=REFUSAL_TEXT if "hurt" in prompt_of(body) else "Sure: flour, water, salt.",
                  system_fingerprint="fp_batch")  # as OpenAI's batch answers carry one
 
@@ -39,7 +39,7 @@ def read_requests(path: Path) -> list[dict[str, Any]]:
 
 
 def prompt_of(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    return str(next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user"))
 
 
 def output_line(custom_id: str, reply: Reply | dict[str, Any], body: dict[str, Any],

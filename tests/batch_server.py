@@ -59,8 +59,11 @@ class BatchServer:
     def upload(self, content_type: str, body: bytes) -> dict[str, Any]:
         message = BytesParser(policy=default_policy).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode() + body)
-        fields = {part.get_param("name", header="content-disposition"):
-                  part.get_payload(decode=True) for part in message.iter_parts()}
+        fields: dict[str, bytes] = {}
+        for part in message.iter_parts():
+            payload = part.get_payload(decode=True)  # a form field's bytes
+            assert isinstance(payload, bytes)
+            fields[str(part.get_param("name", header="content-disposition"))] = payload
         with self._lock:
             self.uploads += 1
             file_id = f"file-{len(self.files) + 1}"
@@ -106,7 +109,8 @@ class BatchServer:
         if status == "failed":
             return
         requests = self._requests(batch)
-        answered, errored = [], []
+        answered: list[str] = []
+        errored: list[str] = []
         for index, request in enumerate(requests):
             if self.expire_after is not None and index >= self.expire_after:
                 line = output_line(request["custom_id"], {

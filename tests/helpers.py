@@ -81,9 +81,10 @@ def second_set_answers() -> list[str]:
     return [row["answer"] for path in second_set_files() for row in second_set_rows(path)]
 
 
-def load_benchmark(name: str) -> ModuleType:
-    """benchmarks/NAME.py as a module (the benchmarks folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+def load_script(name: str, folder: str = "scripts") -> ModuleType:
+    """FOLDER/NAME.py as a module (scripts/ holds the maintainers' tools; neither it nor
+    benchmarks/ is a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up

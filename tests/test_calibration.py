@@ -22,7 +22,7 @@ from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemRes
 from orbench_pytest.gate.thresholds import parse_thresholds
 from orbench_pytest.reports.results import calibration_record
 from orbench_pytest.reports.summary import table_lines
-from tests.helpers import load_benchmark
+from tests.helpers import load_script
 
 # people agree with 18 of 20 judged refusals of safe prompts, and find 2 refusals among 40
 # answers the judge called compliances
@@ -190,7 +190,8 @@ def test_coverage_simulation_holds_in_a_small_grid() -> None:
     the run's own rate, rare rates, a judge that errs differently on each kind."""
     import numpy as np
 
-    bench = load_benchmark("calibration_coverage")
+    # Its simulation stays in the benchmark while calibration work goes on there (issue 45).
+    bench = load_script("calibration_coverage", "benchmarks")
     rng = np.random.default_rng(7)
     for cell in (bench.Cell(0.02, "held-out", 1000, 60, "uniform"),
                  bench.Cell(0.05, "held-out", 200, 30, "sampler"),

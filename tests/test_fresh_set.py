@@ -1,4 +1,4 @@
-"""The judge's fresh test set (benchmarks/data/fresh_local_labels.csv, benchmarks/fresh_set.py):
+"""The judge's fresh test set (benchmarks/data/fresh_local_labels.csv, scripts/fresh_set.py):
 well formed, new to every earlier labelled set, and the very prompts the script draws."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import csv
 from collections import Counter
 from pathlib import Path
 
-from tests.helpers import REPO, load_benchmark, second_set_files, second_set_rows, shared_data
+from tests.helpers import REPO, load_script, second_set_files, second_set_rows, shared_data
 
 LABELS = REPO / "benchmarks" / "data" / "fresh_local_labels.csv"
 CLASSES = {"compliance", "refusal", "partial_refusal"}
@@ -31,7 +31,7 @@ def test_every_row_is_labelled_with_one_of_three_classes_and_keeps_no_prompt_tex
 
 
 def test_each_prompt_is_asked_of_one_model_only_in_the_quotas_of_the_script() -> None:
-    fresh_set = load_benchmark("fresh_set")
+    fresh_set = load_script("fresh_set")
     rows = _rows()
     keys = [_key(row) for row in rows]
     assert len(set(keys)) == len(keys)
@@ -55,7 +55,7 @@ def test_no_prompt_of_the_fresh_set_is_in_an_earlier_labelled_set() -> None:
 def test_the_labels_are_of_the_prompts_the_script_draws_and_their_text_matches() -> None:
     shared_data("orbench")
     shared_data("xstest")
-    fresh_set = load_benchmark("fresh_set")
+    fresh_set = load_script("fresh_set")
     drawn = {(p.suite, p.case_id): (model, p.sha256)
              for model, prompts in fresh_set.select().items() for p in prompts}
     assert {_key(row): (row["model"], row["prompt_sha256"]) for row in _rows()} == drawn
@@ -64,7 +64,7 @@ def test_the_labels_are_of_the_prompts_the_script_draws_and_their_text_matches()
 def test_keys_follow_the_order_orbench_label_shows_the_answers_in(tmp_path: Path) -> None:
     from orbench_pytest.cli.label import JudgedAnswer, sample
 
-    fresh_set = load_benchmark("fresh_set")
+    fresh_set = load_script("fresh_set")
     labels = tmp_path / "labels.csv"
     ids = [f"xstest[{i}]" for i in range(1, 8)]
     names = ["compliance", "refusal", "partial_refusal", "refusal", "compliance", "refusal",
@@ -87,5 +87,5 @@ def test_keys_follow_the_order_orbench_label_shows_the_answers_in(tmp_path: Path
 def test_keys_are_of_the_named_model_only(tmp_path: Path) -> None:
     labels = tmp_path / "labels.csv"
     labels.write_text("id,suite,model,label\nxstest[1],xstest,local,refusal\n")
-    assert load_benchmark("fresh_set").label_keys(labels, "local") == "r\n"
-    assert load_benchmark("fresh_set").label_keys(labels, "local:smollm2") == "\n"
+    assert load_script("fresh_set").label_keys(labels, "local") == "r\n"
+    assert load_script("fresh_set").label_keys(labels, "local:smollm2") == "\n"

@@ -1,5 +1,5 @@
 """The shipped judge model is reproducible: retraining from the labelled data gives it byte for
-byte (benchmarks/train_judge.py; the `train` extra pins scikit-learn)."""
+byte (scripts/train_judge.py; the `train` extra pins scikit-learn)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, load_benchmark, shared_data
+from tests.helpers import REPO, load_script, shared_data
 
 SHIPPED = REPO / "orbench_pytest" / "data" / "judge_classifier.json"
 
@@ -36,7 +36,7 @@ def test_the_shipped_meta_records_every_training_librarys_version() -> None:
 def test_retraining_gives_the_shipped_model_byte_for_byte(tmp_path: Path) -> None:
     pytest.importorskip("sklearn", reason="scikit-learn is not installed: "
                                           "pip install -e '.[train]' to retrain the judge")
-    train_judge = load_benchmark("train_judge")
+    train_judge = load_script("train_judge")
     data = shared_data("xstest/labelled")
     if not sorted(data.glob("completions_*.csv")):
         pytest.skip(f"XSTest's labelled completions are not in {data} (set "

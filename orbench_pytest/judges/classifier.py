@@ -3,7 +3,7 @@
 TF-IDF (binary term frequency, l2-normalised) over word 1-2-grams, the first words, and
 character 3-5-grams within the space-separated tokens of the answer's opening (and, when the
 model was trained so, of its closing sentence), then logistic regression. `features()` is the
-one definition of the features: the training script (`benchmarks/train_judge.py`,
+one definition of the features: the training script (`scripts/train_judge.py`,
 scikit-learn, extra `train`) hands it to scikit-learn as the analyzer, and inference here sums
 the weights of the same features' distinct known ones (math.fsum: exact, so the same in any
 order). No pickle: the model is a JSON file of its nonzero terms, (feature, idf,
@@ -11,7 +11,7 @@ coefficient), with its sha256 checked on load.
 
 The file also carries how the classifier is combined with the rules (`Combination`): which
 rule, and its threshold, were chosen by leave-one-model-out cross-validation on the training
-models only (benchmarks/train_judge.py). A file without one combines "either".
+models only (scripts/train_judge.py). A file without one combines "either".
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def _bundled_raw() -> tuple[bytes, str]:
     sha256 = hashlib.sha256(raw).hexdigest()
     if sha256 != recorded:  # a damaged or hand-edited file must not judge silently
         raise ValueError(f"orbench_pytest/data/{MODEL_FILE}: sha256 {sha256} is not the "
-                         f"recorded {recorded}; retrain with benchmarks/train_judge.py")
+                         f"recorded {recorded}; retrain with scripts/train_judge.py")
     return raw, sha256
 
 

@@ -55,7 +55,7 @@ class Judge(Protocol):
 
 # ---------------------------------------------------------------------------------------------
 # Offline judge: rules and classifier. How they combine is in the model file, chosen by
-# leave-one-model-out over the training models (benchmarks/train_judge.py) from: the rules
+# leave-one-model-out over the training models (scripts/train_judge.py) from: the rules
 # alone, the classifier alone, either, both, rules where confident, or a logistic vote.
 
 

@@ -1,8 +1,8 @@
 """The judge's fresh test set: new answers of the embedded models, to label before any verdict.
 
-    python benchmarks/fresh_set.py select                 # the chosen prompt ids, per model
-    python benchmarks/fresh_set.py generate [--model M]   # ask them through the plugin itself
-    python benchmarks/fresh_set.py keys LABELS MODEL      # the labels as `orbench label` keys
+    python scripts/fresh_set.py select                 # the chosen prompt ids, per model
+    python scripts/fresh_set.py generate [--model M]   # ask them through the plugin itself
+    python scripts/fresh_set.py keys LABELS MODEL      # the labels as `orbench label` keys
 
 The prompts are new to the judge's checks: none is in tests/data/*_labelled.csv (the two
 labelled sets of the embedded models), in the smoke suite, or among the three XSTest prompts
@@ -19,13 +19,13 @@ results file goes there too. The full answers are read back from the run's respo
 (the results file keeps an excerpt) into OUT/answers-<model>.csv: id, suite, model, prompt,
 answer, finish_reason and nothing of a verdict: the file the labels were made from.
 
-OUT is benchmarks/fresh-set-out/ (not committed: it holds the prompts' texts), the cache
+OUT is scripts/fresh-set-out/ (not committed: it holds the prompts' texts), the cache
 OUT/cache unless ORBENCH_CACHE_DIR is set. Re-running is cheap once the answers are cached,
 and re-judges them with the judge of the checkout, which is how the "after" figure is made:
 
-    python benchmarks/fresh_set.py generate          # answers + results of today's judge
-    python benchmarks/fresh_set.py keys benchmarks/data/fresh_local_labels.csv local \\
-        | orbench label benchmarks/fresh-set-out/results-local.json --n 1000 \\
+    python scripts/fresh_set.py generate          # answers + results of today's judge
+    python scripts/fresh_set.py keys benchmarks/data/fresh_local_labels.csv local \\
+        | orbench label scripts/fresh-set-out/results-local.json --n 1000 \\
               --suite or-bench-hard-1k --suite or-bench-toxic --suite xstest -o labels.csv
     orbench judge-check labels.csv
 
@@ -55,7 +55,7 @@ from orbench_pytest.fetch.targets import GenerationParams, model_identity  # noq
 
 SEED = 34
 DATA = Path(os.environ.get("ORBENCH_SHARED_DATA") or ROOT.parent / "shared" / "data")
-OUT = ROOT / "benchmarks" / "fresh-set-out"
+OUT = ROOT / "scripts" / "fresh-set-out"
 LOCAL_MAX_TOKENS = 128  # the plugin's default for the embedded model (core/defaults.py)
 
 

@@ -1,6 +1,6 @@
 """Train the judge's refusal classifier on human-labelled answers; write it as JSON.
 
-    python benchmarks/train_judge.py [DIR] [--out orbench_pytest/data/judge_classifier.json]
+    python scripts/train_judge.py [DIR] [--out orbench_pytest/data/judge_classifier.json]
 
 Needs the `train` extra (scikit-learn). DIR holds XSTest's labelled `completions_<model>.csv`
 (default ../shared/data/xstest/labelled next to the repository; never copied into the repo).
