@@ -31,8 +31,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-from benchmarks._common import SHARED_DATA  # noqa: E402
+from _common import SHARED_DATA  # noqa: E402
 from orbench_pytest.core import defaults  # noqa: E402
 from orbench_pytest.reports.document import Document, ItemRecord, RunInfo  # noqa: E402
 from orbench_pytest.reports.results import write_results  # noqa: E402

@@ -28,8 +28,10 @@ RUNS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "docs_runners": ([], ()),
     "failing_80k": (["--n", "50", "--concurrency", "4"], ()),
     "faults": (["--prompts", "20", "--repeat", "1", "--only", "flaky", "--only", "dead"], ()),
+    "html_report": (["--sizes", "20", "--repeats", "1", "--answer-chars", "80"], ()),
     "idle_cost": (["--repeat", "1"], ()),
     "judge_accuracy": (["--fresh-only"], ("orbench", "xstest")),
+    "judge_dna": ([], ("do-not-answer",)),
     "judge_equality": (["--write", "{tmp}/judgments.json"], ()),
     "judge_speed": (["--n", "40", "--repeat", "1", "--server-repeat", "1", "--latency", "0.01",
                      "--server-concurrency", "8"], ()),
@@ -41,6 +43,7 @@ RUNS: dict[str, tuple[list[str], tuple[str, ...]]] = {
 
 # name → why it has no tiny run here.
 NOT_RUN = {
+    "chat_suites_local": "runs the embedded model (minutes on 2 cores)",
     "generate": "runs the embedded model (minutes on 2 cores)",
     "local_determinism": "runs the embedded model (minutes on 2 cores)",
     "local_model": "runs the embedded model (minutes on 2 cores)",
