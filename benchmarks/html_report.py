@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _common import SHARED_DATA  # noqa: E402
+
 from orbench_pytest.core import defaults  # noqa: E402
 from orbench_pytest.reports.document import Document, ItemRecord, RunInfo  # noqa: E402
 from orbench_pytest.reports.results import write_results  # noqa: E402
