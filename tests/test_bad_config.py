@@ -106,8 +106,8 @@ def test_cache_merge_of_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
         assert done.stderr.count("\n") == 1
         assert "cannot follow the path (a symlink loop)" in done.stderr
     done = orbench_cli("cache", "merge", "-o", "out.sqlite3", LONG_NAME, cwd=tmp_path)
-    assert done.stderr.startswith(f"orbench cache: error: {LONG_NAME}: cannot look at the path "
-                                  "(File name too long)") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"orbench cache: error: {LONG_NAME}: cannot ")
+    assert done.stderr.endswith("(File name too long)\n") and done.stderr.count("\n") == 1
     assert not (tmp_path / "out.sqlite3").exists()
 
 

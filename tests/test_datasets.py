@@ -522,7 +522,7 @@ def test_ready_suites_pin_their_sources(name: str) -> None:
 
     assert suite["name"] == name
     assert set(suite) <= {"name", "description", "source", "sha256", "rows", "prompt",
-                          "category", "expect", "id"}
+                          "category", "expect", "id", "license", "citation"}
     assert isinstance(suite["rows"], int) and suite["rows"] > 0
     source = suite["source"]
     if source.startswith("hf://"):

@@ -121,7 +121,7 @@ def test_rewordings_without_max_fragile_rate_report_the_rate_and_gate_nothing(
     flips = json.loads((pytester.path / "r.json").read_text())["run"]["rewordings"]["flips"]
     assert flips
     result.stdout.fnmatch_lines([
-        "rewordings: * 4 prompts searched, * fragile;*",
+        "rewordings: * 4 prompts searched, * fragile*",
         "fragile rate not gated: no max_fragile_rate in the thresholds file (set one to gate "
         "it)", "*", "orbench gate: PASSED"])
     assert "built-in default max_fragile_rate" not in result.stdout.str()

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import resolved
+from orbench_pytest.core.paths import resolved, stat_of
 from orbench_pytest.core.types import History, Label, Response, Verdict
 from orbench_pytest.core.untrusted import terminal_text
 
@@ -306,6 +306,7 @@ class ResponseCache:
         try:
             if writable:
                 # A loop, an over-long name, a device or a FIFO: one line, not "disk I/O error"
+                stat_of(path, "--orbench-cache-path")  # names the option, as the others do
                 regular_file(path, "the response cache")
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -318,6 +319,7 @@ class ResponseCache:
             else:
                 # A missing file is an empty cache; an existing one is opened mode=ro.
                 real = resolved(path)
+                stat_of(real, "--orbench-cache-path")
                 there = regular_file(real, "the response cache") is not None
                 self._db = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
                                            timeout=lock_wait_s, isolation_level=None,

@@ -29,6 +29,7 @@ ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "n
 
 # --- items ----------------------------------------------------------------------------------
 @redacted_repr
+@redacted_repr
 @dataclass(frozen=True)
 class Turn:
     """One turn of a conversation (redacted)."""
@@ -37,6 +38,7 @@ class Turn:
     content: str
 
 
+@redacted_repr
 @dataclass(frozen=True)
 class ItemRecord:
     """One prompt's outcome. Also written, worked out from the fields: `id` (the item's
