@@ -28,7 +28,7 @@ RUNS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "docs_runners": ([], ()),
     "failing_80k": (["--n", "50", "--concurrency", "4"], ()),
     "faults": (["--prompts", "20", "--repeat", "1", "--only", "flaky", "--only", "dead"], ()),
-    "html_report": (["--sizes", "20", "--repeats", "1", "--answer-chars", "80"], ()),
+    "html_report": (["--sizes", "20", "--repeats", "1", "--answer-chars", "80"], ("orbench",)),
     "idle_cost": (["--repeat", "1"], ()),
     "judge_accuracy": (["--fresh-only"], ("orbench", "xstest")),
     "judge_dna": ([], ("do-not-answer",)),
