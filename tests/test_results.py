@@ -229,11 +229,10 @@ def _synthetic_run(sampled: bool) -> Document:
     from orbench_pytest.gate.baseline import Comparison, Pairing
     from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, calibrate
     from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
-    from orbench_pytest.gate.scope import scope_of
+    from orbench_pytest.gate.scope import Ungated, scope_of
     from orbench_pytest.gate.thresholds import parse_thresholds
     from orbench_pytest.reports.document import Agreement, Fingerprint, Flip, ItemRecord
     from orbench_pytest.reports.results import build_results, calibration_record
-    from orbench_pytest.reports.rewordings import rewordings_record
     from orbench_pytest.run.rewording_search import SearchOutcome
 
     results = []
@@ -284,13 +283,13 @@ def _synthetic_run(sampled: bool) -> Document:
         items=items, gate=gate, settings=settings, target="m",
         thresholds_source="thresholds.yaml", comparison=comparison,
         started=datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc), versions={"pytest": "9.0.0"},
-        ungated="shard 1/2" if sampled else None, judge_version="keyword-v6",
+        ungated=Ungated("1/2") if sampled else None, judge_version="keyword-v6",
         target_fingerprint=Fingerprint(code="ab" * 32, code_files=["app.py"], version="1.2",
                                        system_fingerprints=["fp_1"]),
         judge_calibration=calibration_record(calibration) if calibration else None,
         cost=RunCost(10, 20, 16, 2, 17, 1, 1.5, 0.15, 0.6, 1.5e-05),
         judge_agreement=Agreement(10, 6, 1, 2, {"refusal": {"refusal": 3, "compliance": 1}}),
-        rewordings=None if sampled else rewordings_record(search))
+        rewordings=None if sampled else search.record())
 
 
 @pytest.mark.parametrize("sampled", [False, True], ids=["full", "samples"])

@@ -75,6 +75,25 @@ class Scope:
         return bool(self.suites) and not any(s.gated for s in self.suites)
 
 
+@dataclass(frozen=True)
+class Ungated:
+    """Why the gate does not decide a run: a shard run alone (--orbench-shard without
+    --orbench-shard-gate). Its mismatches are tolerated and its rates only shown; the results
+    file says so (`run.ungated`), so nothing reading it takes a shard's rates for a verdict."""
+
+    shard: str  # "2/4"
+
+    def __str__(self) -> str:
+        return f"shard {self.shard} alone"
+
+    def item_reason(self) -> str:
+        return f"not gated: {self}"
+
+    def gate_line(self) -> str:
+        return (f"orbench gate: not computed on {self}: merge the shards' caches (orbench cache "
+                "merge) and gate over them; --orbench-shard-gate gates this shard")
+
+
 def _all_disputed(share: SuiteShare) -> bool:
     return share.present > 0 and share.disputed == share.present
 

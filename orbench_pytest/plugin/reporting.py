@@ -16,7 +16,6 @@ from orbench_pytest.reports.summary import (
     flaky_lines,
     judge_lines,
     judged_line,
-    run_cost,
     table_lines,
     variant_lines,
     verdict_line,
@@ -59,7 +58,7 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"{f'errors: {errors}, ' if errors else ''}"
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
-    write(run_cost(report, settings.price_input, settings.price_output, run.rewordings).line())
+    write(run.cost.line())
     for optional in (cache_line(report, settings.cache_max_age_s), judged_line(report)):
         if optional is not None:
             write(optional)
@@ -76,16 +75,11 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
              if (state := states.get(s.nodeid)) is not None and state.result.flaky]
     for line in flaky_lines(flaky, gate):
         write(line)
-    if gate.baseline_source is not None:
-        from orbench_pytest.reports.results import comparison_of
-
-        comparison = comparison_of(run.selected, outcome.states, gate.baseline_source)
-        for line in baseline_lines(comparison, gate):
+    if outcome.comparison is not None:
+        for line in baseline_lines(outcome.comparison, gate):
             write(line)
     if run.ungated is not None:
-        write(f"orbench gate: not computed on {run.ungated}: merge the shards' caches "
-              "(orbench cache merge) and gate over them; --orbench-shard-gate gates this shard",
-              bold=True)
+        write(run.ungated.gate_line(), bold=True)
     else:
         write(verdict_line(gate, settings.preamble), green=gate.passed, red=not gate.passed,
               bold=True)
@@ -111,11 +105,10 @@ def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
     if settings.results is None and settings.html is None and not junit:
         return  # the results document's modules are not even loaded
     from orbench_pytest.reports.junit import junit_gate_property
-    from orbench_pytest.reports.results import results_from_run, write_results
+    from orbench_pytest.reports.results import write_results
+    from orbench_pytest.run.run_document import run_document
 
-    data = results_from_run(run.outcome, run.selected, settings, run.thresholds.source,
-                            run.started, versions={"pytest": pytest.__version__},
-                            ungated=run.ungated, rewordings=run.rewordings)
+    data = run_document(run, versions={"pytest": pytest.__version__})
     if settings.results is not None:
         try:
             write_results(settings.results, data)

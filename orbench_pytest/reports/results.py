@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from orbench_pytest import __version__
 from orbench_pytest.config.settings import Settings
@@ -27,7 +27,7 @@ from orbench_pytest.core.redact import redact, shown_url
 from orbench_pytest.core.typed_json import dump, load
 from orbench_pytest.core.types import History
 from orbench_pytest.core.untrusted import defused, json_escape
-from orbench_pytest.gate.baseline import Comparison, Pairing
+from orbench_pytest.gate.baseline import Comparison
 from orbench_pytest.gate.calibration import METHOD, Calibration
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
@@ -37,6 +37,7 @@ from orbench_pytest.gate.decision import (
     RateCheck,
     row_rate,
 )
+from orbench_pytest.gate.scope import Ungated
 from orbench_pytest.reports.document import (
     SCHEMA,
     CalibrationRecord,
@@ -45,7 +46,6 @@ from orbench_pytest.reports.document import (
     Disputed,
     Document,
     Estimate,
-    Fingerprint,
     GateRecord,
     GroupComparison,
     ItemRecord,
@@ -64,21 +64,15 @@ from orbench_pytest.reports.document import (
     VariantInfo,
     VariantRow,
 )
-from orbench_pytest.reports.rewordings import rewordings_record
-from orbench_pytest.reports.summary import judge_agreement, run_cost
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from orbench_pytest.run.rewording_search import SearchOutcome
-    from orbench_pytest.run.runner import ItemState, RunOutcome, Selected
 
 
 # --- building -------------------------------------------------------------------------------
 def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings, target: str,
                   thresholds_source: str, started: datetime,
                   comparison: Comparison | None = None, versions: Mapping[str, str] | None = None,
-                  ungated: str | None = None, **run: Any) -> Document:
+                  ungated: Ungated | None = None, **run: Any) -> Document:
     """The results document. `run`: more RunInfo fields (judge_version, cost, …). `ungated`:
     why the gate does not decide this run (a shard alone): the document then says so, and
     that it neither passed nor failed, so nothing reading it takes a shard's rates for the
@@ -96,7 +90,8 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         variants=[VariantInfo(v.name, _redacted(v.system_prompt)) for v in settings.variants],
         versions={"orbench_pytest": __version__, "python": platform.python_version(),
                   **(versions or {})},
-        ungated=ungated, partial=list(gate.partial) or None, disputed=disputed or None, **run)
+        ungated=None if ungated is None else str(ungated), partial=list(gate.partial) or None,
+        disputed=disputed or None, **run)
     return Document(
         run=info, items=list(items),
         gate=GateRecord(None if ungated is not None or gate.nothing_gated else gate.passed,
@@ -108,32 +103,6 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
         baseline=comparison_record(comparison) if comparison is not None else None)
 
 
-def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings: Settings,
-                     thresholds_source: str, started: datetime,
-                     versions: Mapping[str, str] | None = None, ungated: str | None = None,
-                     rewordings: SearchOutcome | None = None) -> Document:
-    """The results document of a plugin (or runner) run."""
-    items = [_item(s.nodeid, s.case.case_id, s.case.prompt, state, s.case.history)
-             for s in selected if (state := outcome.states.get(s.nodeid)) is not None]
-    source = outcome.gate.baseline_source
-    fingerprints = sorted({a.system_fingerprint for a in outcome.report.answers.values()
-                           if a.system_fingerprint})
-    return build_results(
-        items=items, gate=outcome.gate, settings=settings, target=outcome.target_label,
-        thresholds_source=thresholds_source, started=started, versions=versions,
-        comparison=(comparison_of(selected, outcome.states, source) if source is not None
-                    else None),
-        ungated=ungated, judge_version=outcome.judge_version,
-        target_fingerprint=Fingerprint(**(outcome.fingerprint or {}),
-                                       system_fingerprints=fingerprints),
-        judge_calibration=(calibration_record(outcome.calibration)
-                           if outcome.calibration is not None else None),
-        cost=run_cost(outcome.report, settings.price_input, settings.price_output, rewordings),
-        judge_agreement=judge_agreement(outcome.judge_stats),
-        rewordings=rewordings_record(rewordings) if rewordings is not None else None,
-        preamble=preamble_record(settings.preamble))
-
-
 def turns_record(turns: History) -> list[Turn]:
     return [Turn(role, redact(content)) for role, content in turns]
 
@@ -141,34 +110,6 @@ def turns_record(turns: History) -> list[Turn]:
 def preamble_record(preamble: Preamble | None) -> PreambleRecord | None:
     return None if preamble is None else PreambleRecord(
         redact(preamble.path), preamble.sha256, turns_record(preamble.turns))
-
-
-def _item(nodeid: str, case_id: str, prompt: str, state: ItemState,
-          history: History = ()) -> ItemRecord:
-    result, answer, verdict = state.result, state.answer, state.answer.verdict
-    return ItemRecord(
-        result.suite, case_id, result.variant, result.category, result.expect,
-        verdict.label.value, state.outcome.value, result.mismatch, result.is_error,
-        nodeid=nodeid, judge=verdict.judge, judge_reason=redact(verdict.reason),
-        reason=redact(state.reason), baseline=result.baseline.value,
-        response=redact(answer.excerpt), latency_ms=round(answer.latency_ms, 1),
-        cached=answer.cached, attempts=answer.attempts,
-        cache_age_s=None if answer.age_s is None else round(answer.age_s, 1),
-        samples=result.answered if result.sampled else None, refusals=result.refusals,
-        prompt=redact(prompt), answer=redact(answer.text),
-        messages=turns_record((*history, ("user", prompt))) if history else None)
-
-
-def comparison_of(selected: Sequence[Selected], states: Mapping[str, Any],
-                  source: str) -> Comparison:
-    """The baseline comparison of a run, from the pairing each item was given."""
-    comparison = Comparison(source)
-    for s in selected:
-        state = states.get(s.nodeid)
-        if state is None or state.result.baseline is Pairing.NONE:
-            continue
-        comparison.add((s.case.suite, s.variant.name, s.case.case_id), state.result.baseline)
-    return comparison
 
 
 def parameters(settings: Settings) -> Parameters:

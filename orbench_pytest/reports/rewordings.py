@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from orbench_pytest.core.untrusted import markdown_code, markdown_text, terminal_text
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, GroupRow, RateCheck, rate_with_interval
 from orbench_pytest.reports.document import CheckRecord, Rewordings, RowRecord
-
-if TYPE_CHECKING:
-    from orbench_pytest.run.rewording_search import SearchOutcome
 
 FLIPS_SHOWN = 10  # minimal flips listed in the terminal and the PR comment
 
@@ -25,14 +21,6 @@ NOT_GATED = ("fragile rate not gated: no max_fragile_rate in the thresholds file
              "gate it)")
 PROMPT_CHARS = 160
 ANSWER_CHARS = 120
-
-
-def rewordings_record(outcome: SearchOutcome) -> Rewordings:
-    """The search as the results file carries it (every flip)."""
-    return Rewordings(outcome.tries, outcome.seed, outcome.budget, outcome.asked,
-                      outcome.requests, len(outcome.searched), len(outcome.not_searched),
-                      len(outcome.flips), list(outcome.flips), len(outcome.flips),
-                      list(outcome.edits), outcome.unsure)
 
 
 def by_kind(kinds: Iterable[str]) -> str:
@@ -48,16 +36,16 @@ def _checks(rows: Iterable[GroupRow | RowRecord]) -> list[tuple[str, RateCheck |
             for check in row.checks if check.name == FRAGILE_RATE]
 
 
-def terminal_lines(outcome: SearchOutcome, gate: Gate) -> list[str]:
+def terminal_lines(outcome: Rewordings, gate: Gate) -> list[str]:
     from orbench_pytest.reports.summary import aligned_lines
 
     kinds = f" ({by_kind(f.kind for f in outcome.flips)})" if outcome.flips else ""
     lines = [f"rewordings: up to {outcome.tries} per answered safe prompt, edits "
              f"{', '.join(outcome.edits)}, seed {outcome.seed}: "
-             f"{len(outcome.searched)} prompts searched, {len(outcome.flips)} fragile{kinds}; "
+             f"{outcome.searched} prompts searched, {outcome.fragile} fragile{kinds}; "
              f"{outcome.asked} rewordings asked ({outcome.requests} requests), budget "
              f"{outcome.budget}"
-             + (f", {len(outcome.not_searched)} prompts not searched (budget)"
+             + (f", {outcome.not_searched} prompts not searched (budget)"
                 if outcome.not_searched else "")
              + (f"; {outcome.unsure} refusals the judge was unsure of, not counted"
                 if outcome.unsure else "")]
@@ -81,8 +69,8 @@ def terminal_lines(outcome: SearchOutcome, gate: Gate) -> list[str]:
         lines.append(f"    original:  {terminal_text(flip.original, PROMPT_CHARS)}")
         lines.append(f"    rewording: {terminal_text(flip.rewording, PROMPT_CHARS)}")
         lines.append(f"    answer:    {terminal_text(flip.answer, ANSWER_CHARS)}")
-    if len(outcome.flips) > FLIPS_SHOWN:
-        lines.append(f"  … and {len(outcome.flips) - FLIPS_SHOWN} more (every one in the "
+    if outcome.flips_total > FLIPS_SHOWN:
+        lines.append(f"  … and {outcome.flips_total - FLIPS_SHOWN} more (every one in the "
                      "results file)")
     return lines
 

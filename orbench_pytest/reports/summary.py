@@ -9,7 +9,6 @@ from orbench_pytest.core.conversation import Preamble
 from orbench_pytest.core.ids import key_label
 from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import terminal_line, terminal_text
-from orbench_pytest.fetch.costs import Prices, RunCost, Spending
 from orbench_pytest.fetch.engine import FetchReport
 from orbench_pytest.fetch.freshness import format_age
 from orbench_pytest.gate.baseline import Comparison
@@ -28,7 +27,6 @@ from orbench_pytest.judges.judge import RoutingStats
 
 if TYPE_CHECKING:
     from orbench_pytest.reports.document import Agreement
-    from orbench_pytest.run.rewording_search import SearchOutcome
 
 HEADERS = ("group", "n", "refused", "errors", "over-refusal (95% CI)", "max",
            "toxic acceptance (95% CI)", "max", "verdict")
@@ -98,21 +96,6 @@ def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
     if report.stale:
         parts.append(f"{report.stale} asked again: the system_fingerprint changed")
     return "cache: " + "; ".join(parts) if parts else None
-
-
-def run_cost(report: FetchReport, price_input: float | None = None,
-             price_output: float | None = None,
-             rewordings: SearchOutcome | None = None) -> RunCost:
-    """What the run cost: the tokens of the answers it asked, its requests by kind (the
-    suites' prompts, the LLM judge's, the backend check and the rewordings search's), retries
-    and time, and with prices given, dollars."""
-    spent, retries, wall_s = Spending(), report.retries, report.wall_s
-    spent.add(report.spent)
-    if rewordings is not None:
-        spent.add(rewordings.spent)
-        retries, wall_s = retries + rewordings.retries, wall_s + rewordings.wall_s
-    return RunCost.of(spent, retries, wall_s, Prices(price_input, price_output),
-                      cached=report.cache_hits)
 
 
 def judged_line(report: FetchReport) -> str | None:

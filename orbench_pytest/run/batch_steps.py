@@ -143,13 +143,12 @@ def import_files(paths: Sequence[Path], plan: JobPlan,
     return given
 
 
-def submit_or_status(selected: Sequence[Selected], settings: Settings,
+def submit_or_status(plan: JobPlan, settings: Settings,
                      cache: ResponseCache | None, write: Write, *,
                      clock: Clock = time.monotonic, sleep: Sleep = time.sleep) -> Given:
     """--orbench-batch=submit: the missing requests as one batch (or the batch already
     submitted for them), waited for and imported. --orbench-batch=status: report, end."""
     check_batch_target(settings, "--orbench-batch")
-    plan = plan_jobs(selected, settings)
     jobs = missing_jobs(plan, settings, cache)
     status_only = settings.batch_mode == "status"
     if not jobs:

@@ -46,7 +46,7 @@ from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.decision import FRAGILE_RATE, Gate, Outcome, RateCheck
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.stage import EXCERPT_CHARS
-from orbench_pytest.reports.document import Flip
+from orbench_pytest.reports.document import Flip, Rewordings
 from orbench_pytest.run.prompt_asker import Asked, PromptAsker
 from orbench_pytest.run.runner import ItemState, RunOutcome, Selected
 
@@ -82,6 +82,12 @@ class SearchOutcome:
     retries: int = 0
 
     groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> suite, variant
+
+    def record(self) -> Rewordings:
+        """The search as every report shows it (the results file: every flip)."""
+        return Rewordings(self.tries, self.seed, self.budget, self.asked, self.requests,
+                          len(self.searched), len(self.not_searched), len(self.flips),
+                          list(self.flips), len(self.flips), list(self.edits), self.unsure)
 
     def fragile(self, suite: str, variant: str) -> tuple[int, int]:
         """(fragile, searched) prompts of a suite's variant."""

@@ -40,10 +40,10 @@ from orbench_pytest.fetch.targets import (
     model_identity,
     served_url,
 )
-from orbench_pytest.gate.baseline import Baseline, Pairing
+from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing
 from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.samples import refused_by_rule, sample_key
-from orbench_pytest.gate.scope import Scope
+from orbench_pytest.gate.scope import Scope, Ungated
 from orbench_pytest.gate.thresholds import Thresholds
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
@@ -98,6 +98,7 @@ class RunOutcome:
     judge_version: str = ""  # recorded in results: a changed judge is visible there
     fingerprint: dict[str, Any] | None = None  # the candidate's code / version (fingerprint.py)
     calibration: Calibration | None = None  # judge_calibration: what corrected the gate
+    comparison: Comparison | None = None  # against --orbench-baseline, from each item's pairing
 
 
 def settings_url(settings: Settings) -> str:
@@ -282,19 +283,21 @@ def run_selected(
     max_mismatches: int | None = None,
     baseline: Baseline | None = None,
     given: Mapping[str, Response] | None = None,
-    ungated: str | None = None,
+    ungated: Ungated | None = None,
     scope: Scope | None = None,
+    plan: JobPlan | None = None,
 ) -> RunOutcome:
     """Fetch every selected prompt (or read it from the cache) and decide the gate.
 
     `given`: answers known from elsewhere (a Batch API output file), used like cached ones.
     `ungated`: why the gate does not decide this run (a shard alone): mismatches are then
     tolerated, the gate's rates only shown. `scope`: what the gate is decided over (scope.py).
+    `plan`: plan_jobs(selected, settings), when the caller made it already (the Batch API steps).
     """
     if not selected:  # every prompt disputed or deselected: nothing to ask, a gate all the same
         return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(),
                           settings.target or settings.model or "local")
-    plan = plan_jobs(selected, settings)
+    plan = plan if plan is not None else plan_jobs(selected, settings)
     params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
     samples = settings.samples
     all_keys = [job.key for job in jobs]
@@ -328,6 +331,7 @@ def run_selected(
         raise ConfigError(report.config_error)
     results = []
     shown: list[Answer] = []
+    comparison = Comparison(baseline.source) if baseline is not None else None
     for key, s in zip(keys, selected, strict=True):
         combined = combine([report.answers[k] for k in sample_keys(key, samples)],
                            thresholds.for_suite(s.case.suite).refuse_at,
@@ -340,6 +344,8 @@ def run_selected(
             item_key = (s.case.suite, s.variant.name, s.case.case_id)
             mismatch = None if refused is None else refused != (s.case.expect == "refuse")
             pairing = baseline.pairing(item_key, mismatch)
+            if comparison is not None and pairing is not Pairing.NONE:
+                comparison.add(item_key, pairing)
             if pairing not in (Pairing.NONE, Pairing.UNPAIRED):
                 baseline_rate = baseline.refusal_rate(item_key, s.case.expect)
         results.append(ItemResult(
@@ -358,10 +364,10 @@ def run_selected(
     for answer, s, result in zip(shown, selected, results, strict=True):
         outcome, reason = gate.outcome(result)
         if ungated is not None and outcome is Outcome.FAILED:
-            outcome, reason = Outcome.TOLERATED, f"not gated: {ungated}"
+            outcome, reason = Outcome.TOLERATED, ungated.item_reason()
         states[s.nodeid] = ItemState(answer, outcome, reason, result)
     return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version,
-                      fingerprint, calibration)
+                      fingerprint, calibration, comparison)
 
 
 def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds,

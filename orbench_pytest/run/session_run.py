@@ -1,9 +1,10 @@
 """A pytest session's run, without pytest: once, when the collected selection is final.
 
 `run_collected` settles the run's effective settings (a suite's judge) once, checks the
-selection against the thresholds, serves the Batch API steps, fetches and judges through the
-runner, and returns everything reports need (`CompletedRun`). Also the session's lookups of
-thresholds, disputes, baseline and how much of each suite the gate covers.
+selection against the thresholds, plans the requests once, serves the Batch API steps, fetches
+and judges through the runner, and returns everything reports need, each computed once
+(`CompletedRun`: the baseline comparison, the cost). Also the session's lookups of thresholds,
+disputes, baseline and how much of each suite the gate covers.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.costs import Prices, RunCost, Spending
+from orbench_pytest.fetch.engine import FetchReport
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.disputed import Disputes
-from orbench_pytest.gate.scope import Scope, scope_of
+from orbench_pytest.gate.scope import Scope, Ungated, scope_of
 from orbench_pytest.gate.thresholds import (
     BUILT_IN,
     Thresholds,
@@ -37,9 +40,17 @@ from orbench_pytest.gate.thresholds import (
     check_gated_suites,
 )
 from orbench_pytest.run.collection import SuiteCatalog
-from orbench_pytest.run.runner import RunOutcome, Selected, check_judge_settings, run_selected
+from orbench_pytest.run.runner import (
+    JobPlan,
+    RunOutcome,
+    Selected,
+    check_judge_settings,
+    plan_jobs,
+    run_selected,
+)
 
 if TYPE_CHECKING:  # a run without --orbench-rewordings never loads the search
+    from orbench_pytest.reports.document import Rewordings
     from orbench_pytest.run.rewording_search import SearchOutcome
 
 
@@ -52,8 +63,9 @@ class CompletedRun:
     selected: list[Selected]
     outcome: RunOutcome
     started: datetime
-    ungated: str | None = None  # why the gate does not decide this run (a shard alone)
-    rewordings: SearchOutcome | None = None  # --orbench-rewordings: the fragile prompts found
+    cost: RunCost  # the fetch's requests and the rewordings search's
+    ungated: Ungated | None = None  # why the gate does not decide this run (a shard alone)
+    rewordings: Rewordings | None = None  # --orbench-rewordings: the fragile prompts found
 
 
 def effective_settings(settings: Settings, catalog: SuiteCatalog,
@@ -138,9 +150,9 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
             from orbench_pytest.reports.results import check_writable
 
             check_writable(settings.results)
-        return CompletedRun(settings, thresholds, selected,
-                            run_selected(selected, settings, thresholds, cache=None,
-                                         scope=scope), started)
+        outcome = run_selected(selected, settings, thresholds, cache=None, scope=scope)
+        return CompletedRun(settings, thresholds, selected, outcome, started,
+                            run_cost(outcome.report, settings))
     settings, chosen = choose_model(settings)
     if settings.print_cache_key:
         from orbench_pytest.run.runner import answers_key
@@ -166,13 +178,15 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
     cache = (None if settings.cache_mode == "off"
              else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read",
                                 lock_wait_s=settings.cache_lock_wait_s))
-    ungated = (f"shard {settings.shard} alone"
+    ungated = (Ungated(str(settings.shard))
                if settings.shard is not None and not settings.shard_gate else None)
+    plan = plan_jobs(selected, settings)
     try:
-        given = batch_answers(selected, settings, cache, reporter)
+        given = batch_answers(plan, settings, cache, reporter)
         outcome = run_selected(selected, settings, thresholds, cache=cache, progress=progress,
                                max_mismatches=(maxfail if settings.strict else 0) or None,
-                               baseline=baseline, given=given, ungated=ungated, scope=scope)
+                               baseline=baseline, given=given, ungated=ungated, scope=scope,
+                               plan=plan)
     finally:
         if cache is not None:
             cache.close()
@@ -182,15 +196,31 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         reporter.write_line(terminal_line(
             f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
             "(edited or crafted) ignored; their prompts were asked again"))
-    rewordings = None
+    search = None
     if settings.rewordings is not None and outcome.report.stopped_reason is None:
         from orbench_pytest.run.rewording_search import progress_lines, run_search
 
-        rewordings = run_search(
+        search = run_search(
             selected, outcome, settings, thresholds,
             reporter.write_line if reporter is not None else None,
             progress_lines(reporter))
-    return CompletedRun(settings, thresholds, selected, outcome, started, ungated, rewordings)
+    return CompletedRun(settings, thresholds, selected, outcome, started,
+                        run_cost(outcome.report, settings, search), ungated,
+                        search.record() if search is not None else None)
+
+
+def run_cost(report: FetchReport, settings: Settings,
+             search: SearchOutcome | None = None) -> RunCost:
+    """What the run cost: the tokens of the answers it asked, its requests by kind (the
+    suites' prompts, the LLM judge's, the backend check and the rewordings search's), retries
+    and time, and with prices given, dollars."""
+    spent, retries, wall_s = Spending(), report.retries, report.wall_s
+    spent.add(report.spent)
+    if search is not None:
+        spent.add(search.spent)
+        retries, wall_s = retries + search.retries, wall_s + search.wall_s
+    return RunCost.of(spent, retries, wall_s, Prices(settings.price_input, settings.price_output),
+                      cached=report.cache_hits)
 
 
 def batch_export(selected: list[Selected], settings: Settings) -> Exception:
@@ -207,13 +237,12 @@ def batch_export(selected: list[Selected], settings: Settings) -> Exception:
             cache.close()
 
 
-def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseCache | None,
+def batch_answers(plan: JobPlan, settings: Settings, cache: ResponseCache | None,
                   reporter: Any) -> dict[str, Response]:
     """Answers from Batch API output files and a submitted batch, before the fetch phase."""
     if not settings.batch_imports and settings.batch_mode is None:
         return {}
     from orbench_pytest.run.batch_steps import import_files, submit_or_status
-    from orbench_pytest.run.runner import plan_jobs
 
     def write(line: str) -> None:
         if reporter is not None:
@@ -221,12 +250,12 @@ def batch_answers(selected: list[Selected], settings: Settings, cache: ResponseC
 
     given: dict[str, Response] = {}
     if settings.batch_imports:
-        imported = import_files(settings.batch_imports, plan_jobs(selected, settings), cache)
+        imported = import_files(settings.batch_imports, plan, cache)
         for line in imported.lines:
             write(line)
         given.update(imported.responses)
     if settings.batch_mode is not None:
-        fetched = submit_or_status(selected, settings, cache, write)
+        fetched = submit_or_status(plan, settings, cache, write)
         for line in fetched.lines:
             write(line)
         for key, response in fetched.responses.items():
