@@ -37,13 +37,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from orbench_pytest.core.statistics import newcombe_difference, paired_difference
 from orbench_pytest.gate.calibration import (
     KindLabels,
     Stratum,
     allocate,
     corrected_rate,
 )
-from orbench_pytest.judges.check import newcombe_difference, paired_difference
 
 KINDS = ("comply", "refuse")
 RATES = (0.01, 0.02, 0.05, 0.10, 0.20)

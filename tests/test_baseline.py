@@ -1,64 +1,16 @@
-"""Baseline comparison: pairing, McNemar's test, the gate's regression check, the plugin."""
+"""Baseline comparison: pairing, the gate's regression check, the plugin (McNemar's test:
+test_statistics.py)."""
 
 from __future__ import annotations
 
 import json
-import math
-from fractions import Fraction
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from orbench_pytest.gate.baseline import EXACT_LIMIT, Baseline, Pairing, compare, mcnemar
+from orbench_pytest.gate.baseline import Baseline, Pairing, compare
 from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import parse_thresholds
 from tests.helpers import SAFE, TOXIC, mini_suite, refusing, run_orbench, write_thresholds
-
-
-# --- McNemar ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("b", "c", "p_worse", "p_two"), [
-    (0, 0, Fraction(1), Fraction(1)),
-    (1, 0, Fraction(1, 2), Fraction(1)),
-    (5, 0, Fraction(1, 32), Fraction(1, 16)),  # all 5 discordant pairs got worse
-    (8, 2, Fraction(45 + 10 + 1, 1024), Fraction(2 * 56, 1024)),  # C(10,8)+C(10,9)+C(10,10)
-    (2, 8, Fraction(1024 - 1 - 10, 1024), Fraction(2 * 56, 1024)),
-    (3, 3, Fraction(1 + 6 + 15 + 20, 64), Fraction(1)),
-])
-def test_mcnemar_matches_hand_computed_binomial_tails(b: int, c: int, p_worse: Fraction,
-                                                      p_two: Fraction) -> None:
-    test = mcnemar(b, c)
-    assert test.exact
-    assert test.p_worse == pytest.approx(float(p_worse), abs=1e-12)
-    assert test.p_two_sided == pytest.approx(float(p_two), abs=1e-12)
-
-
-def test_mcnemar_significance_needs_more_regressions_than_fixes() -> None:
-    assert mcnemar(5, 0).significant_regression(0.95)  # p = 1/32 < 0.05
-    assert not mcnemar(8, 2).significant_regression(0.95)  # p = 0.0547
-    assert mcnemar(8, 2).significant_regression(0.90)
-    assert not mcnemar(0, 9).significant_regression(0.95)
-
-
-def test_normal_approximation_is_close_to_the_exact_tail_beyond_the_limit() -> None:
-    b, c = 1100, EXACT_LIMIT + 1 - 1100
-    n = b + c
-    exact = sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n
-    approx = mcnemar(b, c)
-    assert not approx.exact
-    assert approx.p_worse == pytest.approx(exact, abs=1e-3)
-
-
-@given(st.integers(0, 60), st.integers(0, 60))
-def test_mcnemar_p_values_are_probabilities_and_symmetric(b: int, c: int) -> None:
-    forward, backward = mcnemar(b, c), mcnemar(c, b)
-    assert 0 <= forward.p_worse <= 1 and 0 <= forward.p_two_sided <= 1
-    assert forward.p_two_sided == pytest.approx(backward.p_two_sided)
-    if b + c:
-        # P(X >= b) + P(X >= c) = 1 + P(X = b) for b + c = n trials of a fair coin.
-        point = math.comb(b + c, b) / 2 ** (b + c)
-        assert forward.p_worse + backward.p_worse == pytest.approx(1 + point)
-
 
 # --- pairing ----------------------------------------------------------------------------------
 BASE = Baseline("old.json", {("s", "", "a"): True, ("s", "", "b"): False,

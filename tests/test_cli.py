@@ -7,30 +7,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from orbench_pytest.cli.main import main
-from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.reports.plot import published_spearman, spearman
+from orbench_pytest.reports.plot import published_spearman
 from tests import helpers
 from tests.helpers import REPO, orbench_cli, results_file
 from tests.openai_server import OpenAIServer
-
-
-def test_spearman_by_hand() -> None:
-    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    # Ranks x: 1 2 3 4, y: 1 3 2 4 → d² = 0 1 1 0 → ρ = 1 − 6·2 / (4·15) = 0.8
-    assert spearman([1, 2, 3, 4], [5, 7, 6, 8]) == pytest.approx(0.8)
-    # Ties share their mean rank: y ranks 1.5 1.5 3 → Pearson of (1,2,3) and (1.5,1.5,3).
-    assert spearman([1, 2, 3], [7, 7, 9]) == pytest.approx(0.8660254, abs=1e-6)
-
-
-@given(st.lists(st.integers(-1000, 1000), min_size=3, max_size=30, unique=True))
-def test_spearman_is_one_for_any_increasing_map(xs: list[int]) -> None:
-    assert spearman(xs, [2 * x + 1 for x in xs]) == pytest.approx(1.0)
-    assert spearman(xs, [-x for x in xs]) == pytest.approx(-1.0)
 
 
 def test_published_models_reproduce_the_papers_correlation() -> None:
@@ -47,11 +29,6 @@ def test_compare_prints_each_run_and_the_correlation(tmp_path: Path, capsys) -> 
     # x ranks 1 2 3 4, y ranks 1 3 2 4: ρ = 0.8
     assert out[5] == "Spearman rho (toxic refusal vs over-refusal, 4 runs): 0.800"
     assert out[6].startswith("Spearman rho over the 32 published OR-Bench models: 0.893")
-
-
-def test_spearman_needs_three_points() -> None:
-    with pytest.raises(ConfigError, match=r"needs at least 3 points \(got 1\)"):
-        spearman([1.0], [2.0])
 
 
 def run_names(lines: list[str]) -> list[str]:

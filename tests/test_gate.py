@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate, wilson_interval
+from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
 from orbench_pytest.gate.thresholds import parse_thresholds
 
 
@@ -13,32 +13,6 @@ def items(
     suite: str, expect: str, refused: list[bool | None], category: str = "c"
 ) -> list[ItemResult]:
     return [ItemResult(suite, category, expect, r) for r in refused]  # type: ignore[arg-type]
-
-
-@given(
-    st.integers(0, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
-    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
-)
-def test_wilson_contains_point_estimate(kn: tuple[int, int], confidence: float) -> None:
-    k, n = kn
-    low, high = wilson_interval(k, n, confidence)
-    assert 0.0 <= low <= high <= 1.0
-    if n:
-        assert low <= k / n <= high
-
-
-@given(st.floats(0.0, 1.0), st.integers(1, 200))
-def test_wilson_narrows_as_n_grows(p: float, n: int) -> None:
-    k_small, k_large = round(p * n), round(p * n * 4)
-    low_s, high_s = wilson_interval(k_small, n)
-    low_l, high_l = wilson_interval(k_large, n * 4)
-    assert high_l - low_l <= high_s - low_s + 1e-9
-
-
-def test_wilson_matches_a_known_value() -> None:
-    # 3 of 20 at 95%: the textbook Wilson interval is 0.0524–0.3604.
-    low, high = wilson_interval(3, 20, 0.95)
-    assert round(low, 4) == 0.0524 and round(high, 4) == 0.3604
 
 
 def test_rates_are_counted_per_expectation_and_errors_apart() -> None:

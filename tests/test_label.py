@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.label import JudgedAnswer, candidates, export, read_labels, sample
 from orbench_pytest.cli.main import main
 from orbench_pytest.gate.calibration import allocate
-from orbench_pytest.judges.check import check_labels, paired_difference, summary_line
+from orbench_pytest.judges.check import check_labels, summary_line
 from orbench_pytest.reports.results import read_results
 from tests.helpers import (
     ORBENCH_CLI,
@@ -339,32 +338,6 @@ def test_judge_check_of_a_missing_or_bad_file_is_a_usage_error(tmp_path: Path,
     odd = labels_file(tmp_path / "odd.csv", [("maybe", "refusal")])
     assert main(["judge-check", str(odd)]) == 2
     assert "is not one of compliance" in capsys.readouterr().err
-
-
-@given(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40), st.integers(0, 40))
-def test_paired_difference_interval_holds_the_estimate(a: int, b: int, c: int, d: int) -> None:
-    diff, low, high = paired_difference(a, b, c, d)
-    if a + b + c + d == 0:
-        return
-    assert -1.0 <= low <= diff + 1e-12 and diff - 1e-12 <= high <= 1.0
-    mirrored = paired_difference(a, c, b, d)
-    assert mirrored[0] == pytest.approx(-diff)
-    assert (mirrored[1], mirrored[2]) == pytest.approx((-high, -low))
-
-
-def test_paired_difference_covers_the_true_difference_at_about_95_percent() -> None:
-    # 60 answers labelled by people and a judge with known joint probabilities
-    rng = random.Random(11)
-    cells = (0.30, 0.06, 0.10, 0.54)  # both refuse, judge only, people only, neither
-    truth = cells[1] - cells[2]
-    runs, covered = 600, 0
-    for _ in range(runs):
-        counts = [0, 0, 0, 0]
-        for _ in range(60):
-            counts[rng.choices(range(4), cells)[0]] += 1
-        _, low, high = paired_difference(*counts)
-        covered += low <= truth <= high
-    assert 0.92 <= covered / runs <= 0.99
 
 
 def test_no_env_leak() -> None:  # the subprocess tests inherit no secret-bearing variable

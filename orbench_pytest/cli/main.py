@@ -293,13 +293,13 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from orbench_pytest.core.statistics import spearman
     from orbench_pytest.reports.plot import (
         PAPER_SPEARMAN,
         points_of,
         published_models,
         published_spearman,
         run_labels,
-        spearman,
     )
     from orbench_pytest.reports.results import read_results
 

@@ -1,3 +1,3 @@
-"""Plain data, errors, ids and safe output shared by every zone (no pytest, no IO beyond
-bounded reads and atomic writes).
+"""Plain data, errors, ids, safe output and the statistics (statistics.py: every formula with its
+source) shared by every zone (no pytest, no IO beyond bounded reads and atomic writes).
 """

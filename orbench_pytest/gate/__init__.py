@@ -1,1 +1,1 @@
-"""The gate: rates, thresholds, baselines and the statistics behind the decision."""
+"""The gate: rates, thresholds, baselines and the decision (its formulas: core/statistics.py)."""

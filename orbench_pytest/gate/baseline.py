@@ -2,12 +2,11 @@
 
 Pure Python. An item is keyed by (suite, variant, case id), never by its node id, so a run
 started from another directory still pairs. Only items answered in both runs are paired:
-an error on either side says nothing about refusal.
+an error on either side says nothing about refusal. The test itself: core/statistics.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,10 +14,7 @@ from enum import Enum
 from functools import cached_property
 
 from orbench_pytest.core.ids import ItemKey
-
-# Above this many discordant pairs the exact binomial tail costs more than it is worth; the
-# continuity-corrected normal approximation is then within 1e-3 of it.
-EXACT_LIMIT = 2000
+from orbench_pytest.core.statistics import McNemar, mcnemar
 
 
 class Pairing(str, Enum):
@@ -80,59 +76,6 @@ class Baseline:
         if mismatch:
             return Pairing.KNOWN if before else Pairing.REGRESSION
         return Pairing.FIXED if before else Pairing.SAME
-
-
-@dataclass(frozen=True)
-class McNemar:
-    """Exact (or, for many pairs, approximate) McNemar test on the discordant pairs.
-
-    regressions: b, items wrong now and right before; improvements: c, the reverse.
-    p_worse is one-sided: the chance of at least b regressions among b + c discordant pairs
-    if the change made no difference (each discordant pair a fair coin).
-    """
-
-    regressions: int
-    improvements: int
-    p_worse: float
-    p_two_sided: float
-    exact: bool
-
-    def significant_regression(self, confidence: float) -> bool:
-        return self.regressions > self.improvements and self.p_worse < 1 - confidence
-
-    def describe(self) -> str:
-        method = "exact" if self.exact else "normal approx."
-        return (f"McNemar {self.regressions} worse / {self.improvements} better, "
-                f"one-sided p={self.p_worse:.3g} ({method})")
-
-
-def mcnemar(regressions: int, improvements: int) -> McNemar:
-    if regressions < 0 or improvements < 0:
-        raise ValueError("counts must be >= 0")
-    n = regressions + improvements
-    if n == 0:
-        return McNemar(0, 0, 1.0, 1.0, True)
-    if n <= EXACT_LIMIT:
-        upper = _binomial_upper_tail(regressions, n)
-        lower = _binomial_upper_tail(n - regressions, n)  # P(X <= b) by symmetry of p = 1/2
-        exact = True
-    else:
-        upper = _normal_tail(regressions, n)
-        lower = _normal_tail(n - regressions, n)
-        exact = False
-    return McNemar(regressions, improvements, upper, min(1.0, 2 * min(upper, lower)), exact)
-
-
-def _binomial_upper_tail(k: int, n: int) -> float:
-    """P(X >= k) for X ~ Binomial(n, 1/2), in exact integer arithmetic."""
-    total = sum(math.comb(n, i) for i in range(k, n + 1))
-    return total / (1 << n)
-
-
-def _normal_tail(k: int, n: int) -> float:
-    """P(X >= k), normal approximation with continuity correction."""
-    z = (k - 0.5 - n / 2) / math.sqrt(n / 4)
-    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 @dataclass

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import TypeVar
 
+from orbench_pytest.core.statistics import wilson_cc_low, wilson_interval
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.gate.decision import (
     OVER_REFUSAL,
@@ -41,7 +41,6 @@ from orbench_pytest.gate.decision import (
     CorrectedRate,
     Gate,
     RateCheck,
-    wilson_interval,
 )
 
 K = TypeVar("K")
@@ -108,7 +107,6 @@ def corrected_rate(k: int, n: int, labels: KindLabels, confidence: float = 0.95
     """θ and its interval for a row judged k mismatches in n (see the module docstring)."""
     if n == 0:
         return CorrectedRate(math.nan, 0.0, 1.0)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     w = k / n
     point = 0.0
     below = above = 0.0  # squared MOVER terms
@@ -122,7 +120,7 @@ def corrected_rate(k: int, n: int, labels: KindLabels, confidence: float = 0.95
             unknown_high += weight * (1.0 - own)
             continue
         share = stratum.share
-        low, high = _score_interval(stratum.mismatched, stratum.labelled, z)
+        low, high = wilson_cc_low(stratum.mismatched, stratum.labelled, confidence)
         shares.append((share,))
         point += weight * share
         below += (weight * (share - low)) ** 2
@@ -136,20 +134,6 @@ def corrected_rate(k: int, n: int, labels: KindLabels, confidence: float = 0.95
     low = point - math.sqrt(below) - unknown_low
     high = point + math.sqrt(above) + unknown_high
     return CorrectedRate(point, min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0))
-
-
-def _score_interval(x: int, m: int, z: float) -> tuple[float, float]:
-    """Wilson's score interval of x in m, its lower limit with the continuity correction
-    (Newcombe 1998, method 4): without it a stratum's share near 0 (one disagreement in 20
-    labels where the truth is 1 in 200) puts the lower limit above the truth about one run in
-    ten; the upper limit needs none (the simulation's coverage is the same, 18% narrower)."""
-    p = x / m
-    denominator = 2 * (m + z * z)
-    low = 0.0 if x == 0 else (2 * m * p + z * z - 1 - z * math.sqrt(
-        max(z * z - 2 - 1 / m + 4 * p * (m * (1 - p) + 1), 0.0))) / denominator
-    centre = (p + z * z / (2 * m)) / (1 + z * z / m)
-    high = centre + z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / (1 + z * z / m)
-    return max(low, 0.0), min(high, 1.0)
 
 
 @redacted_repr

@@ -13,16 +13,18 @@ from enum import Enum
 from typing import TypeVar
 
 from orbench_pytest.core.ids import group_name
-from orbench_pytest.core.types import Expectation
-from orbench_pytest.gate.baseline import McNemar, Pairing, mcnemar
-from orbench_pytest.gate.samples import (
+from orbench_pytest.core.statistics import (
     ClusteredRate,
+    McNemar,
     SignedRank,
     clustered_rate,
-    is_flaky,
+    mcnemar,
     signed_rank,
-    wilson_from_rate,
+    wilson_interval,
 )
+from orbench_pytest.core.types import Expectation
+from orbench_pytest.gate.baseline import Pairing
+from orbench_pytest.gate.samples import is_flaky
 from orbench_pytest.gate.scope import Scope
 from orbench_pytest.gate.thresholds import Limits, Thresholds
 
@@ -31,11 +33,6 @@ TOXIC_ACCEPTANCE = "toxic acceptance"
 ERROR_RATE = "error rate"
 REGRESSIONS = "regressions"
 FRAGILE_RATE = "fragile rate"  # --orbench-rewordings: safe prompts with a refused rewording
-
-
-def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials; (0, 1) when n is 0."""
-    return wilson_from_rate(k / n if n else 0.0, n, confidence)
 
 
 @dataclass(frozen=True, slots=True)

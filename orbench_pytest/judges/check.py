@@ -20,17 +20,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 from orbench_pytest.core.artefacts import file_sha256
 from orbench_pytest.core.bounded import ANSWER_CHARS, MIB, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import stat_of
+from orbench_pytest.core.statistics import paired_difference
 from orbench_pytest.core.types import Label
 from orbench_pytest.core.untrusted import csv_value, terminal_text
 from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, corrected_rate
-from orbench_pytest.gate.decision import CorrectedRate, wilson_interval
+from orbench_pytest.gate.decision import CorrectedRate
 from orbench_pytest.judges.metrics import Agreement, agreement, confusion_matrix, format_confusion
 
 REFUSING = frozenset({"refusal", "partial_refusal", "content_filter"})
@@ -190,60 +190,6 @@ class JudgeCheck:
 
     def disagreements(self) -> list[Pair]:
         return [p for p in self.pairs if p.human != p.judge]
-
-
-def paired_difference(a: int, b: int, c: int, d: int,
-                      confidence: float = 0.95) -> tuple[float, float, float]:
-    """p1 − p2 for paired yes/no answers (p1 = (a+b)/n, p2 = (a+c)/n) with Tango's (1998) score
-    interval: every difference Δ whose score statistic, with the other cells at their maximum
-    likelihood under Δ, stays within ±z. It keeps its width where disagreements are few or
-    one-sided (±6 points with none in 60 labels, where Newcombe's hybrid gave ±0.6); chosen by
-    simulation (benchmarks/calibration_coverage.py --part check). NaN for no pairs."""
-    n = a + b + c + d
-    if n == 0:
-        return (math.nan, math.nan, math.nan)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    diff = (b - c) / n
-
-    def score(delta: float) -> float:
-        # q: the constrained MLE of the c cell's probability (the root of 2nq² + Wq − cΔ(1−Δ))
-        w = -(b + c) + (2 * n - b + c) * delta
-        q = (-w + math.sqrt(max(w * w + 8 * n * c * delta * (1 - delta), 0.0))) / (4 * n)
-        spread = n * (2 * q + delta - delta * delta)
-        if spread <= 0:
-            return 0.0 if b - c == n * delta else math.copysign(math.inf, b - c - n * delta)
-        return (b - c - n * delta) / math.sqrt(spread)
-
-    def bound(inside: float, outside: float, level: float) -> float:
-        if abs(score(outside)) <= z:
-            return outside
-        for _ in range(60):  # the score falls as Δ rises: bisect to where it crosses ±z
-            middle = (inside + outside) / 2
-            inside, outside = (middle, outside) if abs(score(middle)) <= level else \
-                (inside, middle)
-        return inside
-
-    return (diff, bound(diff, -1.0, z), bound(diff, 1.0, z))
-
-
-def newcombe_difference(a: int, b: int, c: int, d: int,
-                        confidence: float = 0.95) -> tuple[float, float, float]:
-    """Newcombe's (1998, method 10) hybrid score interval, uncorrected: what judge-check used
-    before Tango's; kept for the simulation that compares them."""
-    n = a + b + c + d
-    if n == 0:
-        return (math.nan, math.nan, math.nan)
-    p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = wilson_interval(a + b, n, confidence)
-    l2, u2 = wilson_interval(a + c, n, confidence)
-    margins = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
-    diff = p1 - p2
-    low = diff - math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2)
-                               + (u2 - p2) ** 2, 0.0))
-    high = diff + math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2)
-                                + (p2 - l2) ** 2, 0.0))
-    return (diff, max(low, -1.0), min(high, 1.0))
 
 
 def labels_sha256(path: Path) -> str:

@@ -6,10 +6,11 @@ binary helpers take a predicate saying which labels count as a refusal.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from orbench_pytest.core.statistics import cohen_kappa
 
 L = TypeVar("L", bound=Hashable)
 
@@ -56,24 +57,6 @@ def accuracy(truth: Sequence[object], pred: Sequence[object]) -> float:
     if not truth:
         return float("nan")
     return sum(t == p for t, p in zip(truth, pred, strict=True)) / len(truth)
-
-
-def cohen_kappa(truth: Sequence[object], pred: Sequence[object]) -> float:
-    """Cohen's kappa: agreement beyond chance. 1.0 when both agree perfectly.
-
-    When chance agreement is already 1 (both used one and the same class throughout), the
-    labellers agree and kappa is defined as 1.0; NaN for no items.
-    """
-    _check_pairs(truth, pred)
-    n = len(truth)
-    if n == 0:
-        return float("nan")
-    observed = sum(t == p for t, p in zip(truth, pred, strict=True)) / n
-    ct, cp = Counter(truth), Counter(pred)
-    expected = sum(ct[k] * cp.get(k, 0) for k in ct) / (n * n)
-    if expected == 1.0:
-        return 1.0
-    return (observed - expected) / (1.0 - expected)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import key_label
+from orbench_pytest.core.statistics import wilson_interval
 from orbench_pytest.core.untrusted import clip, markdown_code, markdown_text, terminal_text
 from orbench_pytest.gate.baseline import Baseline, Comparison, Pairing, compare
 from orbench_pytest.gate.decision import (
@@ -30,7 +31,6 @@ from orbench_pytest.gate.decision import (
     ratchet_line,
     rate_with_interval,
     tally,
-    wilson_interval,
 )
 from orbench_pytest.gate.samples import times
 from orbench_pytest.reports.document import ItemRecord, RegressionRecord, RowRecord, RunRecord

@@ -4,8 +4,8 @@ x: over-refusal (safe prompts refused, OR-Bench-Hard-1K when the run has it), y:
 refused (OR-Bench-Toxic when the run has it); top-left is better. The 32 models OR-Bench
 published are grey reference points (orbench_pytest/data/published_rates.csv).
 
-The point maths and Spearman's rank correlation are pure Python; matplotlib (extra `plot`)
-is imported only to draw.
+The point maths are pure Python (Spearman's rank correlation: core/statistics.py); matplotlib
+(extra `plot`) is imported only to draw.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -21,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.statistics import spearman
 from orbench_pytest.core.untrusted import clip
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, row_rate, tally
-from orbench_pytest.gate.samples import mid_ranks
 from orbench_pytest.reports.document import ItemRecord, RunRecord
 
 OVER_REFUSAL_SUITE = "or-bench-hard-1k"
@@ -148,24 +147,6 @@ def _prefer(items: list[ItemRecord], suite: str,
             fallback: str) -> tuple[list[ItemRecord], str]:
     chosen = [item for item in items if item.suite == suite]
     return (chosen, suite) if chosen else (items, fallback)
-
-
-# --- rank correlation -----------------------------------------------------------------------
-def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Spearman's ρ: Pearson's correlation of the ranks (ties share their mean rank)."""
-    if len(xs) != len(ys):
-        raise ValueError("xs and ys differ in length")
-    if len(xs) < 3:
-        raise ConfigError(f"compare: Spearman's rank correlation needs at least 3 points "
-                          f"(got {len(xs)})")
-    rx, ry = mid_ranks(xs), mid_ranks(ys)
-    mean = (len(xs) + 1) / 2
-    cov = sum((a - mean) * (b - mean) for a, b in zip(rx, ry, strict=True))
-    var_x = sum((a - mean) ** 2 for a in rx)
-    var_y = sum((b - mean) ** 2 for b in ry)
-    if var_x == 0 or var_y == 0:
-        return math.nan  # one of the rates is the same everywhere: no ranking to correlate
-    return cov / math.sqrt(var_x * var_y)
 
 
 def published_spearman() -> float:
