@@ -957,7 +957,7 @@ def test_a_key_given_twice_in_a_suite_is_one_line(pytester, plugin_args, server)
 
 
 def test_an_empty_shard_is_a_success_with_its_own_line(pytester, plugin_args, server) -> None:
-    from orbench_pytest.catalog.sampling import parse_shard
+    from orbench_pytest.catalog.shards import parse_shard
 
     write_suite(pytester, questions(3, "food"), "ok")
     shard = next(f"{k}/1000" for k in range(1, 1001)  # one that holds none of the 3 prompts

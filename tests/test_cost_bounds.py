@@ -17,7 +17,8 @@ from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.typed_json import dump, load
-from orbench_pytest.fetch.costs import Prices, RunCost, Spending
+from orbench_pytest.fetch.costs import Spending
+from orbench_pytest.reports.cost import Prices, RunCost
 from tests import hostile_server as hs
 from tests.helpers import SAFE, cases, run_orbench, write_suite
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from orbench_pytest.cli.main import main as orbench
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.typed_json import dump, load
-from orbench_pytest.fetch.costs import Prices, RunCost, Spending, TokenCount, estimate_tokens
+from orbench_pytest.fetch.costs import Spending, TokenCount, estimate_tokens
+from orbench_pytest.reports.cost import Prices, RunCost
 from tests import helpers
 from tests.openai_server import (
     ANSWER_TEXT,

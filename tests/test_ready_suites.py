@@ -180,20 +180,19 @@ def test_a_base_url_alone_asks_the_endpoint_which_model() -> None:
 
 
 def test_an_endpoint_without_a_model_list_is_a_usage_error(openai_server) -> None:
-    from orbench_pytest.config.model_choice import served_models
+    from orbench_pytest.fetch.endpoints import served_models
     from tests.hub_server import HubServer
 
-    base = settings(base_url=openai_server.url)
-    assert served_models(openai_server.url, base) == ["test-model"]
+    assert served_models(openai_server.url, None, 30.0) == ["test-model"]
     with HubServer() as other:  # a server that is not OpenAI-compatible
         other.add("acme/p", "r", "models", b"<html>not a model list</html>")
         with pytest.raises(ConfigError, match=r"GET http://127.0.0.1:\d+/v1/models answered "
                                               r"HTTP 404; name the model"):
-            served_models(f"{other.endpoint}/v1", base)
+            served_models(f"{other.endpoint}/v1", None, 30.0)
         with pytest.raises(ConfigError, match=r"did not answer an OpenAI model list"):
-            served_models(f"{other.endpoint}/raw/acme/p/r", base)
+            served_models(f"{other.endpoint}/raw/acme/p/r", None, 30.0)
     with pytest.raises(ConfigError, match=r"cannot list the models of http://127.0.0.1:9/v1"):
-        served_models("http://127.0.0.1:9/v1", base)
+        served_models("http://127.0.0.1:9/v1", None, 30.0)
 
 
 # --------------------------------------------------------------------------- big suites

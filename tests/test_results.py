@@ -225,12 +225,12 @@ def _synthetic_run(sampled: bool) -> Document:
 
     from orbench_pytest.config.settings import build_settings
     from orbench_pytest.core.redact import redact
-    from orbench_pytest.fetch.costs import RunCost
     from orbench_pytest.gate.baseline import Comparison, Pairing
     from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, calibrate
     from orbench_pytest.gate.decision import ItemResult, Outcome, evaluate
     from orbench_pytest.gate.scope import Ungated, scope_of
     from orbench_pytest.gate.thresholds import parse_thresholds
+    from orbench_pytest.reports.cost import RunCost
     from orbench_pytest.reports.document import Agreement, Fingerprint, Flip, ItemRecord
     from orbench_pytest.reports.results import build_results, calibration_record
     from orbench_pytest.run.rewording_search import SearchOutcome

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.catalog.sampling import Shard, parse_shard, shard_of
+from orbench_pytest.catalog.shards import Shard, parse_shard, shard_of
 from orbench_pytest.cli.main import main as orbench
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
@@ -36,7 +36,7 @@ def test_the_shards_split_a_selection_into_disjoint_parts_that_cover_it(items, c
 
 def test_the_split_is_the_same_on_every_machine_and_hash_seed() -> None:
     pinned = {("s", "", f"c-{i}"): shard_of(("s", "", f"c-{i}"), 4) for i in range(8)}
-    code = ("from orbench_pytest.catalog.sampling import shard_of; "
+    code = ("from orbench_pytest.catalog.shards import shard_of; "
             "print([shard_of(('s', '', f'c-{i}'), 4) for i in range(8)])")
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

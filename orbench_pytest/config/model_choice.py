@@ -1,8 +1,8 @@
 """Which model a run tests: the one named, never a silent default.
 
 Suites that run with neither a model nor a target stop with a usage error listing the choices.
-With a base URL and no model, the endpoint's `/models` decides: exactly one served model is
-used (and said so); none or several is a usage error naming them.
+With a base URL and no model, the endpoint's `/models` (fetch/endpoints.served_models) decides:
+exactly one served model is used (and said so); none or several is a usage error naming them.
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.redact import shown_url
+from orbench_pytest.core.redact import secret_from_env, shown_url
 from orbench_pytest.core.untrusted import terminal_text
-from orbench_pytest.fetch.endpoints import endpoint_url
+from orbench_pytest.fetch.endpoints import served_models
 
 CHOICES = ("--orbench-model=NAME (a model your endpoint serves, e.g. gpt-4o-mini)",
            "--orbench-model=local (the embedded model, no network)",
@@ -37,7 +36,7 @@ def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
     if not url:
         raise ConfigError(f"no model to test: give {'; or '.join(CHOICES)} "
                           "(or orbench_model in the ini file)")
-    models = (served or served_models)(url, settings)
+    models = (served or _served)(url, settings)
     shown = shown_url(url)
     if len(models) == 1:
         model = terminal_text(models[0], _ID_CHARS)  # the endpoint's text: inert, bounded
@@ -52,28 +51,6 @@ def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
                       "pick one with --orbench-model=NAME")
 
 
-def served_models(url: str, settings: Settings) -> list[str]:
-    """The ids GET {url}/models lists. Nothing of the body but the ids reaches a message."""
-    import httpx
-
-    from orbench_pytest.core.redact import secret_from_env
-
-    key = secret_from_env(settings.api_key_env)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    address = endpoint_url(url, "models")
-    shown = shown_url(address)
-    try:
-        response = httpx.get(address, headers=headers, timeout=min(settings.timeout_s, 30.0))
-    except httpx.HTTPError as exc:
-        raise ConfigError(f"--orbench-base-url: cannot list the models of {shown_url(url)} "
-                          f"({type(exc).__name__}); name one with --orbench-model=NAME") from None
-    if response.status_code != 200:
-        raise ConfigError(f"--orbench-base-url: GET {shown} answered HTTP "
-                          f"{response.status_code}; name the model with --orbench-model=NAME")
-    try:
-        data: Any = response.json()
-        ids = [entry["id"] for entry in data["data"]]
-    except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"--orbench-base-url: GET {shown} did not answer an OpenAI model "
-                          "list; name the model with --orbench-model=NAME") from None
-    return [model for model in ids if isinstance(model, str) and model.strip()]
+def _served(url: str, settings: Settings) -> list[str]:
+    return served_models(url, secret_from_env(settings.api_key_env) or None,
+                         min(settings.timeout_s, 30.0))

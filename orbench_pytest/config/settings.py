@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest.catalog.sampling import Shard, parse_shard
+from orbench_pytest.catalog.shards import Shard, parse_shard
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.conversation import Preamble, load_preamble

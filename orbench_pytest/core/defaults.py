@@ -78,7 +78,7 @@ SHOWN_FAILURES = 20
 ANSWER_CHARS = 8_000
 ANSWERS_TOTAL_CHARS = 50_000_000
 
-# --- costs (fetch/costs.py) -------------------------------------------------------------------
+# --- costs (fetch/costs.py, reports/cost.py) ----------------------------------------------------
 # Past any real price or count: a price above it is an error, a provider's usage above it is
 # ignored (estimated from the text) with a warning, so every cost figure stays a finite number.
 MAX_PRICE_PER_M = 10_000.0  # dollars per million tokens (--orbench-price-input / -output)

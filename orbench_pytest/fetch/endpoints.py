@@ -1,8 +1,9 @@
-"""Endpoints a run may ask: the OpenAI URL, a base URL checked once, a `module:function`
-target."""
+"""Endpoints a run may ask: the OpenAI URL, a base URL checked once, the models it serves
+(GET /models), a `module:function` target."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlparse
 
 from orbench_pytest.core.errors import ConfigError
@@ -44,3 +45,28 @@ def parse_target_spec(spec: str) -> tuple[str, str]:
     if not sep or not module_name or not attr:
         raise ConfigError(f"--orbench-target: {spec!r} is not of the form module:function")
     return module_name, attr
+
+
+def served_models(url: str, key: str | None, timeout_s: float) -> list[str]:
+    """The ids GET {url}/models lists (config/model_choice.py picks from them). Nothing of the
+    body but the ids reaches a message."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    address = endpoint_url(url, "models")
+    shown = shown_url(address)
+    try:
+        response = httpx.get(address, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"--orbench-base-url: cannot list the models of {shown_url(url)} "
+                          f"({type(exc).__name__}); name one with --orbench-model=NAME") from None
+    if response.status_code != 200:
+        raise ConfigError(f"--orbench-base-url: GET {shown} answered HTTP "
+                          f"{response.status_code}; name the model with --orbench-model=NAME")
+    try:
+        data: Any = response.json()
+        ids = [entry["id"] for entry in data["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"--orbench-base-url: GET {shown} did not answer an OpenAI model "
+                          "list; name the model with --orbench-model=NAME") from None
+    return [model for model in ids if isinstance(model, str) and model.strip()]

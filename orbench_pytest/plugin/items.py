@@ -37,8 +37,8 @@ class SuiteFile(pytest.File):
     refused: str | None = None  # a file name that would forge output (session.forging_name)
 
     def collect(self) -> Iterator[PromptItem]:
+        from orbench_pytest.catalog.collection import suite_entries
         from orbench_pytest.gate.disputed import skip_reason
-        from orbench_pytest.run.collection import suite_entries
 
         if self.refused is not None:
             raise ConfigError(self.refused)

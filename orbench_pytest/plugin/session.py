@@ -32,10 +32,10 @@ from orbench_pytest.plugin.stash import SESSION_KEY, STOP_PREFIX
 from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY
 
 if TYPE_CHECKING:
+    from orbench_pytest.catalog.collection import SuiteCatalog
     from orbench_pytest.config.settings import Settings
     from orbench_pytest.gate.disputed import Disputes
     from orbench_pytest.plugin.items import PromptItem
-    from orbench_pytest.run.collection import SuiteCatalog
     from orbench_pytest.run.runner import ItemState, Selected
     from orbench_pytest.run.session_run import CompletedRun
     from orbench_pytest.run.xdist_handoff import StatesFile
@@ -138,10 +138,16 @@ class OrbenchSession:
 
     def catalog(self) -> SuiteCatalog:
         if self._catalog is None:
+            from orbench_pytest.catalog.collection import SuiteCatalog
+            from orbench_pytest.catalog.ready import ready_suite_dir
+            from orbench_pytest.catalog.suites import SuiteOptions
             from orbench_pytest.plugin.items import PromptItem
-            from orbench_pytest.run.collection import SuiteCatalog
 
-            self._catalog = SuiteCatalog(self.settings, self._request.files)
+            settings = self.settings
+            options = SuiteOptions(sample=settings.sample, seed=settings.seed,
+                                   categories=settings.categories, data_dirs=settings.data_dirs,
+                                   ready_suite_dir=ready_suite_dir())
+            self._catalog = SuiteCatalog(options, self._request.files)
             self._prompt_item = PromptItem  # for a hook called thrice per item: no import
         return self._catalog
 
@@ -273,7 +279,10 @@ class OrbenchSession:
             return
         try:
             self._stop_on_collection_errors()
-            self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
+            from orbench_pytest.run.xdist_handoff import selected_from_ids
+
+            self._start(selected_from_ids(self.catalog(), self.settings.variants,
+                                          self.config.rootpath, ids))
         except pytest.UsageError as exc:
             pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         if self._ended is not None:  # the workers would run items that have no verdict

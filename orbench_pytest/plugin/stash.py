@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 if TYPE_CHECKING:
+    from orbench_pytest.catalog.collection import SuiteCatalog
     from orbench_pytest.config.settings import Settings
     from orbench_pytest.gate.disputed import Disputes
-    from orbench_pytest.run.collection import SuiteCatalog
     from orbench_pytest.run.runner import ItemState
 
 

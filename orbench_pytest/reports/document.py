@@ -19,9 +19,9 @@ from orbench_pytest.core.ids import ItemKey, key_label
 from orbench_pytest.core.typed_json import OMIT, Count
 from orbench_pytest.core.types import Expectation
 from orbench_pytest.core.untrusted import redacted_repr
-from orbench_pytest.fetch.costs import RunCost
 from orbench_pytest.gate.baseline import Baseline
 from orbench_pytest.gate.decision import ItemResult, group_rates
+from orbench_pytest.reports.cost import RunCost
 
 SCHEMA = 1  # of orbench-results.json and of the JUnit gate property
 ERROR_VERDICTS = frozenset({"error", "no_answer"})  # judge classes that mean "no answer"

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orbench_pytest.catalog.collection import SuiteCatalog
 from orbench_pytest.config.model_choice import choose_model
 from orbench_pytest.config.settings import Settings
 from orbench_pytest.core import defaults
@@ -26,7 +27,7 @@ from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import Response
 from orbench_pytest.core.untrusted import terminal_line
 from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.fetch.costs import Prices, RunCost, Spending
+from orbench_pytest.fetch.costs import Spending
 from orbench_pytest.fetch.engine import FetchReport
 from orbench_pytest.fetch.progress import ProgressLine
 from orbench_pytest.gate.baseline import Baseline
@@ -39,7 +40,7 @@ from orbench_pytest.gate.thresholds import (
     check_gated_categories,
     check_gated_suites,
 )
-from orbench_pytest.run.collection import SuiteCatalog
+from orbench_pytest.reports.cost import Prices, RunCost
 from orbench_pytest.run.runner import (
     JobPlan,
     RunOutcome,

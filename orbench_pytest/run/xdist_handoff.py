@@ -1,9 +1,10 @@
 """xdist: the controller hands every item's state to its workers through one run-scoped file.
 
-The controller fetches and judges before any test is scheduled, writes each item's state
-(keyed by node id) to a file in a private temporary folder named in `workerinput`, and deletes
-the folder when its session ends. Workers only look their items up: they never open the
-response cache, never judge, never compute a gate.
+The controller, which collects nothing itself, finds the prompts behind the node ids the
+workers collected (`selected_from_ids`), fetches and judges before any test is scheduled,
+writes each item's state (keyed by node id) to a file in a private temporary folder named in
+`workerinput`, and deletes the folder when its session ends. Workers only look their items up:
+they never open the response cache, never judge, never compute a gate.
 """
 
 from __future__ import annotations
@@ -12,18 +13,48 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orbench_pytest.catalog.collection import SuiteCatalog, suite_entries
+from orbench_pytest.catalog.paths import names_suite_file
+from orbench_pytest.catalog.ready import ready_suite_dir
+from orbench_pytest.catalog.selection import suite_file_of
+from orbench_pytest.config.settings import Variant
 from orbench_pytest.core.artefacts import replacing
 from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.types import PromptCase
+from orbench_pytest.run.runner import Selected
 
 if TYPE_CHECKING:
     from orbench_pytest.run.runner import ItemState
 
 WORKERINPUT_KEY = "orbench_states"
 FORMAT = 2  # 2: with the whole answer
+
+
+def selected_from_ids(catalog: SuiteCatalog, variants: Sequence[Variant], rootpath: Path,
+                      ids: Iterable[str]) -> list[Selected]:
+    """The prompts behind the node ids the workers collected."""
+    selected = []
+    entries: dict[str, dict[str, tuple[PromptCase, Variant]]] = {}
+    for nodeid in ids:
+        if not names_suite_file(nodeid):
+            continue
+        path_part, _, name = nodeid.partition("::")
+        if path_part not in entries:
+            try:
+                suite = catalog.load(suite_file_of(path_part, rootpath, ready_suite_dir()))
+            except ConfigError:
+                suite = None  # the workers report the collection error
+            entries[path_part] = {} if suite is None else {
+                item: (case, variant)
+                for item, case, variant in suite_entries(suite, variants)}
+        found = entries[path_part].get(name)
+        if found is not None:
+            selected.append(Selected(nodeid, *found))
+    return selected
 
 
 class StatesFile:

@@ -2,17 +2,15 @@
 
 `suite_entries` is the one place that turns a suite into item names: pytest collection uses it
 to build items, the xdist controller (which collects nothing itself) to map the workers' node
-ids back to prompts.
+ids back to prompts (run/xdist_handoff.selected_from_ids).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
-from orbench_pytest.catalog.paths import names_suite_file
-from orbench_pytest.catalog.ready import ready_suite_dir
-from orbench_pytest.catalog.selection import suite_file_of
 from orbench_pytest.catalog.suites import (
     Suite,
     SuiteOptions,
@@ -20,16 +18,21 @@ from orbench_pytest.catalog.suites import (
     load_suite,
     read_suite_document,
 )
-from orbench_pytest.config.settings import Settings, Variant
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import item_name
 from orbench_pytest.core.paths import resolved
 from orbench_pytest.core.types import PromptCase
-from orbench_pytest.run.runner import Selected
 
 
-def suite_entries(suite: Suite, variants: Iterable[Variant]
-                  ) -> Iterator[tuple[str, PromptCase, Variant]]:
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+V = TypeVar("V", bound=Named)  # a variant (config.settings.Variant): its name is in the item's
+
+
+def suite_entries(suite: Suite, variants: Iterable[V]) -> Iterator[tuple[str, PromptCase, V]]:
     """(item name, case, variant) of every item the suite yields, in collection order."""
     variants = tuple(variants)
     for case in suite.cases:
@@ -40,8 +43,8 @@ def suite_entries(suite: Suite, variants: Iterable[Variant]
 class SuiteCatalog:
     """The suites of one pytest process, each parsed once."""
 
-    def __init__(self, settings: Settings, explicit: frozenset[Path]) -> None:
-        self._settings = settings
+    def __init__(self, options: SuiteOptions, explicit: frozenset[Path]) -> None:
+        self._options = options
         self._explicit = explicit
         self._suites: dict[Path, Suite | None] = {}
 
@@ -56,12 +59,7 @@ class SuiteCatalog:
                                       "source)")
                 self._suites[key] = None
             else:
-                settings = self._settings
-                options = SuiteOptions(sample=settings.sample, seed=settings.seed,
-                                       categories=settings.categories,
-                                       data_dirs=settings.data_dirs,
-                                       ready_suite_dir=ready_suite_dir())
-                self._suites[key] = load_suite(path, options, data)
+                self._suites[key] = load_suite(path, self._options, data)
         suite = self._suites[key]
         return suite if suite is not None else Suite(name="", path=path)
 
@@ -75,24 +73,3 @@ class SuiteCatalog:
 
     def known_categories(self) -> list[str]:
         return sorted({c for suite in self.suites for c in suite.categories})
-
-    def selected_from_ids(self, rootpath: Path, ids: Iterable[str]) -> list[Selected]:
-        """xdist controller: the prompts behind the node ids the workers collected."""
-        selected = []
-        entries: dict[str, dict[str, tuple[PromptCase, Variant]]] = {}
-        for nodeid in ids:
-            if not names_suite_file(nodeid):
-                continue
-            path_part, _, name = nodeid.partition("::")
-            if path_part not in entries:
-                try:
-                    suite = self.load(suite_file_of(path_part, rootpath, ready_suite_dir()))
-                except ConfigError:
-                    suite = None  # the workers report the collection error
-                entries[path_part] = {} if suite is None else {
-                    item: (case, variant)
-                    for item, case, variant in suite_entries(suite, self._settings.variants)}
-            found = entries[path_part].get(name)
-            if found is not None:
-                selected.append(Selected(nodeid, *found))
-        return selected
