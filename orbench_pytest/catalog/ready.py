@@ -1,9 +1,9 @@
 """The ready suites this project ships, found by name.
 
-In git they live once, in the repository's top-level `suites/` folder; the wheel carries them as
-package data in `orbench_pytest/suites/` (pyproject maps the one folder onto the other at build
-time), together with the starter `thresholds.yaml`. A checkout without an install finds them
-at the top level.
+In git they live once, in the repository's top-level `suites/` folder; `orbench_pytest/suites`
+is a link to it, so the wheel carries them as package data in `orbench_pytest/suites/`, together
+with the starter `thresholds.yaml`. A checkout finds them at the top level (through the link, or
+without it where the checkout made none).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 def ready_suite_dir() -> Path:
     packaged = _PACKAGE / "suites"
-    return packaged if packaged.is_dir() else _PACKAGE.parent / "suites"
+    # resolve(): in a checkout, the top-level folder the link names, as node ids show it
+    return packaged.resolve() if packaged.is_dir() else _PACKAGE.parent / "suites"
 
 
 def ready_suite_names() -> list[str]:

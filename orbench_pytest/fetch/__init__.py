@@ -1,1 +1,2 @@
-"""Asking the target: requests, the fetch engine, targets, the cache, the embedded model."""
+"""Asking the target: requests, the fetch engine, targets, the models an endpoint serves, the
+cache, the embedded model, what the requests spent."""

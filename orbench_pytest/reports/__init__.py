@@ -1,1 +1,2 @@
-"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, plot, HTML page."""
+"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, cost, plot, HTML
+page."""
