@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from junitparser import JUnitXml, Properties
 
+from orbench_pytest.core.statistics import clustered_rate
 from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.gate.samples import clustered_rate
 from tests.helpers import (
     SUBPROCESS_TIMEOUT_S,
     cases,
@@ -309,7 +309,7 @@ def test_one_sample_changes_nothing(project, plugin_args):
     assert all("refusal_rate" not in item for item in data["items"])
     check = data["gate"]["rows"][0]["checks"][0]
     assert "mean_of_prompts" not in check
-    from orbench_pytest.gate.decision import wilson_interval
+    from orbench_pytest.core.statistics import wilson_interval
 
     assert check["interval"] == list(wilson_interval(check["k"], check["n"]))
     assert "refusal_rate" not in Path(project.path / "j.xml").read_text()

@@ -1,7 +1,8 @@
 """Agreement between two labellers (a judge and people, or two judges).
 
-Pure Python so the core keeps no numeric dependency. Labels are any hashable values; the
-binary helpers take a predicate saying which labels count as a refusal.
+Pure Python so the core keeps no numeric dependency (Cohen's kappa: core/statistics.py).
+Labels are any hashable values; the binary helpers take a predicate saying which labels count
+as a refusal.
 """
 
 from __future__ import annotations
