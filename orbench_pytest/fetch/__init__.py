@@ -1,2 +1,1 @@
-"""Asking the target: requests, the fetch engine, targets, the models an endpoint serves, the
-cache, the embedded model, what the requests spent."""
+"""Asking the target: requests, the fetch engine, targets, the cache, the embedded model."""

@@ -1,2 +1,1 @@
-"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, cost, plot, HTML
-page."""
+"""Reports of a finished run: results file, JUnit, Markdown, terminal summary, plot, HTML page."""
