@@ -36,19 +36,19 @@ def _checks(rows: Iterable[GroupRow | RowRecord]) -> list[tuple[str, RateCheck |
             for check in row.checks if check.name == FRAGILE_RATE]
 
 
-def terminal_lines(outcome: Rewordings, gate: Gate) -> list[str]:
+def terminal_lines(search: Rewordings, gate: Gate) -> list[str]:
     from orbench_pytest.reports.summary import aligned_lines
 
-    kinds = f" ({by_kind(f.kind for f in outcome.flips)})" if outcome.flips else ""
-    lines = [f"rewordings: up to {outcome.tries} per answered safe prompt, edits "
-             f"{', '.join(outcome.edits)}, seed {outcome.seed}: "
-             f"{outcome.searched} prompts searched, {outcome.fragile} fragile{kinds}; "
-             f"{outcome.asked} rewordings asked ({outcome.requests} requests), budget "
-             f"{outcome.budget}"
-             + (f", {outcome.not_searched} prompts not searched (budget)"
-                if outcome.not_searched else "")
-             + (f"; {outcome.unsure} refusals the judge was unsure of, not counted"
-                if outcome.unsure else "")]
+    kinds = f" ({by_kind(f.kind for f in search.flips)})" if search.flips else ""
+    lines = [f"rewordings: up to {search.tries} per answered safe prompt, edits "
+             f"{', '.join(search.edits)}, seed {search.seed}: "
+             f"{search.searched} prompts searched, {search.fragile} fragile{kinds}; "
+             f"{search.asked} rewordings asked ({search.requests} requests), budget "
+             f"{search.budget}"
+             + (f", {search.not_searched} prompts not searched (budget)"
+                if search.not_searched else "")
+             + (f"; {search.unsure} refusals the judge was unsure of, not counted"
+                if search.unsure else "")]
     body = []
     for name, check in _checks(gate.rows.values()):
         low, high = check.interval
@@ -58,19 +58,19 @@ def terminal_lines(outcome: Rewordings, gate: Gate) -> list[str]:
     if body:
         lines.extend(aligned_lines(("suite", "searched", "fragile", "fragile rate (95% CI)",
                                     "max", "verdict"), body))
-    elif outcome.searched:
+    elif search.searched:
         lines.append(NOT_GATED)
-    if outcome.flips:
+    if search.flips:
         lines.append("minimal flips (the smallest rewording found that the model refused):")
-    for flip in outcome.flips[:FLIPS_SHOWN]:
+    for flip in search.flips[:FLIPS_SHOWN]:
         lines.append(f"  {terminal_text(flip.suite)}/{terminal_text(flip.case_id)}: "
                      f"{flip.edits} [{flip.kind}]"
                      f"{'' if flip.shrunk else ' (not shrunk: budget)'}")
         lines.append(f"    original:  {terminal_text(flip.original, PROMPT_CHARS)}")
         lines.append(f"    rewording: {terminal_text(flip.rewording, PROMPT_CHARS)}")
         lines.append(f"    answer:    {terminal_text(flip.answer, ANSWER_CHARS)}")
-    if outcome.flips_total > FLIPS_SHOWN:
-        lines.append(f"  … and {outcome.flips_total - FLIPS_SHOWN} more (every one in the "
+    if search.flips_total > FLIPS_SHOWN:
+        lines.append(f"  … and {search.flips_total - FLIPS_SHOWN} more (every one in the "
                      "results file)")
     return lines
 
