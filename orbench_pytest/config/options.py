@@ -109,6 +109,9 @@ OPTIONS: tuple[Option, ...] = (
            "slots)", "N"),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
            "flight instead of adapting", kind="flag"),
+    Option("--orbench-judge-concurrency", "Most LLM-judge requests in flight at once, apart "
+           "from the target's (--orbench-concurrency bounds only those): adapts to the judge's "
+           f"endpoint up to N (default: {defaults.JUDGE_CONCURRENCY})", "N"),
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),
