@@ -304,6 +304,9 @@ class FetchEngine:
             await sink.take_cached(settled)
             if todo:
                 await self._fetch_all(todo, sink)
+        except BaseException:
+            self.requests.stop()  # Ctrl-C or a crash: nothing more is sent, a judge's requests
+            raise  # included (the sink finishing below gets errors for them, never verdicts)
         finally:
             # Ctrl-C, -x or a crash: what was answered stays answered. The answers in hand are
             # written now, before the sink finishes what it held back.
