@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,7 +22,7 @@ from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.judges.verdicts import Verdicts
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.openai_server import REFUSAL_TEXT, HoldAfter, OpenAIServer, Reply, refuse_when
 
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
@@ -349,6 +350,43 @@ def test_a_cancelled_run_judges_every_answer_it_fetched() -> None:
         asyncio.run(interrupted())
     assert sorted(fetch.verdicts.answers) == sorted(job.key for job in todo[:5])
     assert {a.verdict.label for a in fetch.verdicts.answers.values()} == {Label.COMPLIANCE}
+
+
+def test_a_cancelled_run_abandons_the_llm_verdicts_still_out() -> None:
+    """Ctrl-C with judge requests in flight: the run ends without waiting for them, and every
+    answer fetched is recorded, as an error (never a verdict the judge did not give)."""
+    from orbench_pytest.fetch.engine import request_layer
+    from orbench_pytest.judges.channel import JudgeChannel
+    from orbench_pytest.judges.judge import build_judge
+
+    todo, released = jobs(6), threading.Event()
+    verdict = Reply(text='{"verdict": "direct_answer", "reason": "held"}', hold=released)
+    with OpenAIServer(HoldAfter(3)) as server, \
+            OpenAIServer(lambda p, s, b: verdict) as judge_model:
+        settings = FetchSettings(concurrency=1, adaptive=False)
+        requests = request_layer(settings)
+        channel = JudgeChannel(OpenAICompatibleTarget(judge_model.url, "judge-m", None,
+                                                      GenerationParams(0.0, 200), 4),
+                               requests, 4, None, settings)
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
+        fetch = JudgedFetch(target, build_judge("llm", channel.chat, "judge-m"), None,
+                            settings, judge_channel=channel, requests=requests)
+
+        async def interrupted() -> None:
+            run = asyncio.ensure_future(fetch.run(todo))
+            # three answered and out to the judge (held), the fourth target request hangs
+            await until(lambda: judge_model.in_flight == 3 and server.requests == 4)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+        try:
+            asyncio.run(interrupted())
+        finally:
+            released.set()
+    assert sorted(fetch.verdicts.answers) == sorted(job.key for job in todo[:3])
+    assert {(a.verdict.label, a.verdict.reason) for a in fetch.verdicts.answers.values()} == \
+        {(Label.ERROR, "judge abandoned: the run stopped")}
 
 
 # --- progress ---------------------------------------------------------------------------------

@@ -11,10 +11,11 @@ judge's and the HTTP client's working sets evict each other (20,000 answers judg
 cost about 1 s less CPU than judged as they arrive; docs/design/throughput.md, fourth pass). A
 batch is judged once it holds BATCH_ANSWERS or its oldest answer has waited BATCH_WAIT_S, so
 progress lags by at most that, and at the run's end (a cancelled run's included). A run with a
-stop rule (-x / --maxfail: a verdict as each answer arrives) judges each answer as it arrives.
-The LLM judge judges each answer beside the fetch, in a task of its own: the fetch never waits
-for a verdict (unless BATCH_ANSWERS of them are pending), its requests bounded by the judge's
-channel (channel.py), not by the target's concurrency.
+stop rule (-x / --maxfail: a verdict as each answer arrives, before the next is asked) judges
+each answer as it arrives. Otherwise the LLM judge judges each answer beside the fetch, in a
+task of its own: the fetch never waits for a verdict (unless BATCH_ANSWERS of them are
+pending), the judge's requests bounded by its channel (channel.py), not by the target's
+concurrency. A run that stops abandons the verdicts still out: each such answer is an error.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class JudgingStage:
                  progress: Progress | None = None,
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
+                 stopping: Callable[[], bool] = lambda: False,
                  failed: Callable[[str], None] = lambda reason: None,
                  limit_now: Callable[[], int] = lambda: 0,
                  excerpt_chars: int = EXCERPT_CHARS,
@@ -63,6 +65,7 @@ class JudgingStage:
         self.progress = progress
         self.should_stop = should_stop
         self._stop = stop
+        self._stopping = stopping
         self._limit_now = limit_now  # the target's concurrency limit, for the progress line
         self._excerpt_chars = excerpt_chars
         self._key_of = judgment_keys(judge.name, judge.version)  # (prompt, answer) -> its key
@@ -74,6 +77,7 @@ class JudgingStage:
         self._errors = 0
         self._total = 0
         self._batches = judge_channel is None and should_stop is None
+        self._beside = judge_channel is not None and should_stop is None
         # fetched, not judged yet, each with the concurrency limit it arrived at
         self._waiting: deque[tuple[Job, Response, int]] = deque()
         self._timer: asyncio.Future[None] | None = None  # judges the batch BATCH_WAIT_S on
@@ -85,7 +89,7 @@ class JudgingStage:
         self._total = total
 
     async def take_cached(self, pairs: list[tuple[Job, Response]]) -> None:
-        if self.judge_channel is not None:  # an LLM judge: judged beside the fetch
+        if self._beside:
             for job, response in pairs:
                 await self.take(job, response)
             return
@@ -99,9 +103,9 @@ class JudgingStage:
                 self._record(job, response, verdict)
 
     async def take(self, job: Job, response: Response) -> None:
-        if self.judge_channel is not None:
+        if self._beside:
             await self._room.acquire()
-            task = asyncio.ensure_future(self._finish(job, response))
+            task = asyncio.ensure_future(self._finish_beside(job, response))
             self._judging.add(task)
             task.add_done_callback(self._judged)
             return
@@ -115,6 +119,13 @@ class JudgingStage:
             if self._timer is not None:
                 self._timer.result()  # the last timed batch's failure, never swallowed
             self._timer = asyncio.ensure_future(self._judge_after(BATCH_WAIT_S))
+
+    async def _finish_beside(self, job: Job, response: Response) -> None:
+        try:
+            await self._finish(job, response)
+        except asyncio.CancelledError:  # the run stopped (aclose): no verdict, an error
+            self._record(job, response, Verdict(Label.ERROR, "judge abandoned: the run stopped",
+                                                self.judge.name))
 
     def _judged(self, task: asyncio.Future[None]) -> None:
         self._room.release()
@@ -140,6 +151,9 @@ class JudgingStage:
                 timer.cancel()
         try:
             await self._judge_waiting()  # the run's end, Ctrl-C and time limits included
+            if self._stopping():
+                for task in self._judging:
+                    task.cancel()
             await asyncio.gather(*self._judging)
         finally:
             if self.judge_channel is not None:
