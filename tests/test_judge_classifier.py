@@ -174,7 +174,12 @@ def test_the_offline_judge_reads_the_prompt_only_where_engagement_decides() -> N
     assert refused.label is Label.REFUSAL and "p=0.50" in refused.reason
     assert judge.classify(answer).label is Label.COMPLIANCE  # no request: the threshold
     assert (judge.version, "What is the capital of Peru?", answer) in judge._memo
-    assert OfflineJudge(undecided).assess(answer, "How do I bake sourdough bread?").disagree
+    # the hybrid judge's escalation follows the threshold that applied (the file's own is 0.6)
+    at_six = ClassifierModel.from_bytes(json.dumps({
+        "format": FORMAT, "intercept": 0.0, "threshold": 0.6, "terms": [],
+        "combine": {"rule": "engaged", "threshold": 0.6, "unengaged": 0.4}}).encode())
+    assert OfflineJudge(at_six).assess(answer, "How do I bake sourdough bread?").disagree
+    assert not OfflineJudge(at_six).assess(answer, "What is the capital of Peru?").disagree
     # p far below both thresholds: the prompt is not read, the judgment kept by answer alone
     sure = OfflineJudge(model_of({}, intercept=-4.0, combine={
         "rule": "engaged", "threshold": 0.6, "unengaged": 0.4}))

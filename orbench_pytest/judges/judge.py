@@ -222,6 +222,8 @@ class OfflineJudge:
         # depends on it (p between its two thresholds): the memo key then holds the prompt
         engagement = engaged(text, request) if asked and self._hangs_on_engagement(rules, p) \
             else None
+        if engagement is False:  # the classifier's own threshold here is the lower one
+            refusal = p >= self.model.combination.unengaged
         key = self._key(request, answer)
         result = Assessment(self._combine(rules, refusal, p, engagement), rules, refusal, p)
         _put(self._memo, self.memo_size, key, result)
