@@ -280,7 +280,7 @@ def lomo_folds(rows: Sequence[Row], development: bool = False) -> list[Fold]:
         preds: dict[str, list[bool]] = {CHOSEN: [], **{name: [] for name in COMBINATIONS}}
         preds[STRING_MATCH] = []
         for (e, r), p in zip(test, probs, strict=True):
-            preds[CHOSEN].append(combo.refusal(e.rules_refusing, e.rules_confident, p))
+            preds[CHOSEN].append(e.refusal_by(combo, p))
             for name, combine in COMBINATIONS.items():
                 preds[name].append(combine(e.rules_refusing, e.rules_confident, p >= 0.5))
             preds[STRING_MATCH].append(xstest_strmatch(r.completion) in REFUSING)
