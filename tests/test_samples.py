@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Verdict
-from orbench_pytest.fetch.engine import Answer
 from orbench_pytest.gate.samples import refused_by_rule, sample_key
 from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.judges.verdicts import Answer
 from orbench_pytest.run.runner import combine
 
 

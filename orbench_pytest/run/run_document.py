@@ -28,7 +28,7 @@ def run_document(run: CompletedRun, versions: Mapping[str, str] | None = None) -
     outcome, settings = run.outcome, run.settings
     items = [item_record(s.nodeid, s.case.case_id, s.case.prompt, state, s.case.history)
              for s in run.selected if (state := outcome.states.get(s.nodeid)) is not None]
-    fingerprints = sorted({a.system_fingerprint for a in outcome.report.answers.values()
+    fingerprints = sorted({a.system_fingerprint for a in outcome.verdicts.answers.values()
                            if a.system_fingerprint})
     return build_results(
         items=items, gate=outcome.gate, settings=settings, target=outcome.target_label,
