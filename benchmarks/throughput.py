@@ -21,15 +21,15 @@ process it waited for), alternated within each repeat so load drifts hit all ali
 floor = item floor + client floor (a run does both jobs, one after the other). Other installed
 pytest plugins are off in every run (the plugin by -p), so the floor is pytest alone.
 
-`residue`: what a user waits and holds with each speed-up the plugin keeps, and without it: a
-cold run (fresh cache) then a cached rerun of `--prompts` synthetic prompts (default 80,359)
-against `--latency` (default 0.3 s), as shipped and with each `--variant` (the same pytest,
-started by a line that undoes one speed-up first; VARIANTS), alternated within each repeat;
-wall time, CPU and the pytest process's peak RSS.
+`residue`: what a user waits and holds with a speed-up and without it: a cold run (fresh
+cache) then a cached rerun of `--prompts` synthetic prompts (default 80,359) against
+`--latency` (default 0.3 s), as shipped and with each `--variant` (VARIANTS: the same pytest,
+started by a line that undoes a speed-up first, or with the heap frozen as the plugin did until
+issue 45), alternated within each repeat; wall time, CPU and the pytest process's peak RSS.
 
     python -m benchmarks throughput --sets 1974 --repeat 5
     python -m benchmarks throughput --sets 1974 80k --repeat 3 --answers canned
-    python -m benchmarks residue --prompts 80359 --latency 0.3 --repeat 1 --variant no-freeze
+    python -m benchmarks residue --prompts 80359 --latency 0.3 --repeat 1 --variant freeze
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from benchmarks.common import (
 
 HARD, TOXIC, BIG = "or-bench-hard-1k.csv", "or-bench-toxic.csv", "or-bench-80k.csv"
 CONCURRENCY = 64  # core/defaults.CONCURRENCY: the plugin's ceiling, the client floor's width
-# residue's variants: each undoes one speed-up before pytest starts (`python -c`).
+# residue's variants: a line run before pytest starts (`python -c`), or a plugin of benchmarks/.
 VARIANTS = {
-    "no-freeze": "import gc; gc.freeze = lambda: None",  # the collector walks every object
+    "freeze": "-p benchmarks.freeze",  # the heap frozen for the cyclic collector (freeze.py)
     "unbatched": ("import orbench_pytest.judges.stage as stage; "  # each answer judged at once
                   "stage.BATCH_ANSWERS = 1"),
     "eager-regex": ("import re, orbench_pytest.core.lazy_regex as lazy; "  # compiled at import
@@ -243,8 +243,11 @@ def measure_residue(prompts: PromptSet, root: Path, args: argparse.Namespace) ->
         for _ in range(args.repeat):
             for label in labels:
                 command = project.command(server.url)
-                if label in VARIANTS:  # the same command, started by the variant's line
-                    start = f"{VARIANTS[label]}; import sys, pytest; sys.exit(pytest.main())"
+                variant = VARIANTS.get(label, "")
+                if variant.startswith("-p "):
+                    command = [*command[:3], *variant.split(), *command[3:]]
+                elif variant:  # the same command, started by the variant's line
+                    start = f"{variant}; import sys, pytest; sys.exit(pytest.main())"
                     command = [command[0], "-c", start, *command[3:]]
                 project.fresh_cache()
                 for kind in ("cold", "rerun"):

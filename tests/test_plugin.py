@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import socket
 import xml.etree.ElementTree as ET
 from functools import partial
@@ -325,32 +324,6 @@ def test_second_run_is_answered_from_the_cache(pytester, plugin_args) -> None:
         assert server.requests == 6
     second.assert_outcomes(passed=6)
     second.stdout.fnmatch_lines(["answers: 6 (6 from cache), requests: 0*"])
-
-
-def test_an_in_process_run_leaves_no_object_frozen(pytester, plugin_args) -> None:
-    """The run freezes the heap for the cyclic collector; the process it ran in must get it
-    back, or its cyclic garbage of that moment would never be freed."""
-    mini_suite(pytester)
-    assert gc.get_freeze_count() == 0
-    with OpenAIServer(refusing([*TOXIC])) as server:
-        run_orbench(pytester, plugin_args, url=server.url).assert_outcomes(passed=6)
-    assert gc.get_freeze_count() == 0
-
-
-def test_a_suite_is_frozen_as_its_items_are_collected(pytester, plugin_args) -> None:
-    """The items live until the run ends: the collector stops walking them already during
-    the collection (an 80K suite: about 1 s of CPU), and the run unfreezes them at its end."""
-    mini_suite(pytester)
-    pytester.makeconftest("""
-        import gc
-        from pathlib import Path
-
-        def pytest_collection_finish(session):
-            Path("frozen.txt").write_text(str(gc.get_freeze_count()))
-    """)
-    run_orbench(pytester, plugin_args, "--collect-only", model="m").assert_outcomes()
-    assert int((pytester.path / "frozen.txt").read_text()) > 0
-    assert gc.get_freeze_count() == 0
 
 
 def test_deselected_items_are_not_requested(pytester, plugin_args) -> None:
