@@ -26,6 +26,7 @@ SCENARIOS: dict[str, tuple[str, ...]] = {
     "idle": (),
     "install": (),
     "concurrency": (),
+    "judge-concurrency": (),
     "large-runs": (),
     "html-report": ("orbench",),
     "judge": ("orbench", "xstest"),
