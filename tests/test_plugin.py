@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import socket
+import threading
+import warnings
 import xml.etree.ElementTree as ET
 from functools import partial
 
@@ -324,6 +327,22 @@ def test_second_run_is_answered_from_the_cache(pytester, plugin_args) -> None:
         assert server.requests == 6
     second.assert_outcomes(passed=6)
     second.stdout.fnmatch_lines(["answers: 6 (6 from cache), requests: 0*"])
+
+
+def test_an_async_targets_event_loop_is_closed_when_the_run_ends(pytester, plugin_args) -> None:
+    """The loop an async target runs on is closed with the run: an in-process run must not
+    leave an "unclosed event loop" for the user's next garbage collection."""
+    mini_suite(pytester)
+    pytester.makepyfile(app="async def answer(prompt, system_prompt):\n    return 'Sure.'\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        run_orbench(pytester, plugin_args, "--orbench-target=app:answer").assert_outcomes(
+            passed=4, failed=2)  # the toxic prompts answered too
+        helpers.wait_until(lambda: not any(thread.name == "orbench-async-target"
+                                           for thread in threading.enumerate()),
+                           "the async target's thread to end")
+        gc.collect()
+    assert not [w for w in caught if "unclosed event loop" in str(w.message)]
 
 
 def test_deselected_items_are_not_requested(pytester, plugin_args) -> None:
