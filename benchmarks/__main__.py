@@ -43,9 +43,10 @@ SCENARIOS = {
         "adaptive concurrency against a slow and a rate-limiting server",
         ("--prompts", "20", "--latency", "0.01", "--limit", "4", "--repeat", "1")),
     "judge-concurrency": Scenario(
-        "judge_concurrency:main", "docs/judges.md",
+        "judge_concurrency:main", "docs/fetch-engine.md",
         "an LLM judge as slow as the target: does judging hold back the fetch?",
-        ("--prompts", "8", "--latency", "0.01", "--concurrency", "2")),
+        ("--prompts", "6", "--latency", "0.01", "--judge-concurrency", "default",
+         "--judge-concurrency", "2")),
     "large-runs": Scenario(
         "large_runs:main", "docs/design/large-runs.md",
         "shards side by side against one run, and a Batch API round trip",
