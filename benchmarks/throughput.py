@@ -67,8 +67,6 @@ VARIANTS = {
     "freeze": "-p benchmarks.freeze",  # the heap frozen for the cyclic collector (freeze.py)
     "unbatched": ("import orbench_pytest.judges.stage as stage; "  # each answer judged at once
                   "stage.BATCH_ANSWERS = 1"),
-    "eager-regex": ("import re, orbench_pytest.core.lazy_regex as lazy; "  # compiled at import
-                    "lazy.lazy_compile = lambda source, flags=0: re.compile(source, flags)"),
 }
 
 
