@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import csv
 import random
-import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.common import SHARED_DATA
 from orbench_pytest.config.settings import Variant, build_settings
+from orbench_pytest.core.defaults import default_cache_dir
 from orbench_pytest.core.types import Expectation, PromptCase
 from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE
 from orbench_pytest.gate.thresholds import BUILT_IN
@@ -113,8 +113,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds per request: generous, the CPU is shared")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.5, 1.0])
-    parser.add_argument("--cache-path", type=Path, default=Path(tempfile.gettempdir())
-                        / "orbench-temperature-benchmark.sqlite3")
+    parser.add_argument("--cache-path", type=Path,
+                        default=default_cache_dir() / "temperature-benchmark.sqlite3",
+                        help="the answers, kept between runs (default: in the cache folder, "
+                             "$ORBENCH_CACHE_DIR)")
     args = parser.parse_args(argv)
     selected = draw(args.per_set)
     print(f"{len(selected)} prompts × {args.samples} samples, max_tokens {args.max_tokens}, "
