@@ -618,7 +618,8 @@ def test_a_query_past_its_bound_is_interrupted(tmp_path) -> None:
     """Second line of defence: any statement past QUERY_LIMIT_S stops (clock injected)."""
     from orbench_pytest.core.errors import ConfigError
     from orbench_pytest.core.types import Response
-    from orbench_pytest.fetch.cache import QueryClock, ResponseCache
+    from orbench_pytest.fetch.cache import ResponseCache
+    from orbench_pytest.fetch.cache_file import QueryClock
 
     cache = ResponseCache(tmp_path / "c.sqlite3")
     cache.put_many([(f"k{i}", Response(text="a")) for i in range(3000)])
