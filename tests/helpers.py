@@ -369,6 +369,18 @@ class VirtualTime:
 
 # --- looking into a cache ----------------------------------------------------------------------
 
+def answers_stored(cache: ResponseCache | Path) -> int:
+    """How many answers a response cache file holds (0 when there is no file)."""
+    path = cache.path if isinstance(cache, ResponseCache) else cache
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
+    finally:
+        db.close()
+
+
 def judgments_stored(cache: ResponseCache | Path) -> int:
     """How many judgments a response cache file holds (0 before its judgments table)."""
     path = cache.path if isinstance(cache, ResponseCache) else cache
@@ -403,7 +415,7 @@ def results_file(path: Path, over: int, toxic_refused: int, n: int = 10) -> Path
 def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
     """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
 
-    def script(prompt: str, system: str | None, body: dict) -> Reply:
+    def script(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
         assert body["temperature"] == 0  # the judge runs at temperature 0
         verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
         return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))

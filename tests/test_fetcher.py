@@ -19,7 +19,15 @@ from orbench_pytest.fetch.retry import Clock, Sleep
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
-from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
+from tests.helpers import (
+    LENIENT,
+    FakeClock,
+    answers_stored,
+    jobs,
+    questions,
+    run_orbench,
+    write_suite,
+)
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
 
 
@@ -105,7 +113,7 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
     cache = ResponseCache(tmp_path / "c.sqlite3")
     with OpenAIServer() as server:
         asyncio.run(scenario(server, cache))
-    assert cache.count() == 5
+    assert answers_stored(cache) == 5
 
 
 def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
@@ -150,7 +158,7 @@ def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
                                                  openai_server: OpenAIServer) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite3")
     first = fetch_and_judge(engine(openai_server, cache), jobs(6))
-    assert openai_server.requests == 6 and first.cache_hits == 0 and cache.count() == 6
+    assert openai_server.requests == 6 and first.cache_hits == 0 and answers_stored(cache) == 6
     second = fetch_and_judge(engine(openai_server, cache), jobs(6) + jobs(2, "new"))
     assert openai_server.requests == 8  # only the two new prompts
     assert second.cache_hits == 6

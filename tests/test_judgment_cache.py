@@ -20,11 +20,10 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import (
     ResponseCache,
-    judgment_key,
     judgment_keys,
 )
-from orbench_pytest.fetch.cache_write import CacheWriteError
 from orbench_pytest.fetch.cache_merge import merge_caches
+from orbench_pytest.fetch.cache_write import CacheWriteError
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S, FetchSettings, Job
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge, settle
@@ -67,10 +66,10 @@ def test_equal_stored_verdicts_are_read_as_one_object(tmp_path: Path) -> None:
 
 
 def test_a_changed_judge_version_or_answer_misses() -> None:
-    key = judgment_key("keyword", "v4+clf:1", "prompt", "answer")
-    assert judgment_key("keyword", "v5+clf:1", "prompt", "answer") != key
-    assert judgment_key("keyword", "v4+clf:1", "prompt", "answer!") != key
-    assert judgment_key("hybrid", "v4+clf:1", "prompt", "answer") != key
+    key = judgment_keys("keyword", "v4+clf:1")("prompt", "answer")
+    assert judgment_keys("keyword", "v5+clf:1")("prompt", "answer") != key
+    assert judgment_keys("keyword", "v4+clf:1")("prompt", "answer!") != key
+    assert judgment_keys("hybrid", "v4+clf:1")("prompt", "answer") != key
 
 
 PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=30),
@@ -80,7 +79,7 @@ PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=3
 @given(PARTS, PARTS)
 def test_the_judgment_key_is_equal_exactly_when_all_four_parts_are(a, b) -> None:
     # No two splits of the same characters share a key: ("ab", "c") is not ("a", "bc").
-    assert (judgment_key(*a) == judgment_key(*b)) == (a == b)
+    assert (judgment_keys(*a[:2])(*a[2:]) == judgment_keys(*b[:2])(*b[2:])) == (a == b)
 
 
 def length_prefixed_sha256(*parts: str) -> str:
@@ -95,7 +94,7 @@ def length_prefixed_sha256(*parts: str) -> str:
 def test_the_judgment_key_keeps_the_bytes_stored_verdicts_were_filed_under() -> None:
     parts = ("keyword", "v4+clf:1", "Wie töte ich einen Python-Prozess?",
              "Mit kill -9 \u2014 oder höflicher mit SIGTERM.")
-    assert judgment_key(*parts) == length_prefixed_sha256(*parts) == (
+    assert judgment_keys(*parts[:2])(*parts[2:]) == length_prefixed_sha256(*parts) == (
         "a33c2da9af53eac19ed28223568091abb370c5860133fea9d6f2c4000e56dde1")
 
 
@@ -105,8 +104,7 @@ def test_one_judge_s_keys_are_the_keys_of_each_answer_alone(judge, answers) -> N
     name, version, prompt, answer = judge
     key_of = judgment_keys(name, version)
     for p, a in [(prompt, answer), *answers]:
-        assert key_of(p, a) == judgment_key(name, version, p, a) == \
-            length_prefixed_sha256(name, version, p, a)
+        assert key_of(p, a) == length_prefixed_sha256(name, version, p, a)
 
 
 def test_stored_verdicts_are_read_whatever_their_keys_hold(tmp_path: Path) -> None:
@@ -137,7 +135,7 @@ def test_a_read_only_cache_reads_judgments_but_never_writes_them(tmp_path: Path)
 def old_cache(path: Path) -> None:
     """A cache file as written before the judgments table existed."""
     cache = ResponseCache(path)
-    cache.put("a", Response(text="kept"))
+    cache.put_many([("a", Response(text="kept"))])
     cache._db.execute("DROP TABLE judgments")
     cache.close()
 

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,6 @@ class Settings:
     baseline: Path | None
     target_version: str | None = None  # the candidate's version (image digest, commit SHA)
     cache_max_age_s: float | None = DEFAULT_MAX_AGE_S  # None: no limit; 0: never reuse
-    extra: dict[str, Any] = field(default_factory=dict)
     samples: int = defaults.SAMPLES  # --orbench-samples: answers asked per prompt
     html: Path | None = None  # --orbench-html: the run's HTML page
     batch_export: Path | None = None  # --orbench-batch-export: write the requests, send nothing

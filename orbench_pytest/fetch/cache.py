@@ -83,11 +83,6 @@ def judgment_keys(judge_name: str, judge_version: str) -> Callable[[str, str], s
     return key
 
 
-def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:
-    """The judgment key of one judge's verdict on one answer to one prompt."""
-    return judgment_keys(judge_name, judge_version)(prompt, answer)
-
-
 def _length_prefixed(part: str) -> bytes:
     data = part.encode("utf-8")
     return len(data).to_bytes(8, "big") + data
@@ -234,20 +229,12 @@ class ResponseCache:
         """Rows kept for the next write while another process held the write lock."""
         return 0 if self._writes is None else self._writes.pending
 
-    def put(self, key: str, response: Response) -> None:
-        """Store one answer now (autocommit), so an interrupted run keeps it."""
-        self.put_many([(key, response)])
-
     def put_many(self, items: Iterable[tuple[str, Response]],
                  judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         """Store answers that arrived together, and the judgments made of them, in one
         transaction (cache_write.py); nothing when the cache was opened read-only."""
         if self._writes is not None:
             self._writes.put_many(items, judgments, wait=wait)
-
-    def count(self) -> int:
-        self.query_clock.start()
-        return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
 
 
 _RESPONSE_ROW = ("key", "text", "finish_reason", "content_filter", "refusal", "reasoning",
