@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, OrbenchError
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -112,7 +112,7 @@ FLIP_ANSWER_CHARS = 8 * KIB  # of a rewording's refused answer in the results fi
 # any usual max_tokens (the embedded model's 128 tokens: under 1,000 characters)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(OrbenchError):
     """A reply larger than BODY_LIMIT: reading stopped there."""
 
 
