@@ -1,7 +1,8 @@
 """The package's shape, checked over its source: no class grows past what one reader holds
-in mind (issue 45: the session and the response cache had grown to 357 and 310 lines), and
-one exception tree (core/errors.py): every public exception class derives from OrbenchError
-(five derived from Exception)."""
+in mind (issue 45: the session and the response cache had grown to 357 and 310 lines); one
+exception tree (core/errors.py): every public exception class derives from OrbenchError (five
+derived from Exception); and a public surface per zone: each zone's `__init__.py` lists in
+`__all__` the modules other zones may import, and no other zone imports any other."""
 
 from __future__ import annotations
 
@@ -68,3 +69,57 @@ def test_every_public_exception_of_the_package_derives_from_orbench_error() -> N
              if not issubclass(cls, OrbenchError)
              and not (cls.__name__.startswith("_") and "control flow" in (cls.__doc__ or ""))]
     assert stray == [], "derive these from OrbenchError (core/errors.py)"
+
+
+ZONES = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+
+
+def declared_surface(zone: str) -> list[str]:
+    module = importlib.import_module(f"orbench_pytest.{zone}")
+    assert isinstance(getattr(module, "__all__", None), list), f"{zone}: no __all__"
+    return list(module.__all__)
+
+
+def imported_modules(source: str) -> set[tuple[str, str]]:
+    """(zone, module) of every `orbench_pytest.ZONE.MODULE` a module's source imports, those
+    under `if TYPE_CHECKING:` and inside functions too."""
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module.count(".") >= 2 else [
+                f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "orbench_pytest" and len(parts) >= 3:
+                found.add((parts[1], parts[2]))
+    return found
+
+
+def test_imported_modules_reads_every_spelling_of_an_import() -> None:
+    source = ("import orbench_pytest.fetch.cache\nfrom orbench_pytest.gate import samples\n"
+              "from orbench_pytest.core.errors import ConfigError\nfrom . import x\n"
+              "def f():\n    from orbench_pytest.run.runner import Selected\n")
+    assert imported_modules(source) == {("fetch", "cache"), ("gate", "samples"),
+                                        ("core", "errors"), ("run", "runner")}
+
+
+def test_each_zone_declares_its_public_modules() -> None:
+    for zone in ZONES:
+        modules = {path.stem for path in (PACKAGE / zone).glob("*.py")} - {"__init__"}
+        surface = declared_surface(zone)
+        assert surface and set(surface) <= modules, (zone, sorted(set(surface) - modules))
+
+
+def test_no_zone_imports_another_zone_s_own_modules() -> None:
+    surfaces = {zone: set(declared_surface(zone)) for zone in ZONES}
+    private = sorted(
+        f"{path.relative_to(PACKAGE)} imports {zone}.{module}"
+        for path in PACKAGE.rglob("*.py")
+        for zone, module in imported_modules(path.read_text(encoding="utf-8"))
+        if zone in surfaces and path.relative_to(PACKAGE).parts[0] != zone
+        and module not in surfaces[zone])
+    assert private == [], "import the zone's public modules, or add the module to its __all__"

@@ -1,1 +1,5 @@
 """Suites: files, ready suites, data sources, sampling, shards, collection."""
+
+# The modules other zones import (tests/test_package_shape.py checks each import against
+# this list); the others are this zone's own.
+__all__ = ["datasets", "paths", "ready", "rewording_edits", "sampling", "selection", "suites"]
