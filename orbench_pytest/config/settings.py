@@ -19,7 +19,7 @@ from typing import Any
 
 from orbench_pytest.catalog.sampling import Shard, parse_shard
 from orbench_pytest.core import defaults
-from orbench_pytest.core.bounded import regular_file
+from orbench_pytest.core.bounded import existing_file
 from orbench_pytest.core.conversation import Preamble, load_preamble
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
@@ -370,13 +370,4 @@ def _folder(option: str, path: Path) -> Path:
 
 
 def _existing_file(option: str, raw: Any, here: Path) -> Path | None:
-    if raw is None:
-        return None
-    path = here / str(raw)
-    try:
-        found = regular_file(path)
-    except ConfigError as exc:
-        raise ConfigError(f"{option}: {exc}") from None
-    if found is None:
-        raise ConfigError(f"{option}: {path} does not exist")
-    return path
+    return None if raw is None else existing_file(here / str(raw), option)

@@ -57,6 +57,19 @@ def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_resu
     return found
 
 
+def existing_file(path: Path, option: str) -> Path:
+    """`path`, given by `option`, where it is a regular file: a missing one, a folder, a device,
+    a FIFO or a socket is a one-line ConfigError naming the option (`--seeds: x.csv: file not
+    found`)."""
+    try:
+        found = regular_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+    if found is None:
+        raise ConfigError(f"{option}: {path}: file not found")
+    return path
+
+
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no FIFOs to open
 
 
