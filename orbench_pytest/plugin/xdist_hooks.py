@@ -45,11 +45,8 @@ class XdistHooks:
         session = self.session
         if session.run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
             return
-        try:
-            session.stop_on_collection_errors()
-            session.start(session.catalog().selected_from_ids(session.config.rootpath, ids))
-        except pytest.UsageError as exc:
-            pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        session.stop_on_collection_errors()
+        session.start(session.catalog().selected_from_ids(session.config.rootpath, ids))
         if session.ended is not None:  # the workers would run items that have no verdict
             ended, session.ended = session.ended, None
             write_lines(session.config, ended.lines[:-1])
@@ -79,10 +76,7 @@ class XdistHooks:
             # collects nothing itself, still decides a gate over the suites they collected.
             for path in suites:
                 session.catalog().load(Path(path))
-            try:
-                session.start([])
-            except pytest.UsageError as exc:
-                pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            session.start([])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
