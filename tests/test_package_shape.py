@@ -71,6 +71,16 @@ def test_every_public_exception_of_the_package_derives_from_orbench_error() -> N
     assert stray == [], "derive these from OrbenchError (core/errors.py)"
 
 
+def test_the_documented_tree_names_every_public_exception() -> None:
+    """docs/reliability.md draws the tree for code that catches them: no class left out."""
+    page = (PACKAGE.parent / "docs" / "reliability.md").read_text(encoding="utf-8")
+    missing = sorted(cls.__name__ for module in package_modules()
+                     for cls in exception_classes(module)
+                     if not cls.__name__.startswith("_") and f"── {cls.__name__} " not in page
+                     and cls is not OrbenchError)
+    assert missing == [], "add these to the tree in docs/reliability.md"
+
+
 ZONES = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
 
 

@@ -1,26 +1,10 @@
 """The package's exceptions: every error it raises on purpose derives from OrbenchError.
 
-    OrbenchError
-    ├── ConfigError           bad input (file, option, environment): one line naming the fix;
-    │                         the pytest shell shows it as a usage error (exit 4), the CLIs
-    │                         exit 2
-    ├── BatchEnded            a run that ends after a batch step (an export, a status): the
-    │                         lines to print and the exit status, not a failure
-    ├── BodyTooLarge          (core/bounded.py) a reply over the body limit: that answer is an
-    │                         error, not retried
-    ├── TransientFault        (fetch/targets.py) worth another try: a 429, a 5xx, a reset, a
-    │                         timeout, a garbled body
-    ├── ConfigFault           (fetch/targets.py) the request itself is wrong (401, 403, 404, a
-    │                         bad parameter): the run stops at the first one
-    ├── CacheWriteError       (fetch/cache_write.py) an answer could not be stored: the run
-    │                         stops with a line naming the file
-    └── GenerationIncomplete  (generate/pipeline.py) `orbench generate` got no answer to some
-                              requests; what did is cached for the next run
-
-Private exceptions (`_Malformed`, `_Wrong`) are control flow inside one module, turned into a
-ConfigError before they leave it; each docstring says so. tests/test_package_shape.py checks
-that every public exception class of the package derives from OrbenchError; docs/reliability.md
-shows the tree to users.
+The tree, with where each class lives and what it means, is drawn once, for the code that
+catches them: docs/reliability.md, "Errors, for code that catches them" (its code block checks
+it). Private exceptions (`_Malformed`, `_Wrong`) are control flow inside one module, turned
+into a ConfigError before they leave it; each docstring says so. tests/test_package_shape.py
+fails on a public exception class of the package that does not derive from OrbenchError.
 """
 
 from collections.abc import Iterable, Sequence
