@@ -75,7 +75,8 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")
     config.pluginmanager.register(SessionReports(session), COMPANIONS[0])
-    config.pluginmanager.register(XdistHooks(session), COMPANIONS[1])  # its hooks first
+    # Registered last, so pluggy calls its pytest_sessionfinish first, as the session did.
+    config.pluginmanager.register(XdistHooks(session), COMPANIONS[1])
     if not session.is_worker:  # a worker's terminal output is not shown
         from orbench_pytest.plugin.failure_bound import FailureBound
 
@@ -148,6 +149,7 @@ class OrbenchSession:
 
     @property
     def collected(self) -> SuiteCatalog | None:
+        """The catalog, or None where no suite was collected in this process."""
         return self._catalog
 
     # --- the fetch-and-judge phase --------------------------------------------------------
@@ -217,6 +219,8 @@ class OrbenchSession:
                     returncode=pytest.ExitCode.INTERRUPTED)
 
     def start(self, everything: list[Selected]) -> None:
+        """Ask and judge the selected prompts (those disputed left out) and decide the gate:
+        `run` is set, or `ended` after a batch step."""
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
         from orbench_pytest.run.session_run import (
@@ -252,7 +256,7 @@ class OrbenchSession:
                  for s, reason in disputed if reason is not None])
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             self.run = run_collected(selected, self.settings, catalog, self.config.rootpath,
-                                      reporter, self.config.option.maxfail, counts)
+                                     reporter, self.config.option.maxfail, counts)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
