@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
-from orbench_pytest.fetch.cache import ResponseCache, cache_key
-from orbench_pytest.fetch.cache_write import CacheWriteError
+from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
 from orbench_pytest.run.runner import generation_params, target_identity
 from tests.helpers import SUBPROCESS_TIMEOUT_S, answers_stored, run_orbench
 

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import (
+    CacheWriteError,
     ResponseCache,
     judgment_keys,
 )
 from orbench_pytest.fetch.cache_merge import merge_caches
-from orbench_pytest.fetch.cache_write import CacheWriteError
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S, FetchSettings, Job
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge, settle

@@ -10,7 +10,8 @@ answers reads its verdicts instead of judging 80K answers again, and a changed j
 version) misses and judges afresh without asking the model again.
 
 This module holds the keys and the lookups; the file, its schema and its checks are
-cache_file.py's, the writes cache_write.py's.
+cache_file.py's, the writes cache_write.py's (CacheWriteError, which put_many raises, is
+imported from here with the cache).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from orbench_pytest.core import defaults
 from orbench_pytest.core.types import History, Label, Response, Verdict
 from orbench_pytest.fetch.cache_file import RESPONSE_TYPES, QueryClock, cache_error, open_cache
+from orbench_pytest.fetch.cache_write import CacheWriteError as CacheWriteError  # re-export
 from orbench_pytest.fetch.cache_write import CacheWrites
 
 

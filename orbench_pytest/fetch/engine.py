@@ -20,8 +20,7 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import History, Label, Response, Verdict, strip_reasoning
 from orbench_pytest.core.untrusted import redacted_repr
-from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.fetch.cache_write import CacheWriteError
+from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
 from orbench_pytest.fetch.costs import BACKEND_CHECK, PROMPTS, Spending
 from orbench_pytest.fetch.freshness import probe_key, stale_keys, within_age
