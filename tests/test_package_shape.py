@@ -68,7 +68,7 @@ def test_every_public_exception_of_the_package_derives_from_orbench_error() -> N
              for cls in exception_classes(module)
              if not issubclass(cls, OrbenchError)
              and not (cls.__name__.startswith("_") and "control flow" in (cls.__doc__ or ""))]
-    assert stray == [], "derive these from OrbenchError (core/errors.py)"
+    assert stray == [], f"derive these from OrbenchError (core/errors.py): {stray}"
 
 
 def test_the_documented_tree_names_every_public_exception() -> None:
@@ -78,7 +78,7 @@ def test_the_documented_tree_names_every_public_exception() -> None:
                      for cls in exception_classes(module)
                      if not cls.__name__.startswith("_") and f"── {cls.__name__} " not in page
                      and cls is not OrbenchError)
-    assert missing == [], "add these to the tree in docs/reliability.md"
+    assert missing == [], f"add these to the tree in docs/reliability.md: {missing}"
 
 
 ZONES = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
@@ -132,4 +132,5 @@ def test_no_zone_imports_another_zone_s_own_modules() -> None:
         for zone, module in imported_modules(path.read_text(encoding="utf-8"))
         if zone in surfaces and path.relative_to(PACKAGE).parts[0] != zone
         and module not in surfaces[zone])
-    assert private == [], "import the zone's public modules, or add the module to its __all__"
+    assert private == [], ("import the zone's public modules, or add the module to its "
+                           "__all__:\n" + "\n".join(private))
