@@ -5,6 +5,6 @@ bounded reads and atomic writes).
 # The modules other zones import (tests/test_package_shape.py checks each import against
 # this list); the others are this zone's own.
 __all__ = [
-    "artefacts", "bounded", "conversation", "defaults", "errors", "ids", "lazy_regex", "paths",
-    "redact", "typed_json", "types", "untrusted", "yaml_load",
+    "artefacts", "bounded", "conversation", "defaults", "errors", "ids", "paths", "redact",
+    "typed_json", "types", "untrusted", "yaml_load",
 ]

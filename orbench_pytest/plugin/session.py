@@ -10,7 +10,6 @@ never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -233,10 +232,6 @@ class OrbenchSession:
 
         if not everything and self.settings.shard is not None:
             return  # a shard holding none of the prompts says so itself (session_reports.py)
-        # The collected suites, and below the run's answers and states, live until the end:
-        # frozen, the cyclic collector stops walking them at every collection
-        # (docs/design/throughput.md).
-        gc.freeze()
         try:
             disputes = self.disputes()
             catalog = self.catalog()
@@ -263,7 +258,6 @@ class OrbenchSession:
             self.ended = ended
             return
         self._states = self.run.outcome.states
-        gc.freeze()
 
     def is_prompt(self, nodeid: str) -> bool:
         """An item of a suite this run asked (not the user's own tests)."""
@@ -310,10 +304,6 @@ class OrbenchSession:
             if companion is not None:
                 config.pluginmanager.unregister(companion, name)
         del config.stash[SESSION_KEY]
-        # Nothing stays frozen when the process goes on (a pytest run inside another), nor at
-        # exit: the interpreter's last collection must still run the finalisers of the
-        # user's own objects.
-        gc.unfreeze()
 
 
 def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
