@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import REPO, plugin_installed
 from tests.openai_server import OpenAIServer
+from tests.timeouts import SCALE_ERROR
 
 pytest_plugins = ["pytester"]
 
@@ -34,6 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
     none. A storage folder chosen from outside is kept."""
     from hypothesis.configuration import set_hypothesis_home_dir
 
+    if SCALE_ERROR:  # a bad $ORBENCH_TEST_TIMEOUT_SCALE: one line, not a traceback
+        raise pytest.UsageError(SCALE_ERROR)
     where = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
     if not where:
         cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.timeouts import SUBPROCESS_TIMEOUT_S, THREAD_TIMEOUT_S
+
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 ANSWER_TEXT = "Sure. Here is a short, helpful answer to your question."
 
@@ -37,6 +39,8 @@ class Reply:
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
     # token counts as the server reports them; None: no `usage` in the reply at all
     usage: dict[str, Any] | None = field(default_factory=lambda: dict(USAGE))
+    # Held until this holds (looked at every 5 ms): an event the test waits for, not a delay.
+    until: Callable[[], bool] | None = None
 
 
 Script = Callable[[str, "str | None", dict[str, Any]], Reply]
@@ -106,7 +110,7 @@ class OpenAIServer:
     def start(self) -> OpenAIServer:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
-        future.result(timeout=10)
+        future.result(timeout=THREAD_TIMEOUT_S)
         return self
 
     async def _start(self) -> None:
@@ -122,9 +126,9 @@ class OpenAIServer:
             if self._server is not None:
                 self._server.close()
 
-        asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=THREAD_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=THREAD_TIMEOUT_S)
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
@@ -190,6 +194,8 @@ class OpenAIServer:
             self.conversations.append([(m.get("role"), m.get("content")) for m in messages])
             self.auth_headers.append(headers.get("authorization"))
             reply = self.script(prompt, system, payload)
+            while reply.until is not None and not reply.until():
+                await asyncio.sleep(0.005)
             if self.latency_s or reply.delay_s:
                 await asyncio.sleep(self.latency_s + reply.delay_s)
             return await self._send(reply, payload, writer)
@@ -205,7 +211,7 @@ class OpenAIServer:
             hang: asyncio.Future[None] = self._loop.create_future()
             self._hangs.append(hang)
             try:
-                await asyncio.wait_for(hang, timeout=60)
+                await asyncio.wait_for(hang, timeout=SUBPROCESS_TIMEOUT_S)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 pass
             writer.transport.abort()

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.helpers import REPO, SHARED_DATA, shared_data
+from tests.timeouts import LONG_SUBPROCESS_TIMEOUT_S
 
 pytestmark = pytest.mark.bench
 
@@ -71,7 +72,8 @@ def test_the_benchmark_runs_at_a_tiny_size(name: str, tmp_path) -> None:
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run([sys.executable, f"benchmarks/{name}.py",
                            *(flag.format(tmp=tmp_path) for flag in flags)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=LONG_SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert done.stdout.strip(), "it printed no figure"
 

@@ -21,6 +21,7 @@ from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.timeouts import THREAD_TIMEOUT_S
 
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
@@ -79,7 +80,7 @@ def test_the_phase_never_writes_out_its_report(openai_server: OpenAIServer) -> N
     assert written == []
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], timeout: float = THREAD_TIMEOUT_S) -> None:
     """Wait for something the code under test will do (never to show that it did not)."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -93,7 +94,7 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
         limited = engine(server, cache, rpm=5, clock=fake, sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(8)))
         assert fake.parked is not None
-        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await asyncio.wait_for(fake.parked.wait(), timeout=THREAD_TIMEOUT_S)
         await until(lambda: len(limited.report.answers) == 5)
         # The sixth request waits for the window: the full minute, since no time has passed.
         assert server.requests == 5 and fake.slept == [60.0]
@@ -116,7 +117,7 @@ def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
                          sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(4)))
         assert fake.parked is not None
-        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await asyncio.wait_for(fake.parked.wait(), timeout=THREAD_TIMEOUT_S)
         await until(lambda: len(limited.report.answers) == 2)
         assert server.requests == 2 and len(fake.slept) == 1
         task.cancel()

@@ -1,0 +1,41 @@
+"""The tests' own waits: one factor scales them all (tests/timeouts.py), and a bad factor is a
+one-line usage error, not a traceback or a silent 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
+from tests.timeouts import SCALE_VARIABLE, timeout_scale
+
+
+@pytest.mark.parametrize(("raw", "scale"), [("", 1.0), (" ", 1.0), ("1", 1.0), ("3", 3.0),
+                                            ("2.5", 2.5)])
+def test_the_factor_scales_every_wait(raw: str, scale: float) -> None:
+    assert timeout_scale({SCALE_VARIABLE: raw}) == scale
+    assert timeout_scale({}) == 1.0
+
+
+@pytest.mark.parametrize("raw", ["0.5", "0", "-2", "fast", "nan", "inf", "3s"])
+def test_a_factor_that_is_not_a_number_of_at_least_one_is_refused(raw: str) -> None:
+    with pytest.raises(ValueError, match=f"^{SCALE_VARIABLE}='{raw}': a number of at least 1 "
+                                         "is allowed"):
+        timeout_scale({SCALE_VARIABLE: raw})
+
+
+def test_pytest_with_a_bad_factor_stops_with_one_line() -> None:
+    env = {**os.environ, SCALE_VARIABLE: "fast"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "--collect-only", "-q", "tests/test_timeouts.py"],
+                          cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert done.stderr.strip() == (f"ERROR: {SCALE_VARIABLE}='fast': a number of at least 1 is "
+                                   "allowed (how many times slower than a busy 2-core machine "
+                                   "this one is)")
+    assert "Traceback" not in done.stdout + done.stderr
