@@ -39,3 +39,20 @@ def test_pytest_with_a_bad_factor_stops_with_one_line() -> None:
                                    "allowed (how many times slower than a busy 2-core machine "
                                    "this one is)")
     assert "Traceback" not in done.stdout + done.stderr
+
+
+# --- Hypothesis: no deadline, no speed health check ----------------------------------------
+
+def test_no_property_test_is_held_to_a_deadline() -> None:
+    """The profile tests/conftest.py loads is in force, and no test sets a deadline of its own:
+    none is about its own speed, and a deadline measures the machine (issue 44)."""
+    import re
+
+    from hypothesis import HealthCheck, settings
+
+    assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
+    given_a_deadline = re.compile(r"settings\([^)]*\bdeadline\s*=\s*(?!None\b)", re.DOTALL)
+    offenders = [path.name for path in (REPO / "tests").glob("*.py")
+                 if given_a_deadline.search(path.read_text(encoding="utf-8"))]
+    assert offenders == []
