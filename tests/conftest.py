@@ -27,6 +27,18 @@ def _hypothesis_profile() -> None:
     settings.load_profile("orbench-tests")
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A run started in the background (`cmd &` in a script, nohup, some CI runners) inherits
+    SIGINT ignored: Python then raises no KeyboardInterrupt, here nor in the children the
+    tests send a Ctrl-C to (an ignored signal stays ignored across exec), and every Ctrl-C
+    test fails ("DID NOT RAISE KeyboardInterrupt", a child that never stops). Python's own
+    handler back, as in a terminal; a handler is reset to the default at exec."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Hypothesis keeps its files (example database, cache of constants) in pytest's cache
     folder rather than a `.hypothesis/` in the working directory, so a test run leaves the
@@ -45,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
     set_hypothesis_home_dir(where)
     _hypothesis_profile()  # after the storage folder: the profile's database lives there
+    _ctrl_c_as_in_a_terminal()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ one-line usage error, not a traceback or a silent 1."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -56,3 +57,26 @@ def test_no_property_test_is_held_to_a_deadline() -> None:
     offenders = [path.name for path in (REPO / "tests").glob("*.py")
                  if given_a_deadline.search(path.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+# --- Ctrl-C in a run started in the background ---------------------------------------------
+
+def test_this_process_takes_a_ctrl_c() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_started_with_ctrl_c_ignored_still_takes_one() -> None:
+    """`pytest &` in a script starts with SIGINT ignored; the Ctrl-C tests (here the one
+    above, in such a run) still get their KeyboardInterrupt, and so do their children."""
+    env = {**os.environ}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "-q", "tests/test_timeouts.py::"
+                           "test_this_process_takes_a_ctrl_c"],
+                          cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
