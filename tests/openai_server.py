@@ -382,6 +382,41 @@ class HoldAfter:
         return self.script(prompt, system, body)
 
 
+class FirstWave:
+    """Holds the first answers until `size` requests are in flight at once, then answers all
+    (after `latency_s`): a concurrency bound seen reached however slowly a busy machine sends
+    its requests, not "what arrived within 0.1 s". With `probe`, the first request (a run's
+    backend check, which goes alone) is answered at once. `held`: how many the server held
+    when it let them go (a client sending more at once shows more; one sending fewer waits
+    here until its requests time out). Use as `with FirstWave(8) as server:`."""
+
+    def __init__(self, size: int, *, probe: bool = False, script: Script | None = None,
+                 latency_s: float = 0.05) -> None:
+        self.size, self.probe, self.script = size, probe, script or always()
+        self.held: int | None = None
+        self.server = OpenAIServer(self, latency_s=latency_s)
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        reply = self.script(prompt, system, body)
+        if self.probe and self.server.requests == 1:
+            return reply
+        server = self.server
+
+        def wave_whole() -> bool:
+            if self.held is None and server.in_flight >= self.size:
+                self.held = server.in_flight
+            return self.held is not None
+
+        reply.until = wave_whole
+        return reply
+
+    def __enter__(self) -> OpenAIServer:
+        return self.server.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+
 class RandomRefusals:
     """Refuses each request with a set probability, drawn from (seed, prompt, n-th request of
     that prompt): the k-th answer to a prompt is the same in every run, whatever order the

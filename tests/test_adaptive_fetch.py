@@ -17,7 +17,7 @@ from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import fetch_settings, generation_params
 from tests.helpers import LENIENT, jobs, questions, run_orbench, write_suite
-from tests.openai_server import OpenAIServer, Reply
+from tests.openai_server import FirstWave, OpenAIServer
 
 QUICK_RETRY = RetrySettings(backoff_base_s=0.02, backoff_max_s=0.2)
 
@@ -86,44 +86,10 @@ def test_defaults_adapt_up_to_64_pinned_and_local_do_not() -> None:
     assert (local.concurrency, local.adaptive) == (1, False)  # the embedded model: one slot
 
 
-class FirstWave:
-    """Answers the probe (the first request, which goes alone) at once, then holds every
-    answer until `size` requests are in flight: the run's first wave, seen whole however
-    slowly a busy machine sends it (not "what arrived within 0.1 s"). `held` is how many the
-    server held then: a run sending more at once shows more (one sending fewer would wait
-    here until its requests time out)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.held: int | None = None
-        self.server: OpenAIServer | None = None
-
-    def __call__(self, prompt: str, system: str | None, body: dict) -> Reply:
-        assert self.server is not None
-        server = self.server
-        if server.requests == 1:
-            return Reply()
-
-        def wave_whole() -> bool:
-            if self.held is None and server.in_flight >= self.size:
-                self.held = server.in_flight
-            return self.held is not None
-
-        return Reply(until=wave_whole)
-
-    def __enter__(self) -> OpenAIServer:
-        self.server = OpenAIServer(self, latency_s=0.05)
-        return self.server.start()
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.stop()
-
-
 def test_a_default_pytest_run_starts_at_eight_and_doubles(pytester, plugin_args) -> None:
     """How far past 16 it grows depends on latencies a busy machine stretches (see above)."""
     write_suite(pytester, questions(150), thresholds=LENIENT)
-    wave = FirstWave(8)
+    wave = FirstWave(8, probe=True)
     with wave as server:
         result = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
         assert wave.held == 8  # once the probe is back: the starting limit
@@ -136,7 +102,7 @@ def test_a_default_pytest_run_starts_at_eight_and_doubles(pytester, plugin_args)
 
 def test_fixed_concurrency_option_pins_a_pytest_run(pytester, plugin_args) -> None:
     write_suite(pytester, questions(40), thresholds=LENIENT)
-    wave = FirstWave(20)
+    wave = FirstWave(20, probe=True)
     with wave as server:
         result = run_orbench(pytester, plugin_args, "--orbench-concurrency=20",
                              "--orbench-fixed-concurrency", url=server.url, cache="c.sqlite3")

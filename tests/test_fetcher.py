@@ -20,7 +20,7 @@ from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarge
 from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.openai_server import REFUSAL_TEXT, FirstWave, OpenAIServer, Reply, refuse_when
 from tests.timeouts import THREAD_TIMEOUT_S
 
 
@@ -36,9 +36,13 @@ def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
 
 @pytest.mark.parametrize("concurrency", [1, 4, 9])
 def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> None:
-    with OpenAIServer(latency_s=0.03) as server:
-        report = fetch_and_judge(engine(server, concurrency=concurrency), jobs(4 * concurrency + 3))
-        assert server.max_in_flight == concurrency
+    # Pinned (the adaptive limit's moves: test_adaptive_fetch.py); after the probe, answers
+    # are held until the bound is reached, which a busy machine's slow sends cannot then miss.
+    wave = FirstWave(concurrency, probe=True, latency_s=0.03)
+    with wave as server:
+        report = fetch_and_judge(engine(server, concurrency=concurrency, adaptive=False),
+                                 jobs(4 * concurrency + 3))
+        assert wave.held == server.max_in_flight == concurrency
         assert server.requests == 4 * concurrency + 3 == len(report.answers)
         # One pooled client sized to the bound: connections are reused, never churned.
         assert server.connections <= concurrency
@@ -46,10 +50,11 @@ def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> No
 
 def test_the_option_sets_the_bound_of_a_pytest_run(pytester, plugin_args) -> None:
     write_suite(pytester, questions(20), thresholds=LENIENT)
-    with OpenAIServer(latency_s=0.03) as server:
+    wave = FirstWave(3, probe=True, latency_s=0.03)
+    with wave as server:
         result = run_orbench(pytester, plugin_args, "--orbench-concurrency=3", url=server.url,
                              cache="c.sqlite3")
-        assert server.max_in_flight == 3 and server.connections <= 3
+        assert wave.held == server.max_in_flight == 3 and server.connections <= 3
     result.assert_outcomes(passed=20)
 
 
