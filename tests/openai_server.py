@@ -35,6 +35,7 @@ class Reply:
     body: bytes | None = None  # raw body instead of a chat completion
     fault: str | None = None  # reset | truncate | hang | trickle (slow-loris: a byte a beat)
     delay_s: float = 0.0
+    hold: threading.Event | None = None  # answered once the test sets it (at most a minute on)
     reasoning: str | None = None
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
     # token counts as the server reports them; None: no `usage` in the reply at all
@@ -100,7 +101,7 @@ class OpenAIServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.port = 0
-        self._hangs: list[asyncio.Future[None]] = []
+        self._hangs: list[asyncio.Future[Any]] = []
         self._writers: set[asyncio.StreamWriter] = set()
 
     @property
@@ -125,10 +126,18 @@ class OpenAIServer:
                 writer.close()
             if self._server is not None:
                 self._server.close()
+            # Connections still open end here, not as "Task was destroyed but it is
+            # pending!" when the stopped loop is collected.
+            handlers = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=THREAD_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=THREAD_TIMEOUT_S)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
@@ -196,6 +205,11 @@ class OpenAIServer:
             reply = self.script(prompt, system, payload)
             while reply.until is not None and not reply.until():
                 await asyncio.sleep(0.005)
+            if reply.hold is not None:  # cancelled, like a hang, when the server stops
+                held = asyncio.ensure_future(
+                    self._loop.run_in_executor(None, reply.hold.wait, THREAD_TIMEOUT_S))
+                self._hangs.append(held)
+                await held
             if self.latency_s or reply.delay_s:
                 await asyncio.sleep(self.latency_s + reply.delay_s)
             return await self._send(reply, payload, writer)

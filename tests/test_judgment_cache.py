@@ -339,7 +339,7 @@ def test_a_write_waits_for_the_end_of_the_interval_and_no_longer(tmp_path: Path)
     every = ANSWERS_COMMIT_EVERY_S
     cache = WriteLog(tmp_path / "c.sqlite3")
     # The request layer is asked only when a write fails.
-    writer = CacheWriter(cache, None, judgments_per_write=100)  # type: ignore[arg-type]
+    writer = CacheWriter(cache, None)  # type: ignore[arg-type]
     loop = ClockedLoop()
 
     async def turns() -> None:  # the loop runs what is due (a timer: on the turn after)
@@ -418,12 +418,14 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
             started = time.monotonic()
-            report = fetch_and_judge(engine(server, cache, CountingJudge("2")), jobs(4))
+            phase = engine(server, cache, CountingJudge("2"))
+            verdicts = fetch_and_judge(phase, jobs(4))
         finally:
             holder.execute("ROLLBACK")
             holder.close()
     assert time.monotonic() - started < scaled(20)  # not the 30 s a write waits by default
-    assert report.judged == 4 and server.requests == 4
+    assert verdicts.judged == 4 and server.requests == 4
+    report = phase.report
     assert report.stopped_reason is not None
     assert "cannot write the response cache" in report.stopped_reason
     assert "4 judgment(s)" in report.stopped_reason

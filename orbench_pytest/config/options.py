@@ -103,12 +103,17 @@ OPTIONS: tuple[Option, ...] = (
            "refusal|compliance"),
     Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
            "deployments that answer a blocked prompt with nothing)", "error|refusal"),
-    Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
+    Option("--orbench-concurrency", "Most requests to the target in flight at once (an LLM "
+           "judge's: --orbench-judge-concurrency): the concurrency starts "
            f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
            f"{defaults.CONCURRENCY}; for local at most {defaults.LOCAL_SLOTS}, its server's "
            "slots)", "N"),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
-           "flight instead of adapting", kind="flag"),
+           "flight instead of adapting (an LLM judge's limit does not adapt either)",
+           kind="flag"),
+    Option("--orbench-judge-concurrency", "Most LLM-judge requests in flight at once, apart "
+           "from the target's: adapts to the judge's endpoint up to N (default: "
+           f"{defaults.JUDGE_CONCURRENCY}); the fetch never waits for a verdict", "N"),
     Option("--orbench-rpm", "Requests per minute limit", "N"),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "
            "tokens)", "N"),

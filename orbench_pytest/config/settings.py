@@ -100,6 +100,7 @@ class Settings:
     shard_gate: bool = False  # --orbench-shard-gate: gate a shard on its own prompts too
     require_full: bool = False  # --orbench-require-full: a partial gate fails
     fixed_concurrency: bool = False  # --orbench-fixed-concurrency: no adapting
+    judge_concurrency: int = defaults.JUDGE_CONCURRENCY  # --orbench-judge-concurrency
     rewordings: int | None = None  # --orbench-rewordings=N: rewordings tried per safe prompt
     # --orbench-rewordings-budget: rewordings asked in all, cached ones included
     rewordings_budget: int = defaults.REWORDINGS_BUDGET
@@ -212,6 +213,7 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
         empty_is_refusal=choice("empty", EMPTY_CHOICES) == "refusal",
         concurrency=whole("concurrency", defaults.CONCURRENCY),
         fixed_concurrency=bool(get("fixed_concurrency")),
+        judge_concurrency=whole("judge_concurrency", defaults.JUDGE_CONCURRENCY),
         rpm=optional_whole("rpm"),
         tpm=optional_whole("tpm"),
         max_retries=whole("max_retries", defaults.MAX_RETRIES, low=0),
