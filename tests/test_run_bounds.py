@@ -279,7 +279,8 @@ def make_read_only(path: Path) -> bool:
     if os.geteuid() != 0:
         path.chmod(0o444)
         return True
-    return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    return subprocess.run(["chattr", "+i", str(path)], capture_output=True,
+                          timeout=SUBPROCESS_TIMEOUT_S).returncode == 0
 
 
 def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugin_args) -> None:
@@ -296,7 +297,8 @@ def test_a_read_only_cache_file_stops_the_run_with_a_line_naming_it(suite, plugi
             result = fresh_run(suite, plugin_args, url=server.url, cache="c.sqlite3")
         finally:
             if os.geteuid() == 0:
-                subprocess.run(["chattr", "-i", str(cache)], check=True)
+                subprocess.run(["chattr", "-i", str(cache)], check=True,
+                               timeout=SUBPROCESS_TIMEOUT_S)
     assert result.ret not in (0, pytest.ExitCode.INTERNAL_ERROR)
     output = result.stdout.str() + result.stderr.str()
     named = [line for line in output.splitlines() if str(cache) in line
