@@ -54,7 +54,7 @@ def main() -> None:
             gate("smoke-chat", [], work)
         if args.only in (None, "coconot-contrast"):
             gate("coconot-contrast", [f"--orbench-subset={args.coconot_subset}",
-                                      "--orbench-seed=0"], work)
+                                      "--orbench-random-seed=0"], work)
 
 
 if __name__ == "__main__":

@@ -47,9 +47,9 @@ def render() -> str:
             f"`{option.flag} {option.metavar or 'VALUE'}`"
         twin = "command line only" if option.command_line_only else f"`{option.ini}`"
         repeat = " (repeatable)" if option.kind in ("list", "text_list") and \
-            "repeat" not in option.help.lower() else ""
+            "repeat" not in option.text.lower() else ""
         old = f" (deprecated spelling: `{option.old_flag}`)" if option.old_flag else ""
-        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.help)}{repeat}{old} |")
+        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.text)}{repeat}{old} |")
     return HEADER + "\n".join(rows) + "\n"
 
 

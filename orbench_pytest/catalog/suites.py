@@ -365,7 +365,7 @@ def _suite_sample(path: Path, data: dict[str, Any]) -> int | float | None:
     if stratify != "category":  # the one stratum there is: a prompt's category
         raise ConfigError(f"{path}: sample.stratify: {terminal_text(repr(stratify), 60)} is "
                           "not allowed (allowed: category)")
-    _suite_seed(path, data)  # a bad seed is an error even when --orbench-seed overrides it
+    _suite_seed(path, data)  # a bad seed is an error even when --orbench-random-seed overrides it
     from orbench_pytest.catalog.sampling import parse_sample
 
     try:

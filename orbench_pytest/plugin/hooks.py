@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Property tests that use orbench_ask: their Hypothesis database beside the answer cache,
-    --orbench-seed as their seed (ask_fixture.py)."""
+    --orbench-random-seed as their seed (ask_fixture.py)."""
     if any("orbench_ask" in getattr(item, "fixturenames", ()) for item in items):
         from orbench_pytest.plugin.ask_fixture import configure_hypothesis
 

@@ -49,7 +49,7 @@ class SuiteFile(pytest.File):
         for marker in session.suite_markers(suite.name) if suite.name else ():
             self.add_marker(marker)
         for index, (name, case, variant) in enumerate(
-                suite_entries(suite, session.settings.variants)):
+                suite_entries(suite, session.settings.target.variants)):
             if index % FREEZE_EVERY == 0:
                 # The suite and its items live until the run ends: frozen as they are made, the
                 # cyclic collector stops walking them at every collection of the rest of the

@@ -137,14 +137,14 @@ class PromptAsker:
         self.excerpt_chars = excerpt_chars
         self.params = generation_params(settings)
         self.identity = target_identity(settings, self.params)
-        variants = settings.variants
+        variants = settings.target.variants
         self.system_prompt = variants[0].system_prompt if variants else None
         self.engine_settings = dataclasses.replace(
             fetch_settings(settings, self.params), revalidate=False)
-        self.cache = (None if settings.cache_mode == "off"
-                      else ResponseCache(settings.cache_path,
-                                         writable=settings.cache_mode != "read",
-                                         lock_wait_s=settings.cache_lock_wait_s))
+        self.cache = (None if settings.cache.mode == "off"
+                      else ResponseCache(settings.cache.path,
+                                         writable=settings.cache.mode != "read",
+                                         lock_wait_s=settings.cache.lock_wait_s))
         self._opened: contextlib.ExitStack | None = None
         self._target: Target | None = None
         self.asked = 0  # prompts asked (cached or not)
@@ -154,7 +154,7 @@ class PromptAsker:
         self.wall_s = 0.0
 
     def __repr__(self) -> str:
-        return f"orbench_ask({terminal_text(self.settings.target or self.settings.model, 80)})"
+        return f"orbench_ask({terminal_text(self.settings.target.label, 80)})"
 
     def key(self, prompt: str) -> str:
         return cache_key(self.identity, self.system_prompt, prompt)
@@ -188,7 +188,7 @@ class PromptAsker:
         self.spent.add(report.spent)
         self.retries += report.retries
         self.wall_s += time.perf_counter() - started
-        return {text: asked(text, report.answers[job.key], self.settings.partial_is_refusal)
+        return {text: asked(text, report.answers[job.key], self.settings.judge.partial_is_refusal)
                 for text, job in jobs.items()}
 
     def _open(self) -> Target:
