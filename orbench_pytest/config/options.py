@@ -66,11 +66,8 @@ class Option(NamedTuple):  # a NamedTuple: a frozen dataclass costs every pytest
 
 
 def shown_default(default: Any) -> str:
-    if isinstance(default, float):
-        return f"{default:g}"
-    if isinstance(default, int):
-        return f"{default:,}"
-    return str(default)
+    """As the help shows it, and as a user would type it (120, not 120.0)."""
+    return f"{default:g}" if isinstance(default, float) else str(default)
 
 
 # Help text style: capitalised, a single phrase without a final period.
@@ -330,20 +327,51 @@ def _ini_value(option: Option, key: str, getini: Callable[[str], Any],
     return raw
 
 
-def deprecated_spellings(command_line: Mapping[str, Any],
-                         getini: Callable[[str], Any]) -> list[str]:
-    """One message per renamed option still given in its old spelling, naming the new one."""
-    messages = []
+class Deprecated(NamedTuple):
+    """A renamed option given in its old spelling, and where the user typed it."""
+
+    message: str
+    filename: str  # COMMAND_LINE or the ini file
+    lineno: int  # the ini key's line (1-based); 0 on the command line
+
+
+COMMAND_LINE = "command line"
+
+
+def deprecated_spellings(command_line: Mapping[str, Any], getini: Callable[[str], Any],
+                         ini_file: Path | None = None) -> list[Deprecated]:
+    """One warning per renamed option still given in its old spelling, naming the new one and
+    located at the user's input: the command line, or the ini file's line."""
+    found = []
     for option in OPTIONS:
         if option.old_flag is None or option.old_dest is None:
             continue
         if command_line.get(option.old_dest) is not None:
-            messages.append(f"{option.old_flag} is deprecated and will be removed in the next "
-                            f"release: use {option.flag}")
+            found.append(Deprecated(
+                f"{option.old_flag} ({COMMAND_LINE}) is deprecated and will be removed in the "
+                f"next release: use {option.flag}", COMMAND_LINE, 0))
         if not option.command_line_only and getini(option.old_dest) not in (None, "", [], False):
-            messages.append(f"the ini key {option.old_dest} is deprecated and will be removed "
-                            f"in the next release: use {option.ini}")
-    return messages
+            name = ini_file.name if ini_file is not None else "the ini file"
+            found.append(Deprecated(
+                f"{name}: {option.old_dest} is deprecated and will be removed in the next "
+                f"release: use {option.ini}", str(ini_file or name),
+                _line_of(ini_file, option.old_dest)))
+    return found
+
+
+def _line_of(ini_file: Path | None, key: str) -> int:
+    """The line that sets `key` in an ini, cfg or TOML file (1-based), 0 when not found."""
+    try:
+        lines = ini_file.read_text(encoding="utf-8").splitlines() if ini_file else []
+    except (OSError, UnicodeDecodeError):
+        return 0
+    for number, line in enumerate(lines, start=1):
+        name, sep, _ = line.partition("=")
+        if not sep:
+            name, sep, _ = line.partition(":")
+        if sep and name.strip() == key:
+            return number
+    return 0
 
 
 def any_given(values: Mapping[str, Any]) -> bool:
