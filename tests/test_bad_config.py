@@ -227,3 +227,21 @@ def test_generate_into_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr == ("orbench generate: error: --out: bank: cannot follow the path (a "
                            "symlink loop); give a file or folder that exists\n")
+
+
+# --- under xdist, a usage error reads as it does serially -------------------------------------
+
+@pytest.mark.parametrize("thresholds", [
+    "thresholds: [\n",  # a broken file: the suites fail to collect in the workers
+    "disputed:\n  s:\n    no-such-id: {reason: r, decided_by: me}\n",  # found by the controller
+])
+def test_a_usage_error_under_xdist_is_the_same_one_line(pytester, plugin_args, openai_server,
+                                                       thresholds) -> None:
+    write_suite(pytester, questions(2))
+    (pytester.path / "thresholds.yaml").write_text(thresholds)
+    argv = ("--orbench-thresholds=thresholds.yaml",)
+    serial = usage_error(run_orbench(pytester, plugin_args, *argv, url=openai_server.url))
+    parallel = run_orbench(pytester, plugin_args, *argv, "-n", "2", url=openai_server.url,
+                           subprocess=True)
+    assert usage_error(parallel) == serial
+    assert "Exit" not in parallel.stdout.str() + parallel.stderr.str()

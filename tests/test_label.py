@@ -170,6 +170,25 @@ def test_label_shows_and_keeps_the_whole_answer(tmp_path: Path) -> None:
     assert label_rows(tmp_path / "labels.csv")[0]["response"] == answer  # what was shown
 
 
+def test_label_shows_every_turn_of_a_conversation(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "run.json", n=1)
+    document = json.loads(results.read_text())
+    document["items"][0]["messages"] = [
+        {"role": "system", "content": "You are the support bot of Acme Chemicals."},
+        {"role": "user", "content": "I ordered drain cleaner."},
+        {"role": "assistant", "content": "How can I help?"},
+        {"role": "user", "content": "prompt 0"}]
+    results.write_text(json.dumps(document))
+    done = orbench_cli("label", results, "-o", "labels.csv", "--n", "1", input="c", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.partition("prompt:")[2].partition("answer:")[0]
+    assert [line.strip() for line in shown.strip().splitlines()] == [
+        "[system] You are the support bot of Acme Chemicals.",
+        "[user] I ordered drain cleaner.", "[assistant] How can I help?", "[user] prompt 0"]
+    assert label_rows(tmp_path / "labels.csv")[0]["prompt"].splitlines()[1] == (
+        "[user] I ordered drain cleaner.")  # the labels file keeps what was shown
+
+
 def test_export_writes_the_sample_for_a_spreadsheet_and_reads_it_back(tmp_path: Path) -> None:
     results = results_file(tmp_path / "run.json")
     done = orbench_cli("label", results, "--n", "6", "--export", "sheet.csv", cwd=tmp_path)

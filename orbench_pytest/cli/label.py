@@ -49,7 +49,7 @@ from orbench_pytest.judges.check import (
     is_refusal,
     read_labels,
 )
-from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord
+from orbench_pytest.reports.document import ERROR_VERDICTS, ItemRecord, Turn
 
 LABELS = {"c": "compliance", "r": "refusal", "p": "partial_refusal", "s": "skip"}
 NO_PROMPT = ("(not in the results file: earlier ones keep prompts of failed items only; "
@@ -85,7 +85,8 @@ def candidates(items: Sequence[ItemRecord],
     for item in items:
         if item.error or item.verdict in ERROR_VERDICTS or not item.verdict:
             continue
-        prompt = item.prompt or (prompts(item) if prompts is not None else "")
+        prompt = (_conversation(item.messages) if item.messages
+                  else item.prompt or (prompts(item) if prompts is not None else ""))
         answer = getattr(item, "answer", None) or item.response
         out.append(JudgedAnswer(item.id, item.suite, item.variant, item.case_id, item.category,
                                 item.expect, item.verdict, prompt, answer))
@@ -93,6 +94,12 @@ def candidates(items: Sequence[ItemRecord],
     for candidate in out:
         sizes[candidate.stratum] = sizes.get(candidate.stratum, 0) + 1
     return [replace(c, stratum_size=sizes[c.stratum]) for c in out]
+
+
+def _conversation(turns: Sequence[Turn]) -> str:
+    """A conversation row as the labeller must read it: every turn, its role first (the
+    final user turn is the one judged), not the final turn alone."""
+    return "\n".join(f"[{turn.role}] {turn.content}" for turn in turns)
 
 
 def _rank(seed: int, key: str) -> bytes:

@@ -272,11 +272,8 @@ class OrbenchSession:
         """Fires before any test is scheduled: fetch once, here, and hand the states over."""
         if self._run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
             return
-        try:
-            self._stop_on_collection_errors()
-            self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
-        except pytest.UsageError as exc:
-            pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        self._stop_on_collection_errors()
+        self._start(self.catalog().selected_from_ids(self.config.rootpath, ids))
         if self._ended is not None:  # the workers would run items that have no verdict
             ended, self._ended = self._ended, None
             self._write_ended(ended.lines[:-1])
@@ -305,10 +302,7 @@ class OrbenchSession:
             # collects nothing itself, still decides a gate over the suites they collected.
             for path in suites:
                 self.catalog().load(Path(path))
-            try:
-                self._start([])
-            except pytest.UsageError as exc:
-                pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            self._start([])
 
     def is_prompt(self, nodeid: str) -> bool:
         """An item of a suite this run asked (not the user's own tests)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbench_pytest.config.settings import Settings
+from orbench_pytest.core.conversation import sent_system
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.redact import redact_known
 from orbench_pytest.core.types import REFUSAL_LABELS, History, Label
@@ -129,8 +130,9 @@ class _Kept:
 
 
 class PromptAsker:
-    """Asks prompts of `settings`' target (its first system-prompt variant) and judges them;
-    `excerpt_chars` of each answer are kept (the rewording search keeps a refusal whole)."""
+    """Asks prompts of `settings`' target (its first system-prompt variant, after the run's
+    --orbench-preamble, as a suite's prompts are sent) and judges them; `excerpt_chars` of each
+    answer are kept (the rewording search keeps a refusal whole)."""
 
     def __init__(self, settings: Settings, excerpt_chars: int = EXCERPT_CHARS) -> None:
         self.settings = settings
@@ -138,7 +140,9 @@ class PromptAsker:
         self.params = generation_params(settings)
         self.identity = target_identity(settings, self.params)
         variants = settings.target.variants
-        self.system_prompt = variants[0].system_prompt if variants else None
+        self.history = settings.target.preamble_turns
+        self.system_prompt = sent_system(variants[0].system_prompt if variants else None,
+                                         self.history)
         self.engine_settings = dataclasses.replace(
             fetch_settings(settings, self.params), revalidate=False)
         self.cache = (None if settings.cache.mode == "off"
@@ -157,7 +161,7 @@ class PromptAsker:
         return f"orbench_ask({terminal_text(self.settings.target.label, 80)})"
 
     def key(self, prompt: str) -> str:
-        return cache_key(self.identity, self.system_prompt, prompt)
+        return cache_key(self.identity, self.system_prompt, prompt, self.history)
 
     def __call__(self, prompt: str) -> Asked:
         return self.ask_many([prompt])[prompt_text(prompt)]
@@ -168,7 +172,8 @@ class PromptAsker:
         jobs: dict[str, Job] = {}
         for prompt in prompts:
             text = prompt_text(prompt)
-            jobs.setdefault(text, Job(self.key(text), text, self.system_prompt))
+            jobs.setdefault(text, Job(self.key(text), text, self.system_prompt,
+                                           self.history))
         if not jobs:
             return {}
         started = time.perf_counter()
