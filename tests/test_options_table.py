@@ -16,6 +16,7 @@ from orbench_pytest.config.options import (
     OPTIONS,
     Option,
     deprecated_spellings,
+    read_options,
     shown_default,
 )
 from orbench_pytest.config.settings import DERIVED, GROUPS, Settings, build_settings
@@ -96,3 +97,15 @@ def test_an_old_spelling_is_located_at_the_users_command_line_or_ini_line(
     assert found[0].message.startswith("--orbench-sample (command line) is deprecated")
     assert found[1].message.startswith("pytest.ini: orbench_seed is deprecated")
     assert found[1].message.endswith("use orbench_random_seed")
+
+
+@pytest.mark.parametrize(("typed", "named"), [("orbench_seed", "--orbench-seed"),
+                                              ("orbench_random_seed", "--orbench-random-seed"),
+                                              ("orbench_sample", "--orbench-sample")])
+def test_an_error_names_the_spelling_the_user_typed(typed: str, named: str) -> None:
+    """A bad value given in an option's old spelling is an error naming that spelling: the
+    run stops before the deprecation warning could say what it became."""
+    for command_line, ini in (({typed: "-1"}, {}), ({}, {typed: "-1"})):
+        values = read_options(command_line, ini.get, None)
+        with pytest.raises(ConfigError, match=f"^{named}: '?-1'? is not"):
+            build_settings(values, env={})

@@ -211,8 +211,8 @@ def test_a_suite_over_the_limit_runs_only_sampled_or_asked_for_in_full(tmp_path:
     with pytest.raises(ConfigError, match=f"big would send {UNSAMPLED_LIMIT + 1:,} prompts; "
                                           "sample it with --orbench-subset=N"):
         load_suite(path, SuiteOptions())
-    assert len(load_suite(path, SuiteOptions(sample=1.0)).cases) == UNSAMPLED_LIMIT + 1
-    assert len(load_suite(path, SuiteOptions(sample=100)).cases) == 100
+    assert len(load_suite(path, SuiteOptions(subset=1.0)).cases) == UNSAMPLED_LIMIT + 1
+    assert len(load_suite(path, SuiteOptions(subset=100)).cases) == 100
     at_limit = big_suite(tmp_path, UNSAMPLED_LIMIT)
     assert len(load_suite(at_limit, SuiteOptions()).cases) == UNSAMPLED_LIMIT
 

@@ -46,7 +46,7 @@ UNSAMPLED_LIMIT = 5_000
 class SuiteOptions:
     """Run-wide choices that change which cases a suite yields."""
 
-    sample: int | float | None = None  # --orbench-subset overrides the suite's own
+    subset: int | float | None = None  # --orbench-subset overrides the suite's own
     seed: int | None = None
     categories: tuple[str, ...] = ()  # --orbench-category filter
     data_dirs: tuple[Path, ...] = ()  # --orbench-data-dir, looked in before any download
@@ -101,7 +101,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
                           f"(allowed: {', '.join(defaults.JUDGE_NAMES)})")
     own_size, own_seed = _suite_subset(path, data)  # the suite's own: its size as defined
-    size = options.sample if options.sample is not None else own_size
+    size = options.subset if options.subset is not None else own_size
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",

@@ -4,7 +4,11 @@ The command line overrides the ini file (`[tool.pytest.ini_options]`, pytest.ini
 Relative paths in the ini file are relative to that file's folder; on the command line, to the
 folder pytest was started in. Free of pytest: the plugin hands in its parser and getters.
 Every pytest start imports this table (plugin/hooks.py), so it stays cheap: no dataclasses, no
-module beyond the standard library's already loaded by pytest and `defaults`.
+module beyond the standard library's already loaded by pytest, `defaults` and `parsers`.
+
+A row is the whole of an option: its flag and ini twin, help, the Settings field it gives
+(`to`), its parser and its default; settings.build_settings is a loop over the rows, and
+scripts/docs_options.py writes docs/options.md from them.
 """
 
 from __future__ import annotations
@@ -277,12 +281,13 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
     relative paths anchored to the ini file's folder), else None. An ini value set empty is
     passed on as `--orbench-x=` would be, so the command line's rule for it applies; a value
     the ini twin cannot hold (a boolean that is none, a list for one value) is a ConfigError
-    naming the key and `ini_file`."""
+    naming the key and `ini_file`. A value given in an option's old spelling is under the old
+    dest as well, so that its errors name the spelling typed."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
         given = command_line.get(option.dest)
         if given is None and option.old_dest is not None:
-            given = command_line.get(option.old_dest)
+            given = _typed_old(values, option.old_dest, command_line.get(option.old_dest))
         if given is not None:
             values[option.dest] = given
             continue
@@ -291,7 +296,8 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
             continue
         raw = _ini_value(option, option.ini, getini, ini_file)
         if raw in (None, "", [], False) and option.old_dest is not None:
-            raw = _ini_value(option, option.old_dest, getini, ini_file) or raw
+            old = _ini_value(option, option.old_dest, getini, ini_file)
+            raw = _typed_old(values, option.old_dest, old or None) or raw
         if raw == "" and option.kind == "value":
             values[option.dest] = ""
         elif raw in (None, "", [], False):
@@ -301,6 +307,12 @@ def read_options(command_line: Mapping[str, Any], getini: Callable[[str], Any],
         else:
             values[option.dest] = raw
     return values
+
+
+def _typed_old(values: dict[str, Any], old_dest: str, given: Any) -> Any:
+    if given is not None:
+        values[old_dest] = given
+    return given
 
 
 BOOLEAN_VALUES = "true/false, 1/0, yes/no, on/off"  # what pytest's bool ini type accepts

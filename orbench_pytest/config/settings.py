@@ -199,9 +199,10 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
     for option in OPTIONS:
         if option.to:
             raw = values.get(option.dest)
+            typed = option.old_flag if values.get(option.old_dest or "") else option.flag
             group, name = option.to.split(".")
             groups[group][name] = option.parse(option.default if raw is None else raw,
-                                               option.flag, here)
+                                               typed or option.flag, here)
     target, judge, cache, scope = (groups[name] for name in ("target", "judge", "cache", "scope"))
     target["variants"] = _variants(values, here)
     target["base_url"] = target["base_url"] or _env_base_url(env)

@@ -57,7 +57,7 @@ class SuiteCatalog:
                 self._suites[key] = None
             else:
                 settings = self._settings
-                options = SuiteOptions(sample=settings.scope.subset,
+                options = SuiteOptions(subset=settings.scope.subset,
                                        seed=settings.scope.random_seed,
                                        categories=settings.scope.categories,
                                        data_dirs=settings.scope.data_dirs,
