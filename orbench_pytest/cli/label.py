@@ -40,7 +40,7 @@ from typing import TextIO
 
 from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.untrusted import csv_cell, terminal_line
+from orbench_pytest.core.untrusted import csv_cell, redacted_repr, terminal_line
 from orbench_pytest.judges.check import (
     COLUMNS,
     LABELS_LIMIT,
@@ -56,6 +56,7 @@ NO_PROMPT = ("(not in the results file: earlier ones keep prompts of failed item
              "give --suite)")
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class JudgedAnswer:
     """One judged answer offered for labelling."""

@@ -28,7 +28,7 @@ from orbench_pytest.core.bounded import ANSWER_CHARS, MIB, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.types import Label
-from orbench_pytest.core.untrusted import csv_value, terminal_text
+from orbench_pytest.core.untrusted import csv_value, redacted_repr, terminal_text
 from orbench_pytest.gate.calibration import ErrorRates, KindLabels, Stratum, corrected_rate
 from orbench_pytest.gate.decision import CorrectedRate, wilson_interval
 from orbench_pytest.judges.metrics import Agreement, agreement, confusion_matrix, format_confusion
@@ -105,6 +105,7 @@ def is_refusal(label: str, partial_is_refusal: bool = True) -> bool:
     return label in REFUSING
 
 
+@redacted_repr
 @dataclass(frozen=True, slots=True)
 class Pair:
     id: str
