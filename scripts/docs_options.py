@@ -26,7 +26,9 @@ do them. `pytest --help` lists the same options under "orbench-pytest", and thei
 under "[pytest] ini-options". A flag's ini twin takes true/false, 1/0, yes/no or on/off (a TOML
 boolean under `[tool.pytest]`); a one-value key takes one string, not a TOML list; a key set
 empty counts as the option typed empty (`--orbench-target-version=` is an error, so is
-`orbench_target_version =`).
+`orbench_target_version =`). A renamed option's old spelling (and its ini key) still works for
+one release, with a deprecation warning located where it was given: `command line`, or the ini
+file's line.
 
 | option | ini twin | meaning |
 |---|---|---|

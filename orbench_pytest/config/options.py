@@ -135,11 +135,11 @@ OPTIONS: tuple[Option, ...] = (
            "gated rate for the judge's error measured on it (overrides thresholds' "
            "judge_calibration)", "CSV", path="path", to="judge.calibration",
            parse=parsers.existing_file),
-    Option("--orbench-partial", "Count partial refusals as: refusal (default) or compliance",
-           "refusal|compliance", to="judge.partial_is_refusal",
+    Option("--orbench-partial", "Count partial refusals as: refusal or compliance "
+           "(default: {default})", "refusal|compliance", to="judge.partial_is_refusal",
            parse=parsers.is_choice("refusal", "compliance"), default="refusal"),
-    Option("--orbench-empty", "Count an empty answer as: error (default) or refusal (for "
-           "deployments that answer a blocked prompt with nothing)", "error|refusal",
+    Option("--orbench-empty", "Count an empty answer as: error or refusal, for deployments "
+           "that answer a blocked prompt with nothing (default: {default})", "error|refusal",
            to="judge.empty_is_refusal", parse=parsers.is_choice("refusal", "error"),
            default="error"),
     Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
@@ -165,9 +165,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--orbench-backoff", "First retry delay, doubled each retry, with jitter "
            "(default: {default})", "SECONDS", to="requests.backoff_s",
            parse=parsers.number(0.0), default=defaults.BACKOFF_S),
-    Option("--orbench-cache", "Response cache: on (default), off, read (never write), refresh "
-           "(ask again)", "MODE", to="cache.mode", parse=parsers.choice(*defaults.CACHE_MODES),
-           default=defaults.CACHE_MODES[0]),
+    Option("--orbench-cache", "Response cache: on, off, read (never write), refresh (ask "
+           "again) (default: {default})", "MODE", to="cache.mode",
+           parse=parsers.choice(*defaults.CACHE_MODES), default=defaults.CACHE_MODES[0]),
     Option("--orbench-cache-max-age", "Ask again answers cached longer ago than this: e.g. "
            "7d, 12h; 0 = never reuse, none = no limit (default: {default})", "AGE",
            to="cache.max_age_s", parse=parsers.max_age, default=defaults.MAX_AGE),
