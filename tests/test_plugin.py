@@ -11,7 +11,7 @@ import pytest
 
 from tests import helpers
 from tests.helpers import plugin_installed, refusing, run_orbench, write_thresholds
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
+from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, always
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
 mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
@@ -526,3 +526,18 @@ def test_a_suites_old_sample_key_still_works_and_is_warned_at_its_line(
     both = run_orbench(pytester, plugin_args, "--collect-only", "-q", model="m")
     assert both.ret != 0
     both.stdout.fnmatch_lines(["*mini.yaml: give subset only (sample is its old name)*"])
+
+
+def test_under_xdist_an_old_spelling_is_warned_once_by_the_controller(
+        pytester, plugin_args) -> None:
+    """The workers get the same options; only the controller warns, each spelling once."""
+    mini_suite(pytester)
+    (pytester.path / "pytest.ini").write_text("[pytest]\norbench_seed = 5\n")
+    result = run_orbench(pytester, plugin_args, "--orbench-sample=2", "-n", "2", "-W",
+                         "default", serve=always(), subprocess=True)
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str()
+    assert "2 workers" in output
+    assert output.count("PytestDeprecationWarning: --orbench-sample (command line)") == 1
+    assert output.count("PytestDeprecationWarning: pytest.ini: orbench_seed is deprecated") == 1
+    result.stdout.fnmatch_lines(["command line:0", "pytest.ini:2"], consecutive=False)
