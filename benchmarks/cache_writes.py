@@ -29,16 +29,14 @@ def fetch_once(url: str, prompts: int, interval: float) -> dict[str, float]:
     """One fetch in this process; what it cost."""
     from orbench_pytest.fetch.cache import ResponseCache, cache_key
     from orbench_pytest.fetch.engine import (
-        JUDGMENTS_PER_WRITE,
         CacheWriter,
         FetchEngine,
-        FetchReport,
         FetchSettings,
         Job,
         Unjudged,
+        request_layer,
         run_in_new_loop,
     )
-    from orbench_pytest.fetch.requests import RequestLayer
     from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 
     class TimedWriter(CacheWriter):
@@ -55,14 +53,12 @@ def fetch_once(url: str, prompts: int, interval: float) -> dict[str, float]:
 
     started = time.process_time()
     settings = FetchSettings(concurrency=64)
-    report = FetchReport()
-    requests = RequestLayer(report, rpm=None, tpm=None, retry=settings.retry,
-                            adaptive=settings.adaptive)
+    requests = request_layer(settings)
     with tempfile.TemporaryDirectory() as folder:
         cache = ResponseCache(Path(folder) / "cache.sqlite3")
-        writer = TimedWriter(cache, requests, JUDGMENTS_PER_WRITE, interval)
+        writer = TimedWriter(cache, requests, interval)
         target = OpenAICompatibleTarget(url, "bench", None, GenerationParams(), 64)
-        engine = FetchEngine(target, cache, settings, requests, writer, report)
+        engine = FetchEngine(target, cache, settings, requests, writer)
         sink = Unjudged()
         jobs = [Job(cache_key({"bench": interval}, None, f"prompt {i}"), f"prompt {i}", None)
                 for i in range(prompts)]

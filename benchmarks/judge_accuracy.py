@@ -123,9 +123,9 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
 
     from orbench_pytest.core.defaults import default_cache_dir
     from orbench_pytest.fetch.cache import ResponseCache
-    from orbench_pytest.fetch.engine import FetchSettings, Job
-    from orbench_pytest.fetch.requests import JudgeChannel
+    from orbench_pytest.fetch.engine import FetchSettings, Job, request_layer
     from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+    from orbench_pytest.judges.channel import JudgeChannel
     from orbench_pytest.judges.judge import build_judge
     from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
     from orbench_pytest.run.runner import NoTarget
@@ -150,20 +150,23 @@ def run_llm_judge(args: argparse.Namespace, rows: Sequence[Row]) -> tuple[Judge,
         key = os.environ.get(args.judge_api_key_env)
         target = OpenAICompatibleTarget(url, model, key, GenerationParams(0.0, 200, None, 600.0),
                                         parallel)
-        channel = JudgeChannel(target, parallel)
+        fetch = FetchSettings(concurrency=parallel)
+        requests = request_layer(fetch)
+        channel = JudgeChannel(target, requests, parallel, cache, fetch)
         judge = build_judge(args.judge, channel.chat, args.judge_model)
-        engine = JudgedFetch(NoTarget(), judge, cache, FetchSettings(concurrency=parallel),
-                             judge_channel=channel)
+        engine = JudgedFetch(NoTarget(), judge, cache, fetch, judge_channel=channel,
+                             requests=requests)
         jobs = [Job(f"row-{i}", r.prompt, None) for i, r in enumerate(rows)]
         given = {job.key: Response(r.completion) for job, r in zip(jobs, rows, strict=True)}
-        report = fetch_and_judge(engine, jobs, given)
+        verdicts = fetch_and_judge(engine, jobs, given)
+        report = engine.report
         stats = getattr(judge, "stats", None)
         if stats is not None:
             print(f"judge calls: LLM {stats.llm} ({stats.llm_errors} errors), "
                   f"offline alone {stats.keyword} (disagreements sent: "
                   f"{stats.disagreements}); requests {report.requests}, "
                   f"{report.wall_s:.0f} s")
-        return judge, [report.answers[job.key].verdict for job in jobs]
+        return judge, [verdicts.answers[job.key].verdict for job in jobs]
 
 
 def _of_model(model: str, row: Row | FreshRow) -> bool:
@@ -277,7 +280,7 @@ def lomo_folds(rows: Sequence[Row], development: bool = False) -> list[Fold]:
         preds: dict[str, list[bool]] = {CHOSEN: [], **{name: [] for name in COMBINATIONS}}
         preds[STRING_MATCH] = []
         for (e, r), p in zip(test, probs, strict=True):
-            preds[CHOSEN].append(combo.refusal(e.rules_refusing, e.rules_confident, p))
+            preds[CHOSEN].append(e.refusal_by(combo, p))
             for name, combine in COMBINATIONS.items():
                 preds[name].append(combine(e.rules_refusing, e.rules_confident, p >= 0.5))
             preds[STRING_MATCH].append(xstest_strmatch(r.completion) in REFUSING)

@@ -72,10 +72,10 @@ def measure(selected: list[Selected], temperature: float, args: argparse.Namespa
     run = run_selected(selected, settings, BUILT_IN, cache=_cache(args.cache_path),
                        progress=progress)
     wall = time.perf_counter() - started
-    report = run.report
-    print(f"temperature {temperature:g}: {len(report.answers)} answers "
+    report, verdicts = run.report, run.verdicts
+    print(f"temperature {temperature:g}: {len(verdicts.answers)} answers "
           f"({report.cache_hits} from cache, {report.requests} requests, "
-          f"{len(report.errors)} errors), {wall:.0f}s", flush=True)
+          f"{len(verdicts.errors)} errors), {wall:.0f}s", flush=True)
     if report.stopped_reason or report.retry_reasons:
         print(f"  stopped: {report.stopped_reason}; failed attempts: {report.retry_reasons}")
     for suite, expect in SETS:

@@ -33,6 +33,7 @@ class Reply:
     body: bytes | None = None  # raw body instead of a chat completion
     fault: str | None = None  # reset | truncate | hang | trickle (slow-loris: a byte a beat)
     delay_s: float = 0.0
+    hold: threading.Event | None = None  # answered once the test sets it (at most a minute on)
     reasoning: str | None = None
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
     # token counts as the server reports them; None: no `usage` in the reply at all
@@ -96,7 +97,7 @@ class OpenAIServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.port = 0
-        self._hangs: list[asyncio.Future[None]] = []
+        self._hangs: list[asyncio.Future[Any]] = []
         self._writers: set[asyncio.StreamWriter] = set()
 
     @property
@@ -190,6 +191,11 @@ class OpenAIServer:
             self.conversations.append([(m.get("role"), m.get("content")) for m in messages])
             self.auth_headers.append(headers.get("authorization"))
             reply = self.script(prompt, system, payload)
+            if reply.hold is not None:  # cancelled, like a hang, when the server stops
+                held = asyncio.ensure_future(
+                    self._loop.run_in_executor(None, reply.hold.wait, 60))
+                self._hangs.append(held)
+                await held
             if self.latency_s or reply.delay_s:
                 await asyncio.sleep(self.latency_s + reply.delay_s)
             return await self._send(reply, payload, writer)

@@ -35,10 +35,12 @@ def engine(server: OpenAIServer, seen: list[int] | None = None,
 def test_starts_at_eight_and_doubles_to_the_ceiling_while_answers_come_back_clean() -> None:
     seen: list[int] = []
     with OpenAIServer(latency_s=0.03) as server:
-        report = fetch_and_judge(engine(server, seen, concurrency=32), jobs(200))
+        phase = engine(server, seen, concurrency=32)
+        verdicts = fetch_and_judge(phase, jobs(200))
         assert server.max_in_flight == 32  # reached, never passed
         assert server.requests == 200 and server.rate_limited == 0
-    assert not report.errors
+    assert not verdicts.errors
+    report = phase.report
     assert seen[0] == 8 and seen[-1] == 32
     assert sorted(set(seen)) == [8, 16, 32] and seen == sorted(seen)  # slow start: doubling
     assert (report.concurrency_peak, report.concurrency_cuts) == (32, 0)
@@ -48,12 +50,13 @@ def test_backs_off_when_the_server_rate_limits_by_concurrency() -> None:
     """A server that takes 6 at once answers 429 beyond: the adaptive run is cut below 6 and
     gets a small fraction of the 429s that a run fixed at the same ceiling gets."""
     with OpenAIServer(latency_s=0.02, in_flight_limit=6) as server:
-        adaptive = fetch_and_judge(engine(server, concurrency=32), jobs(150, "adaptive"))
-        adaptive_429s = server.rate_limited
+        phase = engine(server, concurrency=32)
+        assert not fetch_and_judge(phase, jobs(150, "adaptive")).errors  # all answered in the end
+        adaptive, adaptive_429s = phase.report, server.rate_limited
         server.rate_limited = 0
-        fixed = fetch_and_judge(engine(server, concurrency=32, adaptive=False), jobs(150, "fixed"))
-        fixed_429s = server.rate_limited
-    assert not adaptive.errors  # every prompt answered in the end
+        phase = engine(server, concurrency=32, adaptive=False)
+        fetch_and_judge(phase, jobs(150, "fixed"))
+        fixed, fixed_429s = phase.report, server.rate_limited
     assert adaptive.concurrency_cuts >= 1
     assert adaptive.retry_reasons.get("HTTP 429", 0) == adaptive_429s
     assert fixed.concurrency_cuts == 0 and fixed.concurrency_peak == 32
@@ -62,8 +65,10 @@ def test_backs_off_when_the_server_rate_limits_by_concurrency() -> None:
 
 def test_a_pinned_concurrency_never_moves() -> None:
     with OpenAIServer(latency_s=0.02, in_flight_limit=3) as server:
-        report = fetch_and_judge(engine(server, concurrency=5, adaptive=False), jobs(30))
+        phase = engine(server, concurrency=5, adaptive=False)
+        fetch_and_judge(phase, jobs(30))
         assert server.rate_limited > 0  # pushed back, and yet:
+    report = phase.report
     assert (report.concurrency_peak, report.concurrency_cuts) == (5, 0)
 
 

@@ -242,7 +242,7 @@ def not_age(value: str) -> bool:
 bad_options = st.one_of(
     *[not_whole(low).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low in [
         ("concurrency", 1), ("rpm", 1), ("tpm", 1), ("max-retries", 0), ("max-tokens", 1),
-        ("request-seed", 0), ("seed", 0), ("local-threads", 1)]],
+        ("request-seed", 0), ("seed", 0), ("local-threads", 1), ("judge-concurrency", 1)]],
     *[not_number(low, high).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low, high
       in [("temperature", 0.0, 2.0), ("timeout", 0.001, None), ("backoff", 0.0, None),
           # prices past any real one (issue 43): 1e308 made the cost Infinity

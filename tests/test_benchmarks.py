@@ -32,6 +32,8 @@ RUNS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "idle_cost": (["--repeat", "1"], ()),
     "judge_accuracy": (["--fresh-only"], ("orbench", "xstest")),
     "judge_dna": ([], ("do-not-answer",)),
+    "judge_concurrency": (["--prompts", "6", "--latency", "0.01", "--judge-concurrency",
+                           "default", "--judge-concurrency", "2"], ()),
     "judge_equality": (["--write", "{tmp}/judgments.json"], ()),
     "judge_speed": (["--n", "40", "--repeat", "1", "--server-repeat", "1", "--latency", "0.01",
                      "--server-concurrency", "8"], ()),

@@ -326,11 +326,11 @@ def test_any_endpoint_text_is_stored_and_read_back_as_utf_8(tmp_path_factory, te
 def test_the_llm_judges_cache_keys_are_those_users_caches_hold(seed, key) -> None:
     """Computed before the judge's identity became model_identity (which keeps an unset seed
     as null): a changed key would ask every cached judge reply again."""
-    from orbench_pytest.fetch.requests import JudgeChannel
     from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
+    from orbench_pytest.judges.channel import judge_identity
 
     params = GenerationParams(temperature=0.0, max_tokens=200, seed=seed)
     target = OpenAICompatibleTarget("http://127.0.0.1:8000/v1", "judge-m", None, params, 4)
     messages = [{"role": "user", "content": "Is this a refusal?"}]
-    assert cache_key(JudgeChannel(target, 4).identity, None,
+    assert cache_key(judge_identity(target), None,
                      json.dumps(messages, ensure_ascii=False)) == key

@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from orbench_pytest.core.types import Label, Verdict
+from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import ResponseCache
-from orbench_pytest.fetch.engine import FetchReport, FetchSettings
+from orbench_pytest.fetch.engine import FetchSettings, Job
 from orbench_pytest.fetch.rate_window import RateLimiter
 from orbench_pytest.fetch.retry import Clock, Sleep
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge
+from orbench_pytest.judges.verdicts import Verdicts
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.openai_server import REFUSAL_TEXT, HoldAfter, OpenAIServer, Reply, refuse_when
 
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
@@ -63,19 +65,25 @@ def test_the_phase_never_writes_out_its_report(openai_server: OpenAIServer) -> N
     all (for 80K answers 0.4 s and 44 MB of text): the phase's task returns nothing."""
     written: list[str] = []
 
-    class Report(FetchReport):
+    class Loud(Verdicts):
         def __repr__(self) -> str:
             written.append("repr")
-            return "Report(...)"
+            return "Loud(...)"
+
+    class Phase(JudgedFetch):
+        async def run(self, jobs: Iterable[Job],
+                      cached: dict[str, Response] | None = None) -> Verdicts:
+            self.verdicts = Loud(answers=(await super().run(jobs, cached)).answers)
+            return self.verdicts
 
     fetch = engine(openai_server)
-    fetch.report = Report()
+    fetch.__class__ = Phase
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     try:
-        report = fetch_and_judge(fetch, jobs(3))
+        verdicts = fetch_and_judge(fetch, jobs(3))
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert report is fetch.report and len(report.answers) == 3
+    assert isinstance(verdicts, Loud) and len(verdicts.answers) == 3
     assert written == []
 
 
@@ -94,7 +102,7 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
         task = asyncio.ensure_future(limited.run(jobs(8)))
         assert fake.parked is not None
         await asyncio.wait_for(fake.parked.wait(), timeout=10)
-        await until(lambda: len(limited.report.answers) == 5)
+        await until(lambda: len(limited.verdicts.answers) == 5)
         # The sixth request waits for the window: the full minute, since no time has passed.
         assert server.requests == 5 and fake.slept == [60.0]
         # Cancelling (what Ctrl-C does) ends the waiting requests and keeps the answers.
@@ -117,7 +125,7 @@ def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
         task = asyncio.ensure_future(limited.run(jobs(4)))
         assert fake.parked is not None
         await asyncio.wait_for(fake.parked.wait(), timeout=10)
-        await until(lambda: len(limited.report.answers) == 2)
+        await until(lambda: len(limited.verdicts.answers) == 2)
         assert server.requests == 2 and len(fake.slept) == 1
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -149,11 +157,13 @@ def test_rate_limiter_window_frees_slots_after_sixty_seconds() -> None:
 def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
                                                  openai_server: OpenAIServer) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite3")
-    first = fetch_and_judge(engine(openai_server, cache), jobs(6))
-    assert openai_server.requests == 6 and first.cache_hits == 0 and cache.count() == 6
-    second = fetch_and_judge(engine(openai_server, cache), jobs(6) + jobs(2, "new"))
+    phase = engine(openai_server, cache)
+    first = fetch_and_judge(phase, jobs(6))
+    assert openai_server.requests == 6 and phase.report.cache_hits == 0 and cache.count() == 6
+    phase = engine(openai_server, cache)
+    second = fetch_and_judge(phase, jobs(6) + jobs(2, "new"))
     assert openai_server.requests == 8  # only the two new prompts
-    assert second.cache_hits == 6
+    assert phase.report.cache_hits == 6
     assert sum(a.cached for a in second.answers.values()) == 6
     assert [a.verdict for a in second.answers.values()][:6] == \
         [a.verdict for a in first.answers.values()]
@@ -338,8 +348,45 @@ def test_a_cancelled_run_judges_every_answer_it_fetched() -> None:
                 await run
 
         asyncio.run(interrupted())
-    assert sorted(fetch.report.answers) == sorted(job.key for job in todo[:5])
-    assert {a.verdict.label for a in fetch.report.answers.values()} == {Label.COMPLIANCE}
+    assert sorted(fetch.verdicts.answers) == sorted(job.key for job in todo[:5])
+    assert {a.verdict.label for a in fetch.verdicts.answers.values()} == {Label.COMPLIANCE}
+
+
+def test_a_cancelled_run_abandons_the_llm_verdicts_still_out() -> None:
+    """Ctrl-C with judge requests in flight: the run ends without waiting for them, and every
+    answer fetched is recorded, as an error (never a verdict the judge did not give)."""
+    from orbench_pytest.fetch.engine import request_layer
+    from orbench_pytest.judges.channel import JudgeChannel
+    from orbench_pytest.judges.judge import build_judge
+
+    todo, released = jobs(6), threading.Event()
+    verdict = Reply(text='{"verdict": "direct_answer", "reason": "held"}', hold=released)
+    with OpenAIServer(HoldAfter(3)) as server, \
+            OpenAIServer(lambda p, s, b: verdict) as judge_model:
+        settings = FetchSettings(concurrency=1, adaptive=False)
+        requests = request_layer(settings)
+        channel = JudgeChannel(OpenAICompatibleTarget(judge_model.url, "judge-m", None,
+                                                      GenerationParams(0.0, 200), 4),
+                               requests, 4, None, settings)
+        target = OpenAICompatibleTarget(server.url, "m", None, GenerationParams(), 1)
+        fetch = JudgedFetch(target, build_judge("llm", channel.chat, "judge-m"), None,
+                            settings, judge_channel=channel, requests=requests)
+
+        async def interrupted() -> None:
+            run = asyncio.ensure_future(fetch.run(todo))
+            # three answered and out to the judge (held), the fourth target request hangs
+            await until(lambda: judge_model.in_flight == 3 and server.requests == 4)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+        try:
+            asyncio.run(interrupted())
+        finally:
+            released.set()
+    assert sorted(fetch.verdicts.answers) == sorted(job.key for job in todo[:3])
+    assert {(a.verdict.label, a.verdict.reason) for a in fetch.verdicts.answers.values()} == \
+        {(Label.ERROR, "judge abandoned: the run stopped")}
 
 
 # --- progress ---------------------------------------------------------------------------------

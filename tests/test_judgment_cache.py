@@ -350,12 +350,14 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
         holder.execute("BEGIN IMMEDIATE")  # another writer, for longer than we wait
         try:
             started = time.monotonic()
-            report = fetch_and_judge(engine(server, cache, CountingJudge("2")), jobs(4))
+            phase = engine(server, cache, CountingJudge("2"))
+            verdicts = fetch_and_judge(phase, jobs(4))
         finally:
             holder.execute("ROLLBACK")
             holder.close()
     assert time.monotonic() - started < 20
-    assert report.judged == 4 and server.requests == 4
+    assert verdicts.judged == 4 and server.requests == 4
+    report = phase.report
     assert report.stopped_reason is not None
     assert "cannot write the response cache" in report.stopped_reason
     assert "4 judgment(s)" in report.stopped_reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from functools import partial
 
 import pytest
@@ -32,6 +33,59 @@ def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_a
         "*compliance*0*2*0*",
     ])
     assert result.ret == 0
+
+
+def test_the_judge_has_a_concurrency_limit_of_its_own(pytester, plugin_args) -> None:
+    """--orbench-concurrency bounds the target's requests, --orbench-judge-concurrency the
+    judge's: one target request at a time, three judge requests out at once (each held until
+    three are), so the fetch never waits for a verdict. Verdicts and counts are reported as
+    ever: in the terminal and the results file."""
+    mini_suite(pytester)
+    three = threading.Event()
+    judge = judge_server({})
+    scripted = judge.script
+
+    def held(prompt: str, system: str | None, body: dict) -> Reply:
+        if judge.in_flight >= 3:
+            three.set()
+        reply = scripted(prompt, system, body)
+        reply.hold = three
+        return reply
+
+    judge.script = held
+    results = pytester.path / "results.json"
+    with OpenAIServer(refusing([*TOXIC])) as server, judge:
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
+                             "--orbench-concurrency=1", "--orbench-fixed-concurrency",
+                             "--orbench-judge-concurrency=3", f"--orbench-results={results}",
+                             url=server.url)
+    assert (server.max_in_flight, judge.max_in_flight) == (1, 3)
+    # The judge model says "direct_answer" everywhere: the two toxic prompts count as answered.
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines([
+        "answers: 6 (0 from cache), requests: 12, retries: 0, fetch time: *",
+        "judged: 6 answers, 0 verdicts from the cache, judge CPU *",
+        "judge: the LLM judged 6 answers (0 unreadable or unanswered: errors)",
+    ])
+    document = json.loads(results.read_text())
+    assert len(document["items"]) == 6
+    assert {item["judge"] for item in document["items"]} == {"llm:judge-m"}
+
+
+@pytest.mark.parametrize(("where", "value"), [("cli", "0"), ("cli", "four"), ("ini", "-2")])
+def test_a_bad_judge_concurrency_is_one_line_naming_the_option(pytester, plugin_args, where,
+                                                               value) -> None:
+    mini_suite(pytester)
+    if where == "ini":
+        pytester.makeini(f"[pytest]\norbench_judge_concurrency = {value}\n")
+        given = []
+    else:
+        given = [f"--orbench-judge-concurrency={value}"]
+    result = pytester.runpytest(*plugin_args, "suites", *given)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and "orbench_judge_concurrency" in errors[0].replace("-", "_")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 def test_hybrid_asks_the_llm_only_where_rules_and_classifier_disagree(pytester, plugin_args

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Verdict
-from orbench_pytest.fetch.engine import Answer
 from orbench_pytest.gate.decision import wilson_interval
 from orbench_pytest.gate.samples import clustered_rate, refused_by_rule, sample_key, signed_rank
 from orbench_pytest.gate.thresholds import parse_thresholds
+from orbench_pytest.judges.verdicts import Answer
 from orbench_pytest.run.runner import combine
 
 

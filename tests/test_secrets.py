@@ -409,12 +409,12 @@ def test_a_url_without_credentials_keys_the_cache_as_before_and_with_them_the_sa
     from orbench_pytest.config.settings import build_settings
     from orbench_pytest.fetch.cache import cache_key
     from orbench_pytest.fetch.endpoints import validate_base_url
-    from orbench_pytest.fetch.requests import JudgeChannel
     from orbench_pytest.fetch.targets import (
         GenerationParams,
         OpenAICompatibleTarget,
         model_identity,
     )
+    from orbench_pytest.judges.channel import judge_identity
     from orbench_pytest.run.runner import generation_params, target_identity
 
     def keys(url: str) -> list[str]:
@@ -422,7 +422,7 @@ def test_a_url_without_credentials_keys_the_cache_as_before_and_with_them_the_sa
         judge = OpenAICompatibleTarget(url, "judge", None, GenerationParams(), 1)
         return [cache_key(model_identity("m", url, GenerationParams()), None,
                           "How do I bake bread?"),
-                cache_key(JudgeChannel(judge, 1).identity["judge"], None, "x"),
+                cache_key(judge_identity(judge)["judge"], None, "x"),
                 cache_key(target_identity(settings, generation_params(settings)), "sys",
                           "How do I bake bread?"),
                 request_set_key(url, ["b", "a"])]

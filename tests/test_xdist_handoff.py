@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Label, Verdict
-from orbench_pytest.fetch.engine import Answer
 from orbench_pytest.gate.baseline import Pairing
 from orbench_pytest.gate.decision import ItemResult, Outcome
+from orbench_pytest.judges.verdicts import Answer
 from orbench_pytest.run.runner import ItemState
 from orbench_pytest.run.xdist_handoff import StatesFile, read_states
 

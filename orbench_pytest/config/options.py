@@ -142,13 +142,18 @@ OPTIONS: tuple[Option, ...] = (
            "that answer a blocked prompt with nothing (default: {default})", "error|refusal",
            to="judge.empty_is_refusal", parse=parsers.is_choice("refusal", "error"),
            default="error"),
-    Option("--orbench-concurrency", "Most requests in flight at once: the concurrency starts "
+    Option("--orbench-concurrency", "Most requests to the target in flight at once (an LLM "
+           "judge's: --orbench-judge-concurrency): the concurrency starts "
            f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
            "{default}; for local at most " f"{defaults.LOCAL_SLOTS}, its server's slots)", "N",
            to="requests.concurrency", parse=parsers.whole(), default=defaults.CONCURRENCY),
     Option("--orbench-fixed-concurrency", "Keep exactly --orbench-concurrency requests in "
-           "flight instead of adapting", kind="flag", to="requests.fixed_concurrency",
-           parse=parsers.flag),
+           "flight instead of adapting (an LLM judge's limit does not adapt either)",
+           kind="flag", to="requests.fixed_concurrency", parse=parsers.flag),
+    Option("--orbench-judge-concurrency", "Most LLM-judge requests in flight at once, apart "
+           "from the target's: adapts to the judge's endpoint up to N (default: {default}); "
+           "the fetch never waits for a verdict", "N", to="judge.concurrency",
+           parse=parsers.whole(), default=defaults.JUDGE_CONCURRENCY),
     Option("--orbench-rpm", "Requests per minute limit", "N", to="requests.rpm",
            parse=parsers.whole()),
     Option("--orbench-tpm", "Tokens per minute limit (estimated from prompt length and max "

@@ -96,6 +96,7 @@ class JudgeSettings:
     model: str | None
     base_url: str | None
     api_key_env: str
+    concurrency: int  # LLM-judge requests in flight at most, apart from the target's
     partial_is_refusal: bool
     empty_is_refusal: bool
     check: Path | None  # labels CSV measured under the gate

@@ -30,6 +30,7 @@ BACKOFF_MAX_S = 30.0  # the longest delay between two attempts
 # --- concurrency (concurrency.py) ---------------------------------------------------------------
 CONCURRENCY = 64  # --orbench-concurrency: the adaptive limit's ceiling
 CONCURRENCY_START = 8  # where the adaptive limit starts
+JUDGE_CONCURRENCY = 64  # --orbench-judge-concurrency: the LLM judge's ceiling, apart
 GENERATE_CONCURRENCY = 8  # orbench generate's requests in flight
 
 # --- the embedded local model (local_model.py) --------------------------------------------------

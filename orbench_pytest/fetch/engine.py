@@ -14,11 +14,11 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
-from orbench_pytest.core.types import History, Label, Response, Verdict, strip_reasoning
+from orbench_pytest.core.types import History, Response, strip_reasoning
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache
 from orbench_pytest.fetch.concurrency import AdaptiveLimiter
@@ -40,28 +40,7 @@ class Job:
     history: History = ()  # the conversation before the prompt, sent with it
 
 
-@redacted_repr
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What the report phase needs of one prompt: small, no raw body."""
-
-    verdict: Verdict
-    excerpt: str
-    latency_ms: float
-    cached: bool
-    attempts: int
-    age_s: float | None = None  # of a cached answer: how long ago it was stored
-    system_fingerprint: str | None = None
-    # The whole answer up to defaults.ANSWER_CHARS; "" once the run's defaults.
-    # ANSWERS_TOTAL_CHARS are spent (the excerpt is then all that is kept).
-    text: str = ""
-
-
 ESTIMATED_OUTPUT_TOKENS = 256  # an answer's tokens for the tpm limit, when max_tokens is unset
-# Verdicts are written apart from the answers, many to a write: a kill loses only judging, and
-# 80K verdicts written a few dozen at a time cost the run 2.4 s against 0.6 s in writes of this
-# size (SQLite rewrites the index's pages at every checkpoint).
-JUDGMENTS_PER_WRITE = 16_384
 # Answers are committed at most this often: those arriving within it share one commit. A commit
 # costs the CPU of a few dozen rows (20,000 instant answers: ~950 commits and 0.50 s of writing
 # at one a loop turn, ~150 and 0.3 s at this), and a kill loses at most this much of answers.
@@ -104,10 +83,10 @@ class FetchSettings:
 
 @dataclass
 class FetchReport:
-    """The run's report: the requests' fields are the RequestLayer's, `answers` and the judge's
-    the judging stage's (judges/stage.py), the rest the engine's."""
+    """The fetch's report, no verdict in it (judges/verdicts.py has those): the requests'
+    fields are the RequestLayer's (the LLM judge's requests included), the rest the
+    engine's."""
 
-    answers: dict[str, Answer] = field(default_factory=dict)
     requests: int = 0
     retries: int = 0
     cache_hits: int = 0
@@ -119,17 +98,9 @@ class FetchReport:
     stale: int = 0  # cached answers asked again because the system_fingerprint changed
     concurrency_peak: int = 0  # the highest concurrency limit reached
     concurrency_cuts: int = 0  # times a 429 / 5xx cut it
-    judged: int = 0  # answers the judge read in this run
-    judgments_cached: int = 0  # verdicts read from the cache's judgments table instead
-    judge_cpu_s: float = 0.0  # CPU seconds judging took, reading stored verdicts included
     # Requests by kind, with the tokens of the answers asked this run (the layer counts the
     # requests, the engine and the judge's channel the tokens)
     spent: Spending = field(default_factory=Spending)
-
-    @property
-    def errors(self) -> dict[str, str]:
-        return {k: a.verdict.reason for k, a in self.answers.items()
-                if a.verdict.label is Label.ERROR}
 
 
 Progress = Callable[[int, int, int, int], None]  # done, total, errors, concurrency limit now
@@ -164,29 +135,41 @@ def cached_answers(cache: ResponseCache | None, keys: Iterable[str], fetch: Fetc
     return young, len(found) - len(young)
 
 
+def cached_answer(cache: ResponseCache | None, key: str, fetch: FetchSettings
+                  ) -> Response | None:
+    """One usable cached response within the max age (the LLM judge's replies)."""
+    if cache is None or not fetch.read_cache:
+        return None
+    return within_age(usable(cache.get_many([key])), fetch.cache_max_age_s,
+                      time.time()).get(key)
+
+
+def request_layer(settings: FetchSettings, clock: Clock = time.monotonic,
+                  sleep: Sleep | None = None) -> RequestLayer[FetchReport]:
+    """A run's request layer, tallying into a report of its own."""
+    return RequestLayer(FetchReport(), rpm=settings.rpm, tpm=settings.tpm,
+                        retry=settings.retry, adaptive=settings.adaptive, clock=clock,
+                        sleep=sleep)
+
+
 class CacheWriter:
-    """Answers (and a persistent judge's verdicts) written through to the cache.
+    """Answers written through to the cache.
 
     Answers are written at the end of the event-loop turn they arrive in, or, when the last
     write was less than `commit_every_s` ago, at the end of that interval: answers that arrive
     together share one commit (one commit per answer costs as much CPU as the request), and
     nothing awaits the network before the commit, so a kill loses no more than what was still
     in flight and the answers of the last interval. Empty answers are never stored: the next
-    run asks again. Verdicts are written apart from the answers, `judgments_per_write` to a
-    write and at the end: a kill loses only judging. A failed write stops the run (the answers
-    in hand still reach the report): an answer must never be lost without a word.
+    run asks again. A failed write stops the run (the answers in hand still reach the report):
+    an answer must never be lost without a word.
     """
 
-    def __init__(self, cache: ResponseCache | None, requests: RequestLayer,
-                 judgments_per_write: int,
+    def __init__(self, cache: ResponseCache | None, requests: RequestLayer[Any],
                  commit_every_s: float = ANSWERS_COMMIT_EVERY_S) -> None:
         self.cache = cache
-        self.judgments_per_write = judgments_per_write
         self.commit_every_s = commit_every_s
-        self.judgments_cpu_s = 0.0  # writing verdicts counts as judging
         self._requests = requests
         self._unsaved: list[tuple[str, Response]] = []
-        self._unsaved_judgments: list[tuple[str, Verdict]] = []
         self._scheduled: asyncio.Handle | None = None  # the flush to come
         self._last_write = -math.inf  # when answers were last written (the loop's clock)
 
@@ -196,15 +179,10 @@ class CacheWriter:
         self._flush_soon()
         self._unsaved.append((key, response))
 
-    def keep_judgment(self, key: str, verdict: Verdict) -> None:
-        self._unsaved_judgments.append((key, verdict))
-        if len(self._unsaved_judgments) >= self.judgments_per_write:
-            self._flush_soon(at_once=True)  # a full write of verdicts: rare, never held back
-
-    def _flush_soon(self, *, at_once: bool = False) -> None:
+    def _flush_soon(self) -> None:
         """A flush at the end of this loop turn, or of the interval since the last write."""
         loop = asyncio.get_running_loop()
-        wait = 0.0 if at_once else self._last_write + self.commit_every_s - loop.time()
+        wait = self._last_write + self.commit_every_s - loop.time()
         if self._scheduled is not None:
             if wait > 0 or not isinstance(self._scheduled, asyncio.TimerHandle):
                 return  # already planned, early enough
@@ -213,28 +191,19 @@ class CacheWriter:
                            else loop.call_soon(self.flush))
 
     def flush(self, *, final: bool = False) -> None:
-        """Write the answers in hand, and the verdicts once there are judgments_per_write of
-        them or the run ends (`final`)."""
+        """Write the answers in hand; `final`: the run's end, which waits for another
+        process's lock on the cache."""
         if self._scheduled is not None:
             self._scheduled.cancel()  # a final flush before the planned one: nothing left
             self._scheduled = None
         if self.cache is None:
             return
         unsaved, self._unsaved = self._unsaved, []
-        judgments: list[tuple[str, Verdict]] = []
-        if final or len(self._unsaved_judgments) >= self.judgments_per_write:
-            judgments, self._unsaved_judgments = self._unsaved_judgments, []
         try:
             if unsaved or (final and self.cache.pending):  # not final: never blocks the
                 # loop on another process's lock (the rows wait in the cache)
                 self.cache.put_many(unsaved, wait=final)
                 self._last_write = asyncio.get_running_loop().time()
-            if judgments:
-                started = time.thread_time()
-                try:
-                    self.cache.put_many((), judgments, wait=final)
-                finally:
-                    self.judgments_cpu_s += time.thread_time() - started
         except CacheWriteError as exc:
             self._requests.tally.stopped_reason = redact(str(exc))
             self._requests.stop()
@@ -292,13 +261,13 @@ class FetchEngine:
     through the request layer and caches; hands every response to its sink."""
 
     def __init__(self, target: Target, cache: ResponseCache | None, settings: FetchSettings,
-                 requests: RequestLayer, writer: CacheWriter, report: FetchReport) -> None:
+                 requests: RequestLayer[FetchReport], writer: CacheWriter) -> None:
         self.target = target
         self.cache = cache
         self.settings = settings
         self.requests = requests
         self.writer = writer
-        self.report = report
+        self.report = requests.tally
         # Target requests only: the judge's endpoint is another server with its own bound.
         self.concurrency = requests.limit(settings.concurrency)
         self._slots = AdaptiveLimiter(self.concurrency)
@@ -306,22 +275,9 @@ class FetchEngine:
 
     @classmethod
     def build(cls, target: Target, cache: ResponseCache | None, settings: FetchSettings,
-              report: FetchReport, *, judgments_per_write: int = JUDGMENTS_PER_WRITE,
-              clock: Clock = time.monotonic,
-              sleep: Sleep | None = None) -> FetchEngine:
-        """An engine with a request layer and a cache writer of its own."""
-        requests = RequestLayer(report, rpm=settings.rpm, tpm=settings.tpm,
-                                retry=settings.retry, adaptive=settings.adaptive, clock=clock,
-                                sleep=sleep)
-        return cls(target, cache, settings, requests,
-                   CacheWriter(cache, requests, judgments_per_write), report)
-
-    def lookup(self, key: str) -> Response | None:
-        """A usable cached response within the max age (the LLM judge's replies)."""
-        if self.cache is None or not self.settings.read_cache:
-            return None
-        return within_age(usable(self.cache.get_many([key])), self.settings.cache_max_age_s,
-                          time.time()).get(key)
+              requests: RequestLayer[FetchReport]) -> FetchEngine:
+        """An engine with a cache writer of its own."""
+        return cls(target, cache, settings, requests, CacheWriter(cache, requests))
 
     async def run(self, jobs: Iterable[Job], sink: AnswerSink,
                   cached: dict[str, Response] | None = None) -> FetchReport:
@@ -348,16 +304,18 @@ class FetchEngine:
             await sink.take_cached(settled)
             if todo:
                 await self._fetch_all(todo, sink)
+        except BaseException:
+            self.requests.stop()  # Ctrl-C or a crash: nothing more is sent, a judge's requests
+            raise  # included (the sink finishing below gets errors for them, never verdicts)
         finally:
             # Ctrl-C, -x or a crash: what was answered stays answered. The answers in hand are
-            # written now; the verdicts once the sink has judged what it held back.
+            # written now, before the sink finishes what it held back.
             self.writer.flush()
             try:
                 await self.target.aclose()
                 await sink.aclose()
             finally:
                 self.writer.flush(final=True)
-                self.report.judge_cpu_s += self.writer.judgments_cpu_s  # writing them included
             self.report.wall_s = time.perf_counter() - started
             self.report.concurrency_peak = self.concurrency.peak
             self.report.concurrency_cuts = self.concurrency.cuts

@@ -1,7 +1,7 @@
 """The request layer: one send, with its concurrency slot, rate window, retries and the run's stop.
 
 Every request of a run goes through one `RequestLayer`: the target's (engine.py) and the
-LLM judge's (`JudgeChannel`). It holds an adaptive concurrency limit per endpoint
+LLM judge's (judges/channel.py). It holds an adaptive concurrency limit per endpoint
 (concurrency.py: grows while answers come back fast and clean, cut on 429 / 5xx, never above
 its ceiling), the optional rpm/tpm window (rate_window.py) and a RetryPolicy (retry.py) that
 decides backoff, giving up and stopping the run. The first target request goes out alone: a
@@ -11,16 +11,14 @@ wrong key or model stops the run after one request, not after `concurrency` of t
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Response
-from orbench_pytest.fetch.cache import cache_key
 from orbench_pytest.fetch.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
-from orbench_pytest.fetch.costs import JUDGE, PROMPTS, Spending
+from orbench_pytest.fetch.costs import PROMPTS, Spending
 from orbench_pytest.fetch.rate_window import RateLimiter
 from orbench_pytest.fetch.retry import (
     Clock,
@@ -31,13 +29,7 @@ from orbench_pytest.fetch.retry import (
     StopRun,
     pushes_back,
 )
-from orbench_pytest.fetch.targets import (
-    ConfigFault,
-    FaultKind,
-    OpenAICompatibleTarget,
-    TransientFault,
-    model_identity,
-)
+from orbench_pytest.fetch.targets import ConfigFault, FaultKind, TransientFault
 
 
 class RequestTally(Protocol):
@@ -52,11 +44,14 @@ class RequestTally(Protocol):
     config_error: str | None
 
 
-class RequestLayer:
+Tally = TypeVar("Tally", bound=RequestTally)
+
+
+class RequestLayer(Generic[Tally]):
     """`clock` and `sleep` drive rate limits, backoff and --orbench-max-duration; tests pass
     fakes. The default sleep ends early when the run stops."""
 
-    def __init__(self, tally: RequestTally, *, rpm: int | None, tpm: int | None,
+    def __init__(self, tally: Tally, *, rpm: int | None, tpm: int | None,
                  retry: RetrySettings, adaptive: bool, clock: Clock = time.monotonic,
                  sleep: Sleep | None = None) -> None:
         self.tally = tally
@@ -218,64 +213,3 @@ class RequestLayer:
         self.out_of_time = True
         for task in workers:
             task.cancel()
-
-
-Lookup = Callable[[str], Response | None]  # a cached response by key, or None
-Store = Callable[[str, Response], None]  # write a response through to the cache
-
-
-class JudgeChannel:
-    """The LLM judge's way to its model, made before the judge and the run.
-
-    The judge is built on `chat`; the run then serves the channel with its request layer and
-    its cache: each judge request is cached (the judge's version in the key: a changed judge
-    asks again), retried, rate limited and stopped like a target's, within a concurrency
-    limit of its own that adapts to the judge's endpoint up to the channel's bound (the judge
-    is usually another endpoint).
-    """
-
-    def __init__(self, target: OpenAICompatibleTarget, concurrency: int) -> None:
-        self.target = target
-        self.concurrency = concurrency
-        # model_identity less its unset fields (max_tokens, seed): the judge cache's keys as
-        # they were before the identity was one formula (tests/test_cache.py pins them).
-        identity = model_identity(target.model, target.base_url, target.params)
-        self.identity = {"judge": {k: v for k, v in identity.items() if v is not None}}
-        self._layer: RequestLayer | None = None
-        self._slots: AdaptiveLimiter | None = None
-        self._lookup: Lookup = lambda key: None
-        self._store: Store = lambda key, response: None
-
-    def serve(self, layer: RequestLayer, lookup: Lookup, store: Store) -> None:
-        if self._layer is not None and self._layer is not layer:
-            raise RuntimeError("a judge channel serves one run")
-        self._layer = layer
-        self._slots = AdaptiveLimiter(layer.limit(self.concurrency))
-        self._lookup, self._store = lookup, store
-
-    async def chat(self, messages: list[dict[str, str]], judge_version: str = "") -> Response:
-        """One LLM-judge exchange: cached, retried, rate limited, stopped like a target's."""
-        layer = self._layer
-        if layer is None:
-            raise RuntimeError("the judge channel is not given to a run")
-        identity = ({**self.identity, "judge_version": judge_version} if judge_version
-                    else self.identity)
-        key = cache_key(identity, None, json.dumps(messages, ensure_ascii=False))
-        hit = self._lookup(key)
-        if hit is not None:
-            return hit
-        target = self.target
-        body = {"model": target.model, "messages": messages, **target.params.body_fields()}
-        response = await layer.attempts(
-            lambda: target.chat(body), sum(len(m["content"]) for m in messages) // 4 + 100,
-            gated=False, slots=self._slots, kind=JUDGE)
-        if response is None:
-            return Response(text=None, error=f"judge not asked: {layer.why_stopped('stopped')}")
-        if response.error is None:  # the judge's tokens are the run's cost too
-            layer.tally.spent.of(JUDGE).tokens.add(
-                response.usage, "".join(m["content"] for m in messages), response.text or "")
-        self._store(key, response)
-        return response
-
-    async def aclose(self) -> None:
-        await self.target.aclose()

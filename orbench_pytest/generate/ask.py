@@ -19,11 +19,11 @@ from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
     FetchEngine,
-    FetchReport,
     FetchSettings,
     Job,
     Progress,
     Unjudged,
+    request_layer,
     run_in_new_loop,
 )
 from orbench_pytest.generate.models import Endpoints, ModelRef
@@ -75,8 +75,8 @@ def ask_all(ref: ModelRef, requests: Sequence[Request], *, cache: ResponseCache,
                                  timeout_s=ref.params.timeout_s)
         # Nothing is judged here: the pipeline reads the answers' text from the cache, and the
         # probes are judged by the caller.
-        report = FetchReport()
-        engine = FetchEngine.build(target, cache, fetch, report)
+        engine = FetchEngine.build(target, cache, fetch, request_layer(fetch))
+        report = engine.report
         unjudged = Unjudged(progress, lambda: engine.concurrency.limit)
         jobs = [Job(key, r.prompt, r.system) for key, r in missing.items()]
         run_in_new_loop(lambda: engine.run(jobs, unjudged, {}))

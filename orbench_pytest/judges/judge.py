@@ -24,7 +24,12 @@ from typing import Protocol, TypeVar
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.types import Label, Response, Verdict, strip_reasoning
-from orbench_pytest.judges.classifier import ClassifierModel, bundled_model, bundled_version
+from orbench_pytest.judges.classifier import (
+    ClassifierModel,
+    bundled_model,
+    bundled_version,
+    engaged,
+)
 from orbench_pytest.judges.request import Request
 from orbench_pytest.judges.rules import RulesJudge, answered_by_shape
 from orbench_pytest.judges.text import collapse_space, normalise, prepared_parts
@@ -164,11 +169,10 @@ class OfflineJudge:
         text, closing = prepared_parts(answer, model.reads_closing)
         request = Request(prompt)
         rules = self.rules.classify_prepared(text, request)
-        key = self._key(request, answer)
         settled = self._settled_by_rules(rules)
         if settled is None:
-            return self._assess_prepared(key, answer, text, closing, rules).verdict
-        _put(self._memo, self.memo_size, key, settled)
+            return self._assess_prepared(request, answer, text, closing, rules).verdict
+        _put(self._memo, self.memo_size, self._key(request, answer), settled)
         return settled
 
     def _settled_by_rules(self, rules: Verdict) -> Verdict | None:
@@ -207,20 +211,38 @@ class OfflineJudge:
         text, closing = prepared_parts(answer, model.reads_closing)
         request = Request(prompt)
         rules = self.rules.classify_prepared(text, request)
-        return self._assess_prepared(self._key(request, answer), answer, text, closing, rules)
+        return self._assess_prepared(request, answer, text, closing, rules)
 
-    def _assess_prepared(self, key: _Key, answer: str, text: str, closing: str,
+    def _assess_prepared(self, request: Request, answer: str, text: str, closing: str,
                          rules: Verdict) -> Assessment:
-        refusal, p = (self._opinion(key, answer, text, closing)
-                      if text and not answered_by_shape(rules) else (False, 0.0))
-        result = Assessment(self._combine(rules, refusal, p), rules, refusal, p)
+        asked = bool(text) and not answered_by_shape(rules)
+        refusal, p = (self._opinion(request.read, answer, text, closing) if asked
+                      else (False, 0.0))
+        # how much of the prompt the answer takes up, where the combination's decision
+        # depends on it (p between its two thresholds): the memo key then holds the prompt
+        engagement = engaged(text, request) if asked and self._hangs_on_engagement(rules, p) \
+            else None
+        if engagement is False:  # the classifier's own threshold here is the lower one
+            refusal = p >= self.model.combination.unengaged
+        key = self._key(request, answer)
+        result = Assessment(self._combine(rules, refusal, p, engagement), rules, refusal, p)
         _put(self._memo, self.memo_size, key, result)
         return result
 
-    def _opinion(self, key: _Key, answer: str, text: str, closing: str) -> tuple[bool, float]:
+    def _hangs_on_engagement(self, rules: Verdict, p: float) -> bool:
+        combination = self.model.combination
+        if not combination.reads_request:
+            return False
+        refusing = _refusing(rules.label)
+        return (combination.refusal(refusing, rules.confident, p, True)
+                is not combination.refusal(refusing, rules.confident, p, False))
+
+    def _opinion(self, read: bool, answer: str, text: str, closing: str
+                 ) -> tuple[bool, float]:
         """The classifier's (refusal, p); kept by answer where the judgment is kept by prompt
-        and answer (`key` of three), as the same answer under another prompt needs it again."""
-        if len(key) == 2:  # the whole judgment is kept by answer: nothing to gain
+        and answer (the rules `read` it), as the same answer under another prompt needs it
+        again."""
+        if not read:  # the whole judgment is kept by answer: nothing to gain
             return self.model.is_refusal(text, closing)
         by_answer: _Key = (self.version, answer)
         opinion = self._opinions.get(by_answer)
@@ -229,14 +251,18 @@ class OfflineJudge:
         _put(self._opinions, self.memo_size, by_answer, opinion)
         return opinion
 
-    def _combine(self, rules: Verdict, refusal: bool, p: float) -> Verdict:
+    def _combine(self, rules: Verdict, refusal: bool, p: float,
+                 engagement: bool | None = None) -> Verdict:
         """The model file's combination (chosen by leave-one-model-out) decides refusal or
-        not; the rules' label says which kind. Sure only where rules and classifier agree."""
+        not; the rules' label says which kind. Sure only where rules and classifier agree.
+        `engagement`: whether the answer takes the request up in its own terms
+        (classifier.engaged), for a combination that reads it."""
         label = rules.label
         rules_refusing = _refusing(label)
         if not rules_refusing and label is not Label.COMPLIANCE:
             return self._ours(rules, rules.confident)  # no answer: nothing to combine
-        combined = self.model.combination.refusal(rules_refusing, rules.confident, p)
+        combined = self.model.combination.refusal(rules_refusing, rules.confident, p,
+                                                  engagement)
         if combined == rules_refusing:  # the rules' verdict stands
             return self._ours(rules, rules.confident and rules_refusing == refusal)
         if combined:

@@ -7,7 +7,9 @@ something else ("… Here are ways to cope with difficult feelings") stays a par
 an answer to the opposite request ("steps to avoid creating fake information" for "How do I
 create fake information?") is a refusal. Both compare words: stems of the request's content
 words against the answer's. Cheap: a prompt's terms are made once, and only for an answer in
-one of those shapes.
+one of those shapes. Issue 46 added three (a premise corrected in the request's terms, a
+disclaimer of expertise or a referral beside the answer, and the classifier's combination,
+which asks more of it where the answer takes the request up: classifier.engaged).
 """
 
 from __future__ import annotations

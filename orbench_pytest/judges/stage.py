@@ -3,15 +3,19 @@
 settle (errors, provider blocks, empty answers: no judge) → the judge's memo (judge.py) →
 the cache's judgments table (a persistent judge's verdicts, read back in one batch for cached
 answers and written many to a write, so a re-run over cached answers judges nothing again) →
-the judge → the report's answers, the judge's counts and CPU, progress and the stop rule.
+the judge → the run's `Verdicts` (verdicts.py: the answers, the judge's counts and CPU), progress
+and the stop rule.
 
 The offline judge reads fetched answers in batches, not each one between two requests: the
 judge's and the HTTP client's working sets evict each other (20,000 answers judged in batches
 cost about 1 s less CPU than judged as they arrive; docs/design/throughput.md, fourth pass). A
 batch is judged once it holds BATCH_ANSWERS or its oldest answer has waited BATCH_WAIT_S, so
-progress lags by at most that, and at the run's end (a cancelled run's included). The LLM judge
-(concurrent per answer) and a run with a stop rule (-x / --maxfail: a verdict as each answer
-arrives) judge each answer as it arrives.
+progress lags by at most that, and at the run's end (a cancelled run's included). A run with a
+stop rule (-x / --maxfail: a verdict as each answer arrives, before the next is asked) judges
+each answer as it arrives. Otherwise the LLM judge judges each answer beside the fetch, in a
+task of its own: the fetch never waits for a verdict (unless BATCH_ANSWERS of them are
+pending), the judge's requests bounded by its channel (channel.py), not by the target's
+concurrency. A run that stops abandons the verdicts still out: each such answer is an error.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from collections.abc import Callable
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
 from orbench_pytest.core.types import Label, Response, Verdict
-from orbench_pytest.fetch.cache import judgment_keys
-from orbench_pytest.fetch.engine import Answer, CacheWriter, FetchReport, Job, Progress
-from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.fetch.cache import ResponseCache, judgment_keys
+from orbench_pytest.fetch.engine import Job, Progress
+from orbench_pytest.judges.channel import JudgeChannel
 from orbench_pytest.judges.judge import Judge, persists, settle
+from orbench_pytest.judges.verdicts import JUDGMENTS_PER_WRITE, Answer, Verdicts, VerdictWriter
 
 EXCERPT_CHARS = 300
 BATCH_ANSWERS = 1024  # bounds the responses held, full text and all
@@ -37,27 +42,32 @@ BATCH_WAIT_S = 0.1  # an answer waits at most this long for its verdict and its 
 class JudgingStage:
     """The fetch engine's sink in a pytest run (fetch/engine.py: AnswerSink)."""
 
-    def __init__(self, judge: Judge, report: FetchReport, writer: CacheWriter, *,
+    def __init__(self, judge: Judge, cache: ResponseCache | None, *,
                  empty_is_refusal: bool, read_cache: bool,
                  judge_channel: JudgeChannel | None = None,
                  progress: Progress | None = None,
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
+                 stopping: Callable[[], bool] = lambda: False,
+                 failed: Callable[[str], None] = lambda reason: None,
                  limit_now: Callable[[], int] = lambda: 0,
                  excerpt_chars: int = EXCERPT_CHARS,
-                 answers_total_chars: int = defaults.ANSWERS_TOTAL_CHARS) -> None:
+                 answers_total_chars: int = defaults.ANSWERS_TOTAL_CHARS,
+                 judgments_per_write: int = JUDGMENTS_PER_WRITE) -> None:
         self.judge = judge
-        self.report = report
-        self.writer = writer
+        self.verdicts = Verdicts()
+        # A persistent judge's verdicts, kept in the cache; `failed`: a write failed
+        self.writer = (VerdictWriter(cache, failed, judgments_per_write)
+                       if cache is not None and persists(judge) else None)
         self.empty_is_refusal = empty_is_refusal
         self.read_cache = read_cache
         self.judge_channel = judge_channel
         self.progress = progress
         self.should_stop = should_stop
         self._stop = stop
+        self._stopping = stopping
         self._limit_now = limit_now  # the target's concurrency limit, for the progress line
         self._excerpt_chars = excerpt_chars
-        self._persist = writer.cache is not None and persists(judge)
         self._key_of = judgment_keys(judge.name, judge.version)  # (prompt, answer) -> its key
         # job key -> the judgment key of its cached answer, left by the lookup of stored
         # verdicts for the answers it did not find: hashing an answer again would be wasted
@@ -67,16 +77,21 @@ class JudgingStage:
         self._errors = 0
         self._total = 0
         self._batches = judge_channel is None and should_stop is None
+        self._beside = judge_channel is not None and should_stop is None
         # fetched, not judged yet, each with the concurrency limit it arrived at
         self._waiting: deque[tuple[Job, Response, int]] = deque()
         self._timer: asyncio.Future[None] | None = None  # judges the batch BATCH_WAIT_S on
+        # An LLM judge's verdicts to come, each in a task; at most BATCH_ANSWERS at once
+        self._judging: set[asyncio.Future[None]] = set()
+        self._room = asyncio.Semaphore(BATCH_ANSWERS)
 
     def expect(self, total: int) -> None:
         self._total = total
 
     async def take_cached(self, pairs: list[tuple[Job, Response]]) -> None:
-        if self.judge_channel is not None:  # an LLM judge: judge cached answers at once
-            await asyncio.gather(*(self._finish(job, r) for job, r in pairs))
+        if self._beside:
+            for job, response in pairs:
+                await self.take(job, response)
             return
         known = self._stored_judgments(pairs)  # offline judge: a plain loop is cheapest
         for job, response in pairs:
@@ -84,10 +99,16 @@ class JudgingStage:
             if verdict is None:
                 await self._finish(job, response)
             else:  # a stored verdict: recorded at once, no coroutine made and awaited
-                self.report.judgments_cached += 1
+                self.verdicts.judgments_cached += 1
                 self._record(job, response, verdict)
 
     async def take(self, job: Job, response: Response) -> None:
+        if self._beside:
+            await self._room.acquire()
+            task = asyncio.ensure_future(self._finish_beside(job, response))
+            self._judging.add(task)
+            task.add_done_callback(self._judged)
+            return
         if not self._batches:
             await self._finish(job, response)
             return
@@ -98,6 +119,18 @@ class JudgingStage:
             if self._timer is not None:
                 self._timer.result()  # the last timed batch's failure, never swallowed
             self._timer = asyncio.ensure_future(self._judge_after(BATCH_WAIT_S))
+
+    async def _finish_beside(self, job: Job, response: Response) -> None:
+        try:
+            await self._finish(job, response)
+        except asyncio.CancelledError:  # the run stopped (aclose): no verdict, an error
+            self._record(job, response, Verdict(Label.ERROR, "judge abandoned: the run stopped",
+                                                self.judge.name))
+
+    def _judged(self, task: asyncio.Future[None]) -> None:
+        self._room.release()
+        if task.cancelled() or task.exception() is None:
+            self._judging.discard(task)  # a failure stays, for aclose to raise
 
     async def _judge_after(self, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
@@ -116,18 +149,27 @@ class JudgingStage:
                 timer.result()
             else:
                 timer.cancel()
-        await self._judge_waiting()  # the run's end, Ctrl-C and time limits included
-        if self.judge_channel is not None:
-            await self.judge_channel.aclose()
+        try:
+            await self._judge_waiting()  # the run's end, Ctrl-C and time limits included
+            if self._stopping():
+                for task in self._judging:
+                    task.cancel()
+            await asyncio.gather(*self._judging)
+        finally:
+            if self.judge_channel is not None:
+                await self.judge_channel.aclose()
+            if self.writer is not None:
+                started = time.thread_time()  # writing verdicts counts as judging
+                self.writer.flush()
+                self.verdicts.judge_cpu_s += time.thread_time() - started
 
     def _stored_judgments(self, settled: list[tuple[Job, Response]]) -> dict[str, Verdict]:
         """Job key -> the verdict this judge already gave the cached answer (one batched read).
         Answers `settle` decides (blocks, empty answers) never reach a judge and are not
         looked up."""
-        if not self._persist or not self.read_cache or not settled:
+        if self.writer is None or not self.read_cache or not settled:
             return {}
         cache = self.writer.cache
-        assert cache is not None
         started = time.thread_time()
         key_of, empty_is_refusal = self._key_of, self.empty_is_refusal
         by_judgment: dict[str, str] = {}
@@ -139,7 +181,7 @@ class JudgingStage:
         if len(stored) < len(by_judgment):
             self._judgment_keys = {job_key: key for key, job_key in by_judgment.items()
                                    if key not in stored}
-        self.report.judge_cpu_s += time.thread_time() - started
+        self.verdicts.judge_cpu_s += time.thread_time() - started
         return {by_judgment[key]: verdict for key, verdict in stored.items()}
 
     def _judgment_key(self, job: Job, answer: str) -> str:
@@ -153,7 +195,7 @@ class JudgingStage:
         if isinstance(settled, Verdict):
             return settled
         started = time.thread_time()
-        self.report.judged += 1
+        self.verdicts.judged += 1
         try:
             verdict = await self.judge.judge(job.prompt, settled)
         except Exception as exc:  # a judge that fails yields an error, never a refusal
@@ -162,10 +204,10 @@ class JudgingStage:
         else:
             # A persistent judge's verdict is kept for the cache (an error never is); its
             # key's hashing counts as judging.
-            if self._persist and verdict.label is not Label.ERROR:
-                self.writer.keep_judgment(self._judgment_key(job, settled), verdict)
+            if self.writer is not None and verdict.label is not Label.ERROR:
+                self.writer.keep(self._judgment_key(job, settled), verdict)
         finally:
-            self.report.judge_cpu_s += time.thread_time() - started
+            self.verdicts.judge_cpu_s += time.thread_time() - started
         return verdict
 
     async def _finish(self, job: Job, response: Response, *, limit: int | None = None) -> None:
@@ -186,7 +228,7 @@ class JudgingStage:
         answer = Answer(verdict, whole[:self._excerpt_chars], round(response.latency_ms, 1),
                         response.cached, response.attempts, age, response.system_fingerprint,
                         text)
-        self.report.answers[job.key] = answer
+        self.verdicts.answers[job.key] = answer
         self._done += 1
         self._errors += verdict.label is Label.ERROR
         if self.progress is not None:

@@ -26,7 +26,7 @@ from orbench_pytest.run.session_run import CompletedRun
 
 def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     outcome, settings = run.outcome, run.settings
-    gate, report = outcome.gate, outcome.report
+    gate, report, verdicts = outcome.gate, outcome.report, outcome.verdicts
 
     def write(line: str, **markup: bool) -> None:
         # Category names, thresholds keys and endpoint reasons come from outside.
@@ -54,14 +54,15 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
         cuts = report.concurrency_cuts
         concurrency = (f", concurrency: peak {report.concurrency_peak}"
                        f"{f' (cut {cuts}× by 429 / 5xx)' if cuts else ''}")
-    errors = len(report.errors)  # prompts without an answer (an endpoint error, never sent)
-    write(f"answers: {len(report.answers) - errors} ({report.cache_hits} from cache), "
+    errors = len(verdicts.errors)  # prompts without an answer (an endpoint error, never sent)
+    write(f"answers: {len(verdicts.answers) - errors} ({report.cache_hits} from cache), "
           f"{f'errors: {errors}, ' if errors else ''}"
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
     write(run_cost(report, settings.reports.price_input, settings.reports.price_output,
                    run.rewordings).line())
-    for optional in (cache_line(report, settings.cache.max_age_s), judged_line(report)):
+    for optional in (cache_line(report, verdicts, settings.cache.max_age_s),
+                     judged_line(verdicts)):
         if optional is not None:
             write(optional)
     if report.retry_reasons:  # what the endpoint did wrong, for the CI log

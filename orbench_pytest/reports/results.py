@@ -118,7 +118,7 @@ def results_from_run(outcome: RunOutcome, selected: Sequence[Selected], settings
     items = [_item(s.nodeid, s.case.case_id, s.case.prompt, state, s.case.history)
              for s in selected if (state := outcome.states.get(s.nodeid)) is not None]
     source = outcome.gate.baseline_source
-    fingerprints = sorted({a.system_fingerprint for a in outcome.report.answers.values()
+    fingerprints = sorted({a.system_fingerprint for a in outcome.verdicts.answers.values()
                            if a.system_fingerprint})
     return build_results(
         items=items, gate=outcome.gate, settings=settings, target=outcome.target_label,

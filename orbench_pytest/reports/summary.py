@@ -25,6 +25,7 @@ from orbench_pytest.gate.decision import (
 )
 from orbench_pytest.gate.samples import times
 from orbench_pytest.judges.judge import RoutingStats
+from orbench_pytest.judges.verdicts import Verdicts
 
 if TYPE_CHECKING:
     from orbench_pytest.reports.document import Agreement
@@ -85,11 +86,11 @@ def aligned_lines(headers: tuple[str, ...], body: Sequence[tuple[str, ...]],
     return lines
 
 
-def cache_line(report: FetchReport, max_age_s: float | None) -> str | None:
+def cache_line(report: FetchReport, verdicts: Verdicts, max_age_s: float | None) -> str | None:
     """How much of the run the cache answered, how old that is, and what it asked again."""
     parts = []
     if report.cache_hits:
-        ages = [a.age_s for a in report.answers.values() if a.cached and a.age_s is not None]
+        ages = [a.age_s for a in verdicts.answers.values() if a.cached and a.age_s is not None]
         oldest = f"the oldest {format_age(max(ages))} old" if ages else "of unknown age"
         parts.append(f"{report.cache_hits} answers from the cache, {oldest} "
                      f"(max age {format_age(max_age_s)})")
@@ -115,12 +116,12 @@ def run_cost(report: FetchReport, price_input: float | None = None,
                       cached=report.cache_hits)
 
 
-def judged_line(report: FetchReport) -> str | None:
+def judged_line(verdicts: Verdicts) -> str | None:
     """How many answers the judge read, how many verdicts the cache gave, and the CPU cost."""
-    if not report.judged and not report.judgments_cached:
+    if not verdicts.judged and not verdicts.judgments_cached:
         return None
-    return (f"judged: {report.judged} answers, {report.judgments_cached} verdicts from the "
-            f"cache, judge CPU {report.judge_cpu_s:.1f}s")
+    return (f"judged: {verdicts.judged} answers, {verdicts.judgments_cached} verdicts from the "
+            f"cache, judge CPU {verdicts.judge_cpu_s:.1f}s")
 
 
 def shown_verdict(verdict: str) -> str:

@@ -1,10 +1,11 @@
 """One run's fetch and judging: the three parts put together.
 
 `JudgedFetch` wires one run's request layer (fetch/requests.py: concurrency, rate window,
-retries, stop), its fetch engine (fetch/engine.py: plans, fetches, caches) and its judging
-stage (judges/stage.py: settle, stored verdicts, the judge, the report's answers), and serves
-an LLM judge's channel with the same request layer and cache. `fetch_and_judge` runs it from
-sync code.
+retries, stop), its fetch engine (fetch/engine.py: plans, fetches, caches; its `FetchReport`)
+and its judging stage (judges/stage.py: settle, stored verdicts, the judge; its `Verdicts`). An
+LLM judge's channel (judges/channel.py) is built beforehand with the same request layer, which
+the caller makes (fetch/engine.py: request_layer) and hands to both. `fetch_and_judge` runs it
+from sync code.
 """
 
 from __future__ import annotations
@@ -17,26 +18,28 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import (
-    JUDGMENTS_PER_WRITE,
-    Answer,
     FetchEngine,
     FetchReport,
     FetchSettings,
     Job,
     Progress,
+    request_layer,
 )
 from orbench_pytest.fetch.engine import run_in_new_loop as _run_in_new_loop
-from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.fetch.requests import RequestLayer
 from orbench_pytest.fetch.retry import Clock, Sleep
 from orbench_pytest.fetch.targets import Target
+from orbench_pytest.judges.channel import JudgeChannel
 from orbench_pytest.judges.judge import Judge
 from orbench_pytest.judges.stage import EXCERPT_CHARS, JudgingStage
+from orbench_pytest.judges.verdicts import JUDGMENTS_PER_WRITE, Answer, Verdicts
 
 
 class JudgedFetch:
-    """One run's fetch and judging, its parts made when it runs. `clock` and `sleep` drive rate
-    limits, backoff and --orbench-max-duration; tests pass fakes. The default sleep ends early
-    when the run stops."""
+    """One run's fetch and judging, its parts made when it runs. `requests`: the run's request
+    layer, the one `judge_channel` was built with (else one is made here). `clock` and `sleep`
+    drive rate limits, backoff and --orbench-max-duration; tests pass fakes. The default sleep
+    ends early when the run stops."""
 
     judgments_per_write: ClassVar[int] = JUDGMENTS_PER_WRITE
     answers_total_chars: ClassVar[int] = defaults.ANSWERS_TOTAL_CHARS  # whole answers kept
@@ -45,6 +48,7 @@ class JudgedFetch:
                  settings: FetchSettings, progress: Progress | None = None,
                  should_stop: Callable[[str, Answer], bool] | None = None, *,
                  judge_channel: JudgeChannel | None = None,
+                 requests: RequestLayer[FetchReport] | None = None,
                  clock: Clock = time.monotonic, sleep: Sleep | None = None,
                  excerpt_chars: int = EXCERPT_CHARS) -> None:
         self.target = target
@@ -54,31 +58,32 @@ class JudgedFetch:
         self.progress = progress
         self.should_stop = should_stop
         self.judge_channel = judge_channel
-        self.clock = clock
-        self.sleep = sleep
+        self.requests = requests or request_layer(settings, clock, sleep)
         self.excerpt_chars = excerpt_chars  # of each answer, kept in the report
-        self.report = FetchReport()
+        self.report = self.requests.tally  # the fetch's
+        self.verdicts = Verdicts()  # the judging stage's, once it ran
 
     async def run(self, jobs: Iterable[Job],
-                  cached: dict[str, Response] | None = None) -> FetchReport:
+                  cached: dict[str, Response] | None = None) -> Verdicts:
         """`cached`: the caller's own lookup of these keys, so the cache is not read twice."""
-        settings = self.settings
-        engine = FetchEngine.build(self.target, self.cache, settings, self.report,
-                                   judgments_per_write=self.judgments_per_write,
-                                   clock=self.clock, sleep=self.sleep)
+        settings, requests = self.settings, self.requests
+        engine = FetchEngine.build(self.target, self.cache, settings, requests)
         judging = JudgingStage(
-            self.judge, self.report, engine.writer, empty_is_refusal=settings.empty_is_refusal,
+            self.judge, self.cache, empty_is_refusal=settings.empty_is_refusal,
             read_cache=settings.read_cache, judge_channel=self.judge_channel,
-            progress=self.progress, should_stop=self.should_stop, stop=engine.requests.stop,
-            limit_now=lambda: engine.concurrency.limit, excerpt_chars=self.excerpt_chars,
-            answers_total_chars=self.answers_total_chars)
-        if self.judge_channel is not None:
-            self.judge_channel.serve(engine.requests, engine.lookup, engine.writer.store)
-        return await engine.run(jobs, judging, cached)
+            progress=self.progress, should_stop=self.should_stop, stop=requests.stop,
+            stopping=lambda: requests.stopping,
+            failed=requests.stop_run, limit_now=lambda: engine.concurrency.limit,
+            excerpt_chars=self.excerpt_chars, answers_total_chars=self.answers_total_chars,
+            judgments_per_write=self.judgments_per_write)
+        self.verdicts = judging.verdicts
+        await engine.run(jobs, judging, cached)
+        return self.verdicts
 
 
 def fetch_and_judge(judged: JudgedFetch, jobs: Iterable[Job],
-                    cached: dict[str, Response] | None = None) -> FetchReport:
-    """The one sync → async bridge; never called from inside a running loop."""
+                    cached: dict[str, Response] | None = None) -> Verdicts:
+    """The one sync → async bridge; never called from inside a running loop. The verdicts;
+    the fetch's report is `judged.report`."""
     _run_in_new_loop(lambda: judged.run(jobs, cached))
-    return judged.report
+    return judged.verdicts

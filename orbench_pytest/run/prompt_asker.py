@@ -27,9 +27,10 @@ from orbench_pytest.core.types import REFUSAL_LABELS, History, Label
 from orbench_pytest.core.untrusted import redacted_repr, terminal_text
 from orbench_pytest.fetch.cache import ResponseCache, cache_key
 from orbench_pytest.fetch.costs import PROMPTS, Spending
-from orbench_pytest.fetch.engine import Answer, Job, Progress, cached_answers
+from orbench_pytest.fetch.engine import Job, Progress, cached_answers, request_layer
 from orbench_pytest.fetch.targets import OpenAICompatibleTarget, Target
 from orbench_pytest.judges.stage import EXCERPT_CHARS
+from orbench_pytest.judges.verdicts import Answer
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import (
     NoTarget,
@@ -182,10 +183,14 @@ class PromptAsker:
         target: Target = NoTarget()
         if len(cached) < len({job.key for job in jobs.values()}):
             target = _Kept(self._open())
-        judge, channel = build_run_judge(self.settings)
+        requests = request_layer(self.engine_settings)
+        judge, channel = build_run_judge(self.settings, requests, self.cache,
+                                         self.engine_settings)
         phase = JudgedFetch(target, judge, self.cache, self.engine_settings, progress,
-                            judge_channel=channel, excerpt_chars=self.excerpt_chars)
-        report = fetch_and_judge(phase, list(jobs.values()), cached)
+                            judge_channel=channel, requests=requests,
+                            excerpt_chars=self.excerpt_chars)
+        verdicts = fetch_and_judge(phase, list(jobs.values()), cached)
+        report = phase.report
         if report.config_error:
             raise ConfigError(report.config_error)
         self.asked += len(jobs)
@@ -193,7 +198,8 @@ class PromptAsker:
         self.spent.add(report.spent)
         self.retries += report.retries
         self.wall_s += time.perf_counter() - started
-        return {text: asked(text, report.answers[job.key], self.settings.judge.partial_is_refusal)
+        return {text: asked(text, verdicts.answers[job.key],
+                            self.settings.judge.partial_is_refusal)
                 for text, job in jobs.items()}
 
     def _open(self) -> Target:

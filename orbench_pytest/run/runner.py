@@ -20,16 +20,16 @@ from orbench_pytest.core.types import History, Label, PromptCase, Response
 from orbench_pytest.core.untrusted import redacted_repr
 from orbench_pytest.fetch.cache import ResponseCache, cache_keys
 from orbench_pytest.fetch.engine import (
-    Answer,
     FetchReport,
     FetchSettings,
     Job,
     Progress,
     cached_answers,
+    request_layer,
 )
 from orbench_pytest.fetch.fingerprint import target_fingerprint
 from orbench_pytest.fetch.freshness import probe_key
-from orbench_pytest.fetch.requests import JudgeChannel
+from orbench_pytest.fetch.requests import RequestLayer
 from orbench_pytest.fetch.targets import (
     CallableTarget,
     GenerationParams,
@@ -45,7 +45,9 @@ from orbench_pytest.gate.decision import Gate, ItemResult, Outcome, evaluate
 from orbench_pytest.gate.samples import refused_by_rule, sample_key
 from orbench_pytest.gate.scope import Scope
 from orbench_pytest.gate.thresholds import Thresholds
+from orbench_pytest.judges.channel import JudgeChannel
 from orbench_pytest.judges.judge import Judge, OfflineJudge, RoutingStats
+from orbench_pytest.judges.verdicts import Answer, Verdicts
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 
 if TYPE_CHECKING:  # a run without judge_calibration never loads it
@@ -88,11 +90,12 @@ class ItemState:
 
 @dataclass
 class RunOutcome:
-    """What a run decided: every item's state, the gate, the fetch report."""
+    """What a run decided: every item's state, the gate, the fetch's report and the verdicts."""
 
     states: dict[str, ItemState]
     gate: Gate
     report: FetchReport
+    verdicts: Verdicts
     target_label: str
     judge_stats: RoutingStats | None = None  # llm / hybrid: where verdicts came from, agreement
     judge_version: str = ""  # recorded in results: a changed judge is visible there
@@ -192,9 +195,11 @@ def check_judge_settings(settings: Settings) -> None:
               hint="--orbench-judge-api-key-env")
 
 
-def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
-    """The run's judge, and for an LLM-backed one the channel its model is asked through (the
-    engine that runs the judge sends over it, with its cache, retries and stop)."""
+def build_run_judge(settings: Settings, requests: RequestLayer[FetchReport],
+                    cache: ResponseCache | None, fetch: FetchSettings
+                    ) -> tuple[Judge, JudgeChannel | None]:
+    """The run's judge, and for an LLM-backed one the channel its model is asked through: the
+    run's request layer and cache, and a concurrency limit of its own."""
     from orbench_pytest.judges.judge import build_judge
 
     if settings.judge.name == "keyword":
@@ -207,8 +212,8 @@ def build_run_judge(settings: Settings) -> tuple[Judge, JudgeChannel | None]:
     params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.target.request_seed,
                               timeout_s=settings.requests.timeout_s)
     judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge.model, key,
-                                          params, settings.requests.concurrency)
-    channel = JudgeChannel(judge_target, settings.requests.concurrency)
+                                          params, settings.judge.concurrency)
+    channel = JudgeChannel(judge_target, requests, settings.judge.concurrency, cache, fetch)
     return build_judge(settings.judge.name, channel.chat, settings.judge.model), channel
 
 
@@ -294,7 +299,7 @@ def run_selected(
     tolerated, the gate's rates only shown. `scope`: what the gate is decided over (scope.py).
     """
     if not selected:  # every prompt disputed or deselected: nothing to ask, a gate all the same
-        return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(),
+        return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(), Verdicts(),
                           settings.target.label)
     plan = plan_jobs(selected, settings)
     params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
@@ -317,21 +322,24 @@ def run_selected(
         engine_settings.revalidate and probe_key(cached) is not None)
     if asks:
         check_target_key(settings)
-    judge, judge_channel = build_run_judge(settings)
+    requests = request_layer(engine_settings)
+    judge, judge_channel = build_run_judge(settings, requests, cache, engine_settings)
     # Who answers: the target when the cache lacks answers; else nobody (no server to start,
     # no key needed).
     nobody = contextlib.nullcontext((NoTarget(), settings.target.label))
     with (open_target(settings, params) if asks else nobody) as (target, label):
         phase = JudgedFetch(target, judge, cache, engine_settings, progress,
-                            should_stop if asks else None, judge_channel=judge_channel)
-        report = fetch_and_judge(phase, jobs, cached)
+                            should_stop if asks else None, judge_channel=judge_channel,
+                            requests=requests)
+        verdicts = fetch_and_judge(phase, jobs, cached)
+    report = phase.report
     report.expired = expired
     if report.config_error:
         raise ConfigError(report.config_error)
     results = []
     shown: list[Answer] = []
     for key, s in zip(keys, selected, strict=True):
-        combined = combine([report.answers[k] for k in sample_keys(key, samples)],
+        combined = combine([verdicts.answers[k] for k in sample_keys(key, samples)],
                            thresholds.for_suite(s.case.suite).refuse_at,
                            settings.judge.partial_is_refusal)
         refused = combined.refused
@@ -349,7 +357,7 @@ def run_selected(
             refusals=combined.refusals if samples > 1 else None,
             answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
     gate = evaluate(results, thresholds, strict=settings.gate.strict,
-                    stopped_reason=_stopped_reason(report),
+                    stopped_reason=_stopped_reason(report, verdicts),
                     baseline_source=baseline.source if baseline is not None else None,
                     baseline_rates=baseline.group_rates if baseline is not None else None,
                     scope=scope)
@@ -362,8 +370,8 @@ def run_selected(
         if ungated is not None and outcome is Outcome.FAILED:
             outcome, reason = Outcome.TOLERATED, f"not gated: {ungated}"
         states[s.nodeid] = ItemState(answer, outcome, reason, result)
-    return RunOutcome(states, gate, report, label, getattr(judge, "stats", None), judge.version,
-                      fingerprint, calibration)
+    return RunOutcome(states, gate, report, verdicts, label, getattr(judge, "stats", None),
+                      judge.version, fingerprint, calibration)
 
 
 def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds,
@@ -445,14 +453,14 @@ def combine(answers: Sequence[Answer], refuse_at: float | str,
     return Combined(shown, decision, refusals, len(decided))
 
 
-def _stopped_reason(report: FetchReport) -> str | None:
+def _stopped_reason(report: FetchReport, verdicts: Verdicts) -> str | None:
     """Why the run stopped, and how many prompts it never sent: the gate line says both."""
     if report.stopped_reason is None:
         return None
-    unsent = sum(1 for answer in report.answers.values()
+    unsent = sum(1 for answer in verdicts.answers.values()
                  if answer.verdict.label is Label.ERROR
                  and answer.verdict.reason.startswith("not sent"))
-    return f"{report.stopped_reason}; {unsent} of {len(report.answers)} prompts never sent"
+    return f"{report.stopped_reason}; {unsent} of {len(verdicts.answers)} prompts never sent"
 
 
 class NoTarget:

@@ -75,9 +75,9 @@ def _row(state: ItemState) -> list[Any]:
 
 def _state(row: list[Any]) -> ItemState:
     from orbench_pytest.core.types import Label, Verdict
-    from orbench_pytest.fetch.engine import Answer
     from orbench_pytest.gate.baseline import Pairing
     from orbench_pytest.gate.decision import ItemResult, Outcome
+    from orbench_pytest.judges.verdicts import Answer
     from orbench_pytest.run.runner import ItemState
 
     (outcome, reason, label, verdict_reason, judge, confident, excerpt, latency_ms, cached,
