@@ -77,12 +77,11 @@ def test_giving_any_rows_default_explicitly_changes_no_setting(chosen: set[Optio
     assert dataclasses.replace(typed, judge=dataclasses.replace(typed.judge, given=False)) == unset
 
 
-@given(st.sampled_from([option for option in OPTIONS if option.to and option.kind == "value"]),
-       st.text(max_size=20))
+@given(st.sampled_from([option for option in OPTIONS if option.to]), st.text(max_size=20))
 def test_any_text_given_to_a_row_parses_or_is_a_one_line_error_naming_it(
         option: Option, raw: str) -> None:
     try:
-        option.parse(raw, option.flag, HERE)
+        option.parse([raw] if option.kind == "list" else raw, option.flag, HERE)
     except ConfigError as exc:
         assert str(exc).startswith(option.flag) and "\n" not in str(exc)
 
