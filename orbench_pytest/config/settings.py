@@ -200,10 +200,12 @@ def build_settings(values: Mapping[str, Any], env: Mapping[str, str] | None = No
     for option in OPTIONS:
         if option.to:
             raw = values.get(option.dest)
-            typed = option.old_flag if values.get(option.old_dest or "") else option.flag
+            # An error names the spelling typed: the old one, until its release is over.
+            typed = option.old_flag if values.get(option.old_dest or "") else None
             group, name = option.to.split(".")
             groups[group][name] = option.parse(option.default if raw is None else raw,
                                                typed or option.flag, here)
+    # What no single row gives (DERIVED), and the environment behind an unset option.
     target, judge, cache, scope = (groups[name] for name in ("target", "judge", "cache", "scope"))
     target["variants"] = _variants(values, here)
     target["base_url"] = target["base_url"] or _env_base_url(env)
