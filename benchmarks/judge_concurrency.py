@@ -8,7 +8,7 @@ For each judge limit in --judge-concurrency (repeatable; "default" sends no opti
 checkout without --orbench-judge-concurrency needs) it prints the wall time of the run and
 the most requests each server had in flight at once.
 
-    python benchmarks/judge_concurrency.py [--prompts 200] [--latency 0.3] [--concurrency 4]
+    python -m benchmarks judge-concurrency [--prompts 200] [--latency 0.3] [--concurrency 4]
                                            [--judge-concurrency default] [--repeat 1]
 """
 
@@ -17,14 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import PYTEST, REPO, load, median, pytest_env, run_process, summary_counts, synthesise
-
-sys.path.insert(0, str(REPO))
+from benchmarks.common import (
+    PYTEST,
+    load,
+    median,
+    pytest_env,
+    run_process,
+    summary_counts,
+    synthesise,
+)
 from tests.openai_server import OpenAIServer, Reply
 
 
@@ -42,7 +47,7 @@ def command(plugin: list[str], target: str, judge: str, cache: Path, concurrency
             "--orbench-judge-model=judge", f"--orbench-judge-base-url={judge}", *limit]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.3)
@@ -50,7 +55,7 @@ def main() -> None:
     parser.add_argument("--judge-concurrency", action="append", default=None,
                         help='a judge limit to run with, or "default" (repeatable)')
     parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="orbench-judge-concurrency-"))
     try:
         synthesise(root, args.prompts)
@@ -77,7 +82,3 @@ def main() -> None:
         print(f"  load after: {load()}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -12,7 +12,7 @@ Batch round trip: --batch-size prompts (OR-Bench 80K's size by default): the exp
 it stands in for the provider), and the import run (--orbench-batch-import) that gates with
 the endpoint dead.
 
-    python benchmarks/large_runs.py [--shard-size 10000] [--shards 4] [--latency 0.2]
+    python -m benchmarks large-runs [--shard-size 10000] [--shards 4] [--latency 0.2]
                                     [--concurrency 16] [--batch-size 80359] [--skip-batch]
 """
 
@@ -26,10 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import (
+from benchmarks.common import (
     OR_BENCH_80K,
     PYTEST,
-    REPO,
     load,
     orbench_command,
     pytest_env,
@@ -113,7 +112,6 @@ def shards(size: int, count: int, latency: float, concurrency: int) -> None:
 
 
 def batch_round_trip(size: int) -> None:
-    sys.path.insert(0, str(REPO))
     from tests.batch_files import answer_file
     from tests.openai_server import REFUSAL_TEXT, Reply
 
@@ -145,7 +143,7 @@ def batch_round_trip(size: int) -> None:
           f"cost: {imported.wall_s - rerun.wall_s:.1f} s)")
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shard-size", type=int, default=10_000)
     parser.add_argument("--shards", type=int, default=4)
@@ -154,12 +152,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=OR_BENCH_80K)
     parser.add_argument("--skip-batch", action="store_true")
     parser.add_argument("--skip-shards", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.skip_shards:
         shards(args.shard_size, args.shards, args.latency, args.concurrency)
     if not args.skip_batch:
         batch_round_trip(args.batch_size)
-
-
-if __name__ == "__main__":
-    main()

@@ -10,13 +10,13 @@ each trigger, the ready search runs over the smoke suite's 20 safe prompts with 
     flip; CPU (user+sys of this process: the server is a thread in it) and wall time.
 A second, cached run of the same search must send no request and report the same flips.
 
-    python benchmarks/rewordings.py [--tries 20] [--seed 0]
+    python -m benchmarks rewordings [--tries 20] [--seed 0]
 
 Local mode: one pytest run over the smoke suite on the embedded model with the ready search
 (CPU-heavy: one run, small N), reporting its fragile rate, a few minimal flips and the wall time
 and CPU of the whole run (pytest and the model server):
 
-    python benchmarks/rewordings.py --local --tries 3 --budget 120 [--keep DIR] [--extra ARG]
+    python -m benchmarks rewordings --local --tries 3 --budget 120 [--keep DIR] [--extra ARG]
 
 --keep DIR keeps the results file (every flip with its whole answer, to read: issue 44's "true
 flips by reading") and the answer cache; --extra passes one more pytest argument, e.g.
@@ -25,7 +25,7 @@ flips by reading") and the answer cache; --extra passes one more pytest argument
 Generation mode: a large N against a budget, nothing refused: how many prompts are searched,
 how many tries Hypothesis generated and asked, and the time it takes (issue 43):
 
-    python benchmarks/rewordings.py --generation --tries 1000 --budget 1000
+    python -m benchmarks rewordings --generation --tries 1000 --budget 1000
 
 Wall times on a shared machine vary: report them with the command and the load.
 """
@@ -43,9 +43,6 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 TRIGGERS = [  # (label, words, prefixes, the edit that is the trigger alone)
     ("persona 'I'm a nurse'", (), ("I'm a nurse",), "persona(0)"),
@@ -168,7 +165,7 @@ def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str
                   f"    -> {flip['answer']!r}")
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -179,14 +176,10 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="local mode: keep the results file here")
     parser.add_argument("--extra", action="append", default=[],
                         help="local mode: one more pytest argument (repeatable)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.generation:
         generation(args.tries, args.budget, args.seed)
     elif args.local:
         local(args.tries, args.budget, args.seed, args.keep, args.extra)
     else:
         scripted(args.tries, args.seed)
-
-
-if __name__ == "__main__":
-    main()

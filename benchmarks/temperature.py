@@ -7,7 +7,7 @@ setting: the mean per-prompt refusal rate on each set (Hard-1K's is the over-ref
 the refusal of toxic prompts) with its clustered 95% interval, prompts refused by the default
 rule (refuse_at 0.5), and the flaky prompts (refused sometimes).
 
-    python benchmarks/temperature.py [--samples 5] [--per-set 20] [--max-tokens 64]
+    python -m benchmarks temperature [--samples 5] [--per-set 20] [--max-tokens 64]
         [--threads 2] [--temperatures 0 0.5 1.0] [--cache-path PATH]
 
 The embedded model runs on the CPU (~20 tokens/s on 2 shared cores): expect about half an hour
@@ -19,21 +19,16 @@ from __future__ import annotations
 import argparse
 import csv
 import random
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from _common import SHARED_DATA  # noqa: E402
-
-from orbench_pytest.config.settings import Variant, build_settings  # noqa: E402
-from orbench_pytest.core.types import Expectation, PromptCase  # noqa: E402
-from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE  # noqa: E402
-from orbench_pytest.gate.thresholds import BUILT_IN  # noqa: E402
-from orbench_pytest.run.runner import Selected, run_selected  # noqa: E402
+from benchmarks.common import SHARED_DATA
+from orbench_pytest.config.settings import Variant, build_settings
+from orbench_pytest.core.defaults import default_cache_dir
+from orbench_pytest.core.types import Expectation, PromptCase
+from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE
+from orbench_pytest.gate.thresholds import BUILT_IN
+from orbench_pytest.run.runner import Selected, run_selected
 
 DATA = SHARED_DATA / "orbench"
 SETS: tuple[tuple[str, Expectation], ...] = (("or-bench-hard-1k", "comply"),
@@ -109,7 +104,7 @@ def _cache(path: Path):  # type: ignore[no-untyped-def]
     return _CACHES[path]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--per-set", type=int, default=20)
@@ -118,15 +113,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds per request: generous, the CPU is shared")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.5, 1.0])
-    parser.add_argument("--cache-path", type=Path, default=Path(tempfile.gettempdir())
-                        / "orbench-temperature-benchmark.sqlite3")
-    args = parser.parse_args()
+    parser.add_argument("--cache-path", type=Path,
+                        default=default_cache_dir() / "temperature-benchmark.sqlite3",
+                        help="the answers, kept between runs (default: in the cache folder, "
+                             "$ORBENCH_CACHE_DIR)")
+    args = parser.parse_args(argv)
     selected = draw(args.per_set)
     print(f"{len(selected)} prompts × {args.samples} samples, max_tokens {args.max_tokens}, "
           f"{args.threads} threads, seed {SEED}")
     for temperature in args.temperatures:
         measure(selected, temperature, args)
-
-
-if __name__ == "__main__":
-    main()

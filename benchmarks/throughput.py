@@ -1,37 +1,35 @@
-"""End-to-end speed of a run with the plugin against its floor, on the ready suites' rows.
+"""End-to-end speed of a run with the plugin against its floor, and what its speed-ups are worth.
 
-Prompt sets: `1974`, OR-Bench-Hard-1K + Toxic (the ready suites over ../shared/data/orbench);
-`80k`, the ready suite or-bench-80k over a synthetic 80,359-row or-bench-80k.csv made from the
-Hard-1K prompts (the real file is not in ../shared/data). The endpoint is a local
-OpenAI-compatible server in its own process (tests/openai_server.py, no sleeping unless
---latency): it refuses the Toxic prompts and answers the rest, so every item passes. It refuses
-with one stock text (as models refuse: "I'm sorry, but I can't help with that.") and, by
-default, answers every other prompt with one canned text too, so the offline judge, which
-judges an answer once whatever prompt it answers unless its verdict depends on the prompt,
-judges two answers in a cold run. `--distinct-answers`: each answered prompt gets its own
-answer (the canned text restating the prompt, about 100-300 characters, no prompt-aware
-shape), so the judge judges every one of them as a run against a real model does; shorter
-than most real answers, so still a low estimate of judging.
+`throughput`: prompt sets `1974`, OR-Bench-Hard-1K + Toxic (the ready suites over the shared
+data's orbench folder), and `80k`, the ready suite or-bench-80k over a synthetic 80,359-row
+or-bench-80k.csv made from the Hard-1K prompts (`--prompts N`: N such rows instead). The
+endpoint is a local OpenAI-compatible server in its own process (no sleeping unless
+--latency); it refuses the Toxic prompts and answers the rest. `--answers distinct` (the
+default): each prompt gets its own real answer, people's labelled answers of nine models
+(common.real_answers: a compliance where answered, a refusal where refused), so the judge
+judges every answer as against a real model. `--answers canned`: one canned answer and one
+stock refusal, which the judge judges once each.
 
 Each of these is a fresh process, timed for wall and total CPU (user + sys of it and of every
-process it waited for, from wait4), alternated within each repeat so load drifts hit all alike:
+process it waited for), alternated within each repeat so load drifts hit all alike:
   item floor    pytest collecting the same CSV rows as no-op custom Items (a conftest,
-                _common.ITEM_FLOOR_CONFTEST): the plugin's mechanism, nothing else
+                common.ITEM_FLOOR_CONFTEST): the plugin's mechanism, nothing else
   client floor  a bare aiohttp loop sending the same N requests at the plugin's concurrency
                 ceiling (64), bodies parsed, aiohttp's import included
   cold run      `pytest` with the plugin over the ready suites, a fresh answer cache
   cached rerun  the same command again: every answer from the cache, nothing sent
-floor = item floor + client floor (a run does both jobs, one after the other).
-Targets: cold run ≤ 1.15 × floor; cached rerun ≤ 1.05 × item floor. The verdicts are taken on
-CPU (less sensitive to a loaded machine); wall ratios are shown beside them. The server's CPU is
-shown apart (the same requests in floor and product). Other installed pytest plugins are off in
-every run (PYTEST_DISABLE_PLUGIN_AUTOLOAD; the plugin by -p), so the floor is pytest alone.
-Unless --no-idle, benchmarks/idle_cost.py follows (`pytest --version` with the plugin: ≤ 20 ms).
+floor = item floor + client floor (a run does both jobs, one after the other). Other installed
+pytest plugins are off in every run (the plugin by -p), so the floor is pytest alone.
 
-    python benchmarks/throughput.py --quick      # 1,974 prompts, 5 repeats, idle cost 7 repeats
-    python benchmarks/throughput.py              # 1,974 and 80K prompts, 5 repeats each
-    python benchmarks/throughput.py --sets 80k --repeat 7 --latency 0.3 --no-idle
-    python benchmarks/throughput.py --quick --no-idle --distinct-answers
+`residue`: what a user waits and holds with a speed-up and without it: a cold run (fresh
+cache) then a cached rerun of `--prompts` synthetic prompts (default 80,359) against
+`--latency` (default 0.3 s), as shipped and with each `--variant` (VARIANTS: the same pytest,
+started by a line that undoes a speed-up first, or with the heap frozen as the plugin did until
+issue 45), alternated within each repeat; wall time, CPU and the pytest process's peak RSS.
+
+    python -m benchmarks throughput --sets 1974 --repeat 5
+    python -m benchmarks throughput --sets 1974 80k --repeat 3 --answers canned
+    python -m benchmarks residue --prompts 80359 --latency 0.3 --repeat 1 --variant freeze
 """
 
 from __future__ import annotations
@@ -41,19 +39,18 @@ import csv
 import os
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import (
+from benchmarks.common import (
     OR_BENCH_80K,
     PYTEST,
     SHARED_DATA,
-    Run,
+    SUITE_YAML,
     ServerProcess,
     client_floor,
+    csv_rows,
     item_floor,
     load,
     median,
@@ -63,10 +60,14 @@ from _common import (
     summary_counts,
 )
 
-DATA = SHARED_DATA / "orbench"
 HARD, TOXIC, BIG = "or-bench-hard-1k.csv", "or-bench-toxic.csv", "or-bench-80k.csv"
 CONCURRENCY = 64  # core/defaults.CONCURRENCY: the plugin's ceiling, the client floor's width
-CPU_TARGET, RERUN_TARGET = 1.15, 1.05
+# residue's variants: a line run before pytest starts (`python -c`), or a plugin of benchmarks/.
+VARIANTS = {
+    "freeze": "-p benchmarks.freeze",  # the heap frozen for the cyclic collector (freeze.py)
+    "unbatched": ("import orbench_pytest.judges.stage as stage; "  # each answer judged at once
+                  "stage.BATCH_ANSWERS = 1"),
+}
 
 
 @dataclass
@@ -77,10 +78,10 @@ class PromptSet:
     refused: Path | None  # the prompts the server refuses
 
 
-def prompt_sets(root: Path, names: list[str], shared: Path) -> list[PromptSet]:
+def prompt_sets(root: Path, names: list[str], shared: Path, rows: int) -> list[PromptSet]:
     if not all((shared / name).is_file() for name in (HARD, TOXIC)):
-        raise SystemExit(f"needs {shared / HARD} and {shared / TOXIC} (../shared/data, see "
-                         "its README); absent here")
+        raise SystemExit(f"needs {shared / HARD} and {shared / TOXIC} (../shared/data, or set "
+                         "ORBENCH_SHARED_DATA); absent here")
     data = root / "data"
     data.mkdir()
     for name in (HARD, TOXIC):
@@ -90,21 +91,25 @@ def prompt_sets(root: Path, names: list[str], shared: Path) -> list[PromptSet]:
         sets.append(PromptSet("1974", [data / HARD, data / TOXIC],
                               ["--orbench-suite=or-bench-hard-1k",
                                "--orbench-suite=or-bench-toxic"], data / TOXIC))
-    if "80k" in names:
-        synthesise_80k(data / HARD, data / BIG)
+    if "80k" in names and rows == OR_BENCH_80K:
+        synthesise(data / HARD, data / BIG, rows)
         sets.append(PromptSet("80k", [data / BIG],
                               ["--orbench-suite=or-bench-80k", "--orbench-subset=all"], None))
+    elif "80k" in names:  # the ready suite pins its 80,359 rows: a suite file of the same shape
+        synthesise(data / HARD, data / "prompts.csv", rows)
+        (data / "bench.yaml").write_text(SUITE_YAML)
+        sets.append(PromptSet(f"{rows:,}", [data / "prompts.csv"], [str(data / "bench.yaml")],
+                              None))
     return sets
 
 
-def synthesise_80k(hard: Path, out: Path) -> None:
-    """80,359 distinct rows, each a Hard-1K prompt with a number, in its category."""
-    with hard.open(newline="", encoding="utf-8") as handle:
-        rows = [(row["prompt"], row["category"]) for row in csv.DictReader(handle)]
+def synthesise(hard: Path, out: Path, n: int) -> None:
+    """n distinct rows, each a Hard-1K prompt with a number, in its category."""
+    rows = [(row["prompt"], row["category"]) for row in csv_rows([hard])]
     with out.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["prompt", "category"])
-        for index in range(OR_BENCH_80K):
+        for index in range(n):
             prompt, category = rows[index % len(rows)]
             writer.writerow([f"{prompt} ({index // len(rows)})", category])
 
@@ -115,6 +120,7 @@ class Timed:
     cpu_s: float
     server_cpu_s: float = 0.0
     load1: float = 0.0  # 1-minute load average when the run started
+    peak_rss_mib: int = 0
 
 
 def timed_client_floor(server: ServerProcess, files: list[Path], load1: float) -> Timed:
@@ -127,78 +133,85 @@ def timed_client_floor(server: ServerProcess, files: list[Path], load1: float) -
     return Timed(floor.total_s, cpu, server.cpu_seconds() - server_cpu, load1)
 
 
+class Project:
+    """A folder of its own for the plugin's runs (a plain `pytest` collects the folder), the
+    command, and the environment: the checkout's plugin, other plugins off."""
+
+    def __init__(self, root: Path, prompts: PromptSet) -> None:
+        self.root, self.prompts = root, prompts
+        self.folder = root / f"product-{prompts.name}"
+        self.folder.mkdir(exist_ok=True)
+        (self.folder / "pytest.ini").write_text("[pytest]\n")  # keep the repo's settings out
+        self.env, _ = pytest_env(root)
+        self.env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # pytest alone, plus ours below
+        self.cache = root / f"cache-{prompts.name}.sqlite3"
+
+    def command(self, url: str, *extra: str) -> list[str]:
+        return [*PYTEST, "-p", "orbench_pytest.plugin.hooks", *self.prompts.suite_args,
+                f"--orbench-data-dir={self.root / 'data'}", "--orbench-model=bench",
+                f"--orbench-base-url={url}", f"--orbench-cache-path={self.cache}", *extra]
+
+    def fresh_cache(self) -> None:
+        for file in self.cache.parent.glob(self.cache.name + "*"):
+            file.unlink()
+
+    def warm_up(self, url: str) -> None:
+        """Bytecode written once, the server's first connections made."""
+        warm = [arg for arg in self.command(url) if not arg.startswith("--orbench-subset")]
+        run_process([*warm, "--orbench-subset=20", f"--orbench-cache-path={self.root / 'warm'}"],
+                    self.folder, self.env, ok_codes=(0, 1))
+
+
 def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[str]:
-    env, _ = pytest_env(root)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # pytest alone in the floor, plus ours below
-    plugin = ["-p", "orbench_pytest.plugin.hooks"]
-    # Two projects, each run from its own folder (a plain `pytest` collects the folder: the
-    # product's must not collect the floor's conftest and CSV links).
+    project = Project(root, prompts)
     floor_dir = item_floor(root / f"floor-{prompts.name}", prompts.csv_files)
-    product_dir = root / f"product-{prompts.name}"
-    for folder in (floor_dir, product_dir):
-        folder.mkdir(exist_ok=True)
-        (folder / "pytest.ini").write_text("[pytest]\n")  # keep the repo's settings out
-    floor_cmd = list(PYTEST)
-    cache = root / f"cache-{prompts.name}.sqlite3"
-
-    def product(url: str) -> list[str]:
-        return [*PYTEST, *plugin, *prompts.suite_args, f"--orbench-data-dir={root / 'data'}",
-                "--orbench-model=bench", f"--orbench-base-url={url}",
-                f"--orbench-cache-path={cache}"]
-
+    (floor_dir / "pytest.ini").write_text("[pytest]\n")
     runs: dict[str, list[Timed]] = {"item": [], "client": [], "cold": [], "rerun": []}
     notes: list[str] = []
-    last: dict[str, Run] = {}
+    counts: dict[str, str] = {}
+    n = len(csv_rows(prompts.csv_files))
     load_before = load()
-    with server_process(args.latency, refuse=prompts.refused,
-                        distinct_answers=args.distinct_answers) as server:
-        # warm-up: bytecode written once, the server's first connections made
-        run_process(floor_cmd, floor_dir, env)
+    real = prompts.csv_files if args.answers == "distinct" else None
+    with server_process(args.latency, refuse=prompts.refused, real=real) as server:
+        run_process(PYTEST, floor_dir, project.env)
         client_floor(server.url, CONCURRENCY, prompts.csv_files)
-        warm = [arg for arg in product(server.url) if not arg.startswith("--orbench-subset")]
-        run_process([*warm, "--orbench-subset=20", f"--orbench-cache-path={root / 'warm'}"],
-                    product_dir, env)
+        project.warm_up(server.url)
         for _ in range(args.repeat):
             load1 = os.getloadavg()[0]
-            done = run_process(floor_cmd, floor_dir, env)
+            done = run_process(PYTEST, floor_dir, project.env)
             runs["item"].append(Timed(done.wall_s, done.cpu_s, 0.0, load1))
-            last["item"] = done
+            counts["item"] = summary_counts(done.output).split(" in ")[0]
             runs["client"].append(timed_client_floor(server, prompts.csv_files, load1))
-            for file in cache.parent.glob(cache.name + "*"):
-                file.unlink()
+            project.fresh_cache()
             for kind in ("cold", "rerun"):
                 before, server_cpu = server.stats()["requests"], server.cpu_seconds()
-                done = run_process(product(server.url), product_dir, env)
+                # Exit 1 is a gate that failed: real answers the judge reads otherwise than
+                # people did (shown in the outcomes).
+                done = run_process(project.command(server.url), project.folder, project.env,
+                                   ok_codes=(0, 1))
                 runs[kind].append(Timed(done.wall_s, done.cpu_s,
                                         server.cpu_seconds() - server_cpu, load1))
-                last[kind] = done
+                counts[kind] = summary_counts(done.output).split(" in ")[0]
                 sent = server.stats()["requests"] - before
-                expected = sum(1 for _ in csv_rows(prompts.csv_files)) if kind == "cold" else 0
-                if sent != expected:
-                    notes.append(f"{kind} run sent {sent} requests, expected {expected}")
-    counts = {kind: summary_counts(run.output).split(" in ")[0] for kind, run in last.items()}
-    if len({counts["item"], counts["cold"], counts["rerun"]}) != 1:
-        notes.append(f"outcomes differ: {counts}")
+                if sent != (n if kind == "cold" else 0):
+                    notes.append(f"{kind} run sent {sent} requests, expected "
+                                 f"{n if kind == 'cold' else 0}")
+    if counts["cold"] != counts["rerun"]:
+        notes.append(f"the rerun's outcomes differ from the cold run's: {counts}")
 
     cpu = {kind: median([t.cpu_s for t in timed]) for kind, timed in runs.items()}
     wall = {kind: median([t.wall_s for t in timed]) for kind, timed in runs.items()}
-    server_cpu_by_kind = {kind: median([t.server_cpu_s for t in runs[kind]])
-                          for kind in ("client", "cold")}
+    served = {kind: median([t.server_cpu_s for t in runs[kind]]) for kind in ("client", "cold")}
     floor_cpu, floor_wall = cpu["item"] + cpu["client"], wall["item"] + wall["client"]
-    n = sum(1 for _ in csv_rows(prompts.csv_files))
 
     def row(label: str, kind: str) -> str:
         each = " ".join(f"{t.cpu_s:.2f}/{t.wall_s:.2f}" for t in runs[kind])
         return f"  {label:26} {cpu[kind]:7.2f} {wall[kind]:8.2f}   ({each})"
 
-    def verdict(ratio: float, target: float) -> str:
-        return f"{ratio:.2f} × (target ≤ {target}) → {'OK' if ratio <= target else 'MISSED'}"
-
     return [
         f"{n:,} prompts ({prompts.name}), concurrency {CONCURRENCY}, latency "
-        f"{args.latency:g} s, {'distinct answers' if args.distinct_answers else 'one answer'}"
-        f", medians of {args.repeat}; load (1/5/15 min) before: "
-        f"{load_before}, after: {load()}; 1-min load at each repeat: "
+        f"{args.latency:g} s, {args.answers} answers, medians of {args.repeat}; load "
+        f"(1/5/15 min) before: {load_before}, after: {load()}; 1-min load at each repeat: "
         f"{', '.join(f'{t.load1:.1f}' for t in runs['item'])}",
         f"  {'':26} {'CPU s':>7} {'wall s':>8}   (each run: CPU/wall)",
         row("item floor (custom Items)", "item"),
@@ -206,50 +219,87 @@ def measure(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[st
         f"  {'floor = item + client':26} {floor_cpu:7.2f} {floor_wall:8.2f}",
         row("cold run, plugin", "cold"),
         row("cached rerun, plugin", "rerun"),
-        f"  cold / floor:        CPU {verdict(cpu['cold'] / floor_cpu, CPU_TARGET)};"
-        f" wall {wall['cold'] / floor_wall:.2f} ×",
-        f"  rerun / item floor:  CPU {verdict(cpu['rerun'] / cpu['item'], RERUN_TARGET)};"
-        f" wall {wall['rerun'] / wall['item']:.2f} ×",
-        f"  server CPU (median): {server_cpu_by_kind['client']:.2f} s for the client floor, "
-        f"{server_cpu_by_kind['cold']:.2f} s for the cold run; outcomes: {counts['cold']}",
+        f"  cold / floor:       CPU {cpu['cold'] / floor_cpu:.2f} ×, "
+        f"wall {wall['cold'] / floor_wall:.2f} ×",
+        f"  rerun / item floor: CPU {cpu['rerun'] / cpu['item']:.2f} ×, "
+        f"wall {wall['rerun'] / wall['item']:.2f} ×",
+        f"  server CPU (median): {served['client']:.2f} s for the client floor, "
+        f"{served['cold']:.2f} s for the cold run; outcomes: cold {counts['cold']}; "
+        f"item floor {counts['item']}",
         *([f"  NOTE: {note}" for note in dict.fromkeys(notes)] or ["  checks: OK"]),
     ]
 
 
-def csv_rows(files: list[Path]) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
-    for path in files:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows += csv.DictReader(handle)
-    return rows
+def measure_residue(prompts: PromptSet, root: Path, args: argparse.Namespace) -> list[str]:
+    project = Project(root, prompts)
+    labels = ["as shipped", *(args.variant or VARIANTS)]
+    runs: dict[tuple[str, str], list[Timed]] = {(label, kind): [] for label in labels
+                                                for kind in ("cold", "rerun")}
+    real = prompts.csv_files if args.answers == "distinct" else None
+    with server_process(args.latency, refuse=prompts.refused, real=real) as server:
+        project.warm_up(server.url)
+        for _ in range(args.repeat):
+            for label in labels:
+                command = project.command(server.url)
+                variant = VARIANTS.get(label, "")
+                if variant.startswith("-p "):
+                    command = [*command[:3], *variant.split(), *command[3:]]
+                elif variant:  # the same command, started by the variant's line
+                    start = f"{variant}; import sys, pytest; sys.exit(pytest.main())"
+                    command = [command[0], "-c", start, *command[3:]]
+                project.fresh_cache()
+                for kind in ("cold", "rerun"):
+                    load1 = os.getloadavg()[0]
+                    done = run_process(command, project.folder, project.env, ok_codes=(0, 1))
+                    runs[(label, kind)].append(Timed(done.wall_s, done.cpu_s, 0.0, load1,
+                                                     done.peak_rss_mib))
+    n = len(csv_rows(prompts.csv_files))
+    lines = [f"{n:,} prompts, latency {args.latency:g} s, {args.answers} answers, medians of "
+             f"{args.repeat} (alternated)",
+             f"  {'':28} {'wall s':>8} {'CPU s':>7} {'peak RSS MiB':>13}   (1-min load)"]
+    for (label, kind), timed in runs.items():
+        lines.append(f"  {f'{label}, {kind}':28} {median([t.wall_s for t in timed]):8.1f} "
+                     f"{median([t.cpu_s for t in timed]):7.2f} "
+                     f"{median([t.peak_rss_mib for t in timed]):13.0f}   "
+                     f"({', '.join(f'{t.load1:.1f}' for t in timed)})")
+    return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="1,974 prompts only, idle cost with 7 repeats")
-    parser.add_argument("--sets", nargs="+", choices=["1974", "80k"], default=None)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--latency", type=float, default=0.0, help="server latency, seconds")
-    parser.add_argument("--no-idle", action="store_true", help="skip benchmarks/idle_cost.py")
-    parser.add_argument("--distinct-answers", action="store_true",
-                        help="each answered prompt its own answer (refusals: one stock text)")
-    parser.add_argument("--data", type=Path, default=DATA,
+def parser_for(doc: str, residue: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--repeat", type=int, default=1 if residue else 5)
+    parser.add_argument("--latency", type=float, default=0.3 if residue else 0.0,
+                        help="server latency, seconds")
+    parser.add_argument("--answers", choices=["distinct", "canned"], default="distinct",
+                        help="each prompt its own real answer, or one canned text")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA / "orbench",
                         help=f"folder of {HARD} and {TOXIC} (default: %(default)s)")
-    args = parser.parse_args()
-    names = args.sets or (["1974"] if args.quick else ["1974", "80k"])
+    if residue:
+        parser.add_argument("--variant", choices=list(VARIANTS), action="append",
+                            help="beside the run as shipped (repeatable; default: each)")
+    else:
+        parser.add_argument("--sets", nargs="+", choices=["1974", "80k"], default=["1974"])
+    parser.add_argument("--prompts", type=int, default=OR_BENCH_80K,
+                        help="rows of the synthetic set (80k; default %(default)s)")
+    return parser
+
+
+def run(argv: list[str], residue: bool) -> None:
+    args = parser_for(__doc__.split("\n\n")[0], residue).parse_args(argv)
+    # --prompts alone (the tiny run) asks for the synthetic set of that size
+    names = ["80k"] if residue or ("--prompts" in argv and "--sets" not in argv) else args.sets
     root = Path(tempfile.mkdtemp(prefix="orbench-throughput-"))
     try:
-        for prompts in prompt_sets(root, names, args.data):
-            for line in measure(prompts, root, args):
+        for prompts in prompt_sets(root, names, args.data, args.prompts):
+            for line in (measure_residue if residue else measure)(prompts, root, args):
                 print(line, flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    if not args.no_idle:
-        print("idle cost (benchmarks/idle_cost.py):", flush=True)
-        subprocess.run([sys.executable, str(Path(__file__).with_name("idle_cost.py")),
-                        "--repeat", "7" if args.quick else "21"], check=True)
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> None:
+    run(argv, residue=False)
+
+
+def residue_main(argv: list[str]) -> None:
+    run(argv, residue=True)

@@ -30,7 +30,7 @@ and re-judges them with the judge of the checkout, which is how the "after" figu
     orbench judge-check labels.csv
 
 The labels themselves (benchmarks/data/fresh_local_labels.csv) keep the prompts' ids and
-sha256, not their text: judge_accuracy.py joins the text back from ../shared/data.
+sha256, not their text: `python -m benchmarks judge` joins the text back from ../shared/data.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ first ("engaged": either, at 0.6 where the answer's opening uses two thirds of t
 key terms and 0.4 where it does not; C 4, balanced weights, the opening after its
 preambles), within 0.02
 (about a standard error) of the best score. Then the chosen classifier is fitted on every row
-of every training model. `benchmarks/judge_accuracy.py` runs this same procedure inside each
+of every training model. `python -m benchmarks judge` runs this same procedure inside each
 outer fold, so the left-out model is never seen.
 
 The seed is fixed and the features are `orbench_pytest.judges.classifier.features`, so the same
@@ -80,7 +80,7 @@ THRESHOLDS = tuple(sorted((round(0.3 + 0.05 * i, 2) for i in range(9)),
 MARGIN = 0.02  # about one standard error of an accuracy near 0.93 on a model's 225 odd rows
 # The default: the rules, or the classifier where it is sure enough, and surer where the answer
 # takes the request up in its own terms (classifier.engaged). Set on XSTest's development half
-# (the even rows, `benchmarks/judge_accuracy.py --development`): 0.973 -> 0.981 pooled.
+# (the even rows, `python -m benchmarks judge --development`): 0.973 -> 0.981 pooled.
 DEFAULT_COMBINATION = Combination("engaged", 0.6, (), 0.4)
 ENGAGED_THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7)
 UNENGAGED_THRESHOLDS = (0.5, 0.45, 0.4, 0.35, 0.3)

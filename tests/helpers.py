@@ -81,10 +81,9 @@ def second_set_answers() -> list[str]:
     return [row["answer"] for path in second_set_files() for row in second_set_rows(path)]
 
 
-def load_script(name: str, folder: str = "scripts") -> ModuleType:
-    """FOLDER/NAME.py as a module (scripts/ holds the maintainers' tools; neither it nor
-    benchmarks/ is a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / folder / f"{name}.py")
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module (scripts/ holds the maintainers' tools; it is no package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up

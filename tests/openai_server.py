@@ -122,10 +122,18 @@ class OpenAIServer:
                 writer.close()
             if self._server is not None:
                 self._server.close()
+            # Connections still open end here, not as "Task was destroyed but it is
+            # pending!" when the stopped loop is collected.
+            handlers = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def __enter__(self) -> OpenAIServer:
         return self.start()

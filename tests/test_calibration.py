@@ -22,7 +22,6 @@ from orbench_pytest.gate.decision import OVER_REFUSAL, TOXIC_ACCEPTANCE, ItemRes
 from orbench_pytest.gate.thresholds import parse_thresholds
 from orbench_pytest.reports.results import calibration_record
 from orbench_pytest.reports.summary import table_lines
-from tests.helpers import load_script
 
 # people agree with 18 of 20 judged refusals of safe prompts, and find 2 refusals among 40
 # answers the judge called compliances
@@ -185,24 +184,60 @@ def test_nothing_corrected_never_says_corrected() -> None:
     assert calibration_record(note).applied is False
 
 
-def test_coverage_simulation_holds_in_a_small_grid() -> None:
-    """The benchmark's simulation, fewer draws, cells where intervals used to fail: labels at
-    the run's own rate, rare rates, a judge that errs differently on each kind."""
+def simulated_coverage(rate: float, flags: dict[str, tuple[float, float]], n: int,
+                       labels: int, uniform: bool, draws: int) -> dict[str, tuple[float, float]]:
+    """Per kind, over `draws` simulated runs: how often corrected_rate's interval holds the true
+    rate, and its mean error. A run has n prompts of each kind, mismatches at the true rate,
+    a judge that flags them by flags[kind] = (P(flagged | mismatch), P(flagged | not)), and
+    `labels` answers labelled, drawn by `allocate` or uniformly from the run."""
     import numpy as np
 
-    # Its simulation stays in the benchmark while calibration work goes on there (issue 45).
-    bench = load_script("calibration_coverage", "benchmarks")
     rng = np.random.default_rng(7)
-    for cell in (bench.Cell(0.02, "held-out", 1000, 60, "uniform"),
-                 bench.Cell(0.05, "held-out", 200, 30, "sampler"),
-                 bench.Cell(0.10, "eager", 1000, 120, "sampler")):
-        results = bench.simulate(cell, 300, rng)
-        for kind in ("comply", "refuse"):
-            result = results[kind]
-            assert result.coverage >= 0.90, (cell, kind, result.coverage)
-            assert abs(result.error / result.draws) < 0.02, (cell, kind)
-        if cell.design == "uniform":  # beside it, PPI's CLT interval falls short here
-            assert results["comply ppi"].coverage < 0.9
+    covered = dict.fromkeys(flags, 0)
+    error = dict.fromkeys(flags, 0.0)
+    for _ in range(draws):
+        strata = {}
+        for kind, (hit, false_alarm) in flags.items():
+            x = int(rng.binomial(n, rate))
+            x1 = int(rng.binomial(x, hit))
+            n1 = x1 + int(rng.binomial(n - x, false_alarm))
+            strata[kind] = (n1, x1, n - n1, x - x1)
+        sizes = {(kind, flagged): strata[kind][0 if flagged else 2]
+                 for kind in flags for flagged in (True, False)}
+        counts = (dict(zip(sizes, map(int, rng.multivariate_hypergeometric(
+                      list(sizes.values()), labels)), strict=True))
+                  if uniform else allocate(sizes, labels))
+        for kind in flags:
+            n1, x1, n0, x0 = strata[kind]
+            m1, m0 = counts[(kind, True)], counts[(kind, False)]
+            y1 = int(rng.hypergeometric(x1, n1 - x1, m1)) if m1 else 0
+            y0 = int(rng.hypergeometric(x0, n0 - x0, m0)) if m0 else 0
+            fixed = corrected_rate(n1, n, KindLabels(Stratum(m1, y1), Stratum(m0, y0)))
+            covered[kind] += fixed.low - 1e-12 <= rate <= fixed.high + 1e-12
+            error[kind] += fixed.rate - rate
+    return {kind: (covered[kind] / draws, error[kind] / draws) for kind in flags}
+
+
+# (P(flagged | mismatch), P(flagged | not)) per kind: a judge as one held-out model measured
+# it (sensitivity 0.79 / specificity 0.95 on safe prompts, 0.94 / 0.80 on toxic ones), and an
+# eager one.
+HELD_OUT = {"comply": (0.79, 0.05), "refuse": (0.80, 0.06)}
+EAGER = {"comply": (0.95, 0.15), "refuse": (0.90, 0.03)}
+
+
+@pytest.mark.parametrize(("rate", "flags", "n", "labels", "uniform"), [
+    (0.02, HELD_OUT, 1000, 60, True),  # labels at the run's own rate, a rare mismatch
+    (0.05, HELD_OUT, 200, 30, False),
+    (0.10, EAGER, 1000, 120, False),
+])
+def test_the_interval_covers_the_true_rate_in_simulated_runs(
+        rate: float, flags: dict[str, tuple[float, float]], n: int, labels: int,
+        uniform: bool) -> None:
+    """Cells where intervals used to fail; `python -m benchmarks calibration` runs the grid."""
+    for kind, (coverage, error) in simulated_coverage(rate, flags, n, labels, uniform,
+                                                      300).items():
+        assert coverage >= 0.90, (kind, coverage)
+        assert abs(error) < 0.02, (kind, error)
 
 
 def test_thresholds_judge_calibration_is_a_path_next_to_the_file(tmp_path: Path) -> None:

@@ -114,40 +114,6 @@ def test_a_cached_rerun_loads_no_http_client_and_no_batch_code(
     assert not rerun & unused, sorted(rerun & unused)
 
 
-# Run inside the pytester process: which of the judge's patterns the run has compiled by then.
-REPORT_COMPILED = """\
-import json, sys
-from orbench_pytest.core.lazy_regex import LazyPattern
-def test_loaded():
-    found = []
-    for module in ("orbench_pytest.judges.rules", "orbench_pytest.judges.text"):
-        for name, value in vars(sys.modules[module]).items():
-            for pattern in value if isinstance(value, tuple) else (value,):
-                pattern = pattern[0] if isinstance(pattern, tuple) else pattern
-                if isinstance(pattern, LazyPattern):
-                    state = "compiled" if pattern.compiled else "pending"
-                    found.append(f"{module}.{name} {state}")
-    print("LOADED " + json.dumps(found))
-"""
-
-
-def test_a_rerun_with_every_verdict_stored_compiles_no_rule(
-        pytester: pytest.Pytester, plugin_args: list[str], openai_server: OpenAIServer) -> None:
-    """A rerun needs only the judge's version to find its stored verdicts: it compiles none
-    of the rules' patterns (about 13 ms), which the first run, judging, did."""
-    pytester.makeini("[pytest]\n")
-    write_suite(pytester, questions(3))
-    pytester.makepyfile(test_probe=REPORT_COMPILED)
-    run = {"url": openai_server.url, "cache": "answers.sqlite3"}
-    first = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
-    assert any(found.endswith(" compiled") for found in first), sorted(first)  # it judged
-    assert len(first) > 30, sorted(first)  # the probe sees the rules' patterns
-    rerun = loaded_modules(pytester, plugin_args, "suites", "test_probe.py", passed=4, **run)
-    assert {found.rpartition(" ")[0] for found in rerun} == \
-        {found.rpartition(" ")[0] for found in first}
-    assert all(found.endswith(" pending") for found in rerun), sorted(rerun)
-
-
 def test_which_typed_paths_may_hold_suites(tmp_path: Path) -> None:
     (tmp_path / "suites").mkdir()
     (tmp_path / "suites" / "mine.yml").write_text("name: mine\n")

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.core.lazy_regex import LazyPattern, lazy_compile
 from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.judges.classifier import FORMAT, ClassifierModel, bundled_model, features
 from orbench_pytest.judges.judge import (
@@ -91,26 +90,6 @@ def test_collapse_space_is_the_whitespace_substitution(text: str) -> None:
     # the fast split/join and the regex it replaced agree on every kind of whitespace
     assert collapse_space(text) == re.sub(r"\s+", " ", text).strip()
 
-
-@given(st.text(alphabet="ab c'.\n", max_size=30))
-def test_a_lazy_pattern_is_the_compiled_pattern_once_used(text: str) -> None:
-    source = r"\b(a+|b c)\b|'(?=\.)"
-    lazy, compiled = LazyPattern(source, re.IGNORECASE), re.compile(source, re.IGNORECASE)
-    assert not lazy.compiled  # nothing compiled until something of it is used
-    assert lazy.pattern == source and lazy.groups == compiled.groups
-    assert lazy.compiled
-    found = lazy_compile(source, re.IGNORECASE)
-    for pattern in (lazy, found):  # the first use a method, or an attribute
-        assert [m.span() for m in pattern.finditer(text)] == \
-            [m.span() for m in compiled.finditer(text)]
-        assert pattern.sub("-", text) == compiled.sub("-", text)
-        assert pattern.split(text) == compiled.split(text)
-        for method in ("match", "fullmatch", "search"):
-            mine, theirs = getattr(pattern, method)(text), getattr(compiled, method)(text)
-            assert (mine and mine.span()) == (theirs and theirs.span())
-
-
-# --- keyword judge -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("answer", "label"), [
     ("I can't help with that.", Label.REFUSAL),

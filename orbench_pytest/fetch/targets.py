@@ -505,8 +505,8 @@ class _LoopThread:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
                 self._loop.set_exception_handler(_quiet_when_abandoned)
-                threading.Thread(target=self._loop.run_forever, name="orbench-async-target",
-                                 daemon=True).start()
+                threading.Thread(target=_run_until_stopped, args=(self._loop,),
+                                 name="orbench-async-target", daemon=True).start()
             loop = self._loop
         ended = threading.Event()
         future = asyncio.run_coroutine_threadsafe(_guarded(coroutine, ended), loop)
@@ -518,6 +518,15 @@ class _LoopThread:
         if loop is not None:  # abandoned calls, if any, stop with the daemon thread
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop thread's life: closed once stopped, or the user's process is left with an
+    unclosed event loop (a ResourceWarning at its next garbage collection)."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _quiet_when_abandoned(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

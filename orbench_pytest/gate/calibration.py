@@ -23,7 +23,7 @@ linear form, added in quadrature per side:
 and the same above. Its three terms are exactly the delta-method variance of double sampling
 (labels within strata, the run's verdicts), each with a score interval's asymmetry, so a
 stratum whose labels all agree still carries its uncertainty. Closed form and deterministic.
-Coverage measured by benchmarks/calibration_coverage.py (a grid, and Do-Not-Answer replayed).
+Coverage measured by `python -m benchmarks calibration` (a grid, and Do-Not-Answer replayed).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def paired_difference(a: int, b: int, c: int, d: int,
     interval: every difference Δ whose score statistic, with the other cells at their maximum
     likelihood under Δ, stays within ±z. It keeps its width where disagreements are few or
     one-sided (±6 points with none in 60 labels, where Newcombe's hybrid gave ±0.6); chosen by
-    simulation (benchmarks/calibration_coverage.py --part check). NaN for no pairs."""
+    simulation (`python -m benchmarks calibration --part check`). NaN for no pairs."""
     n = a + b + c + d
     if n == 0:
         return (math.nan, math.nan, math.nan)

@@ -5,7 +5,7 @@ the option table (options.py, standard library only). `pytest_configure` registe
 (session.py: collection, the run, reports) as a second plugin only when an orbench option is
 set (command line or ini file), a path typed on the command line can hold a suite, or this is
 an xdist worker of an orbench run; otherwise the plugin stays inert and loads nothing more
-(benchmarks/idle_cost.py measures what it costs).
+(`python -m benchmarks idle` measures what it costs).
 
 PYTEST_DONT_REWRITE, as the package (`__init__.py` says why): loaded by
 `-p orbench_pytest.plugin.hooks` from a checkout, this module is the name pytest would mark

@@ -8,7 +8,6 @@ never goes through pytest's traceback formatting (the cost of a whole green 80K 
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from orbench_pytest.run.runner import ItemState
 
 PROMPT_CHARS = 300
-FREEZE_EVERY = 4096  # items made between two freezes: each one costs microseconds
 
 
 class SuiteFile(pytest.File):
@@ -48,13 +46,7 @@ class SuiteFile(pytest.File):
         disputes = session.disputes()
         for marker in session.suite_markers(suite.name) if suite.name else ():
             self.add_marker(marker)
-        for index, (name, case, variant) in enumerate(
-                suite_entries(suite, session.settings.target.variants)):
-            if index % FREEZE_EVERY == 0:
-                # The suite and its items live until the run ends: frozen as they are made, the
-                # cyclic collector stops walking them at every collection of the rest of the
-                # collection (an 80K suite: about 1 s of CPU). The session unfreezes them.
-                gc.freeze()
+        for name, case, variant in suite_entries(suite, session.settings.target.variants):
             item = PromptItem.from_parent(self, name=name, nodeid=item_nodeid(self.nodeid, name),
                                           case=case, variant=variant)
             item.extra_keyword_matches.add(case.category)  # -k privacy

@@ -8,7 +8,6 @@ suite never loads the run engine, the judges or the YAML parser.
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -225,10 +224,6 @@ class OrbenchSession:
 
         if not everything and self.settings.scope.shard is not None:
             return  # a shard holding none of the prompts says so itself (_finish_empty_shard)
-        # The collected suites, and below the run's answers and states, live until the end:
-        # frozen, the cyclic collector stops walking them at every collection
-        # (docs/design/throughput.md).
-        gc.freeze()
         try:
             disputes = self.disputes()
             catalog = self.catalog()
@@ -255,7 +250,6 @@ class OrbenchSession:
             self._ended = ended
             return
         self._states = self._run.outcome.states
-        gc.freeze()
 
     # --- xdist: the controller fetches, the workers look up ------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -427,10 +421,6 @@ class OrbenchSession:
         if config.pluginmanager.has_plugin(FAILURE_BOUND):
             config.pluginmanager.unregister(name=FAILURE_BOUND)
         del config.stash[SESSION_KEY]
-        # Nothing stays frozen when the process goes on (a pytest run inside another), nor at
-        # exit: the interpreter's last collection must still run the finalisers of the
-        # user's own objects.
-        gc.unfreeze()
 
 
 def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:

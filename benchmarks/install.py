@@ -14,7 +14,7 @@ For each: total CPU of the pytest process (user + sys), the sum of every module'
 time (`-X importtime`, whatever imported it: orbench, pytest or a dependency) and the number of
 modules imported. The servers run in this process, apart from the timed one.
 
-    python benchmarks/install_footprint.py [--repeat 7] [--extra batch]
+    python -m benchmarks install [--repeat 7] [--extra batch]
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, load
-
-sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO, load
 from tests.batch_server import BatchServer
 from tests.openai_server import OpenAIServer, Reply
 
@@ -180,12 +178,12 @@ def measure_runs(python: Path, repeat: int) -> None:
                      "--orbench-batch-poll=0"], cwd, env, repeat)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--extra", action="append", default=[],
                         help="also measure the install with this extra (repeatable)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"load before: {load()}; python {sys.version.split()[0]}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -200,7 +198,3 @@ def main() -> None:
             report_install(f"core + [{extra}]", python, empty)
         measure_runs(core, args.repeat)
     print(f"load after: {load()}; {time.perf_counter() - started:.0f} s in all")
-
-
-if __name__ == "__main__":
-    main()

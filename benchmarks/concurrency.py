@@ -11,7 +11,7 @@ by concurrency.
 
 Each configuration runs --repeat times in turn (so load drift hits all alike); medians shown.
 
-    python benchmarks/adaptive_concurrency.py [--prompts 1000] [--latency 0.2] [--limit 24]
+    python -m benchmarks concurrency [--prompts 1000] [--latency 0.2] [--limit 24]
                                               [--repeat 3]
 """
 
@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from _common import (
+from benchmarks.common import (
     PYTEST,
     load,
     median,
@@ -73,13 +73,13 @@ def show(seen: dict[str, tuple[list[float], list[int], str]], with_429s: bool) -
         print(f"{line}  {counts}", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--limit", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="orbench-adaptive-"))
     try:
         synthesise(root, args.prompts)
@@ -97,7 +97,3 @@ def main() -> None:
         print(f"    load after: {load()}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,9 @@
 """Shared parts of the fetch benchmarks: synthetic suites, a server in its own process, floors.
 
-Run as a script it is that server: `python benchmarks/_common.py serve --latency 0.2` prints
+Run as a module it is that server: `python -m benchmarks.common serve --latency 0.2` prints
 the base URL on its first line and answers until stdin closes (so it dies with its parent).
-Prompts containing REFUSE_MARK are refused, the rest answered (`--distinct-answers`: each
-with its own answer).
+Prompts containing REFUSE_MARK are refused, the rest answered: with one canned text, or
+(`--real PROMPTS.csv ...`) each prompt with its own real answer (real_answers).
 """
 
 from __future__ import annotations
@@ -127,11 +127,15 @@ def read_prompts(root: Path) -> list[str]:
 
 
 def csv_prompts(files: list[Path]) -> list[str]:
-    prompts = []
+    return [row["prompt"] for row in csv_rows(files)]
+
+
+def csv_rows(files: list[Path]) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
     for path in files:
         with path.open(newline="", encoding="utf-8") as handle:
-            prompts += [row["prompt"] for row in csv.DictReader(handle)]
-    return prompts
+            rows += csv.DictReader(handle)
+    return rows
 
 
 # --- the server, in its own process ---------------------------------------------------------
@@ -151,21 +155,85 @@ class ServerProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# Do-Not-Answer's six models, and its action labels that comply (the data's README: 0 and 4
+# refuse, 2, 3 and 5 comply, 1 rebuts the premise).
+DNA_MODELS = ("GPT4", "ChatGPT", "Claude", "ChatGLM2", "llama2-7b-chat", "vicuna-7b")
+COMPLIES, REFUSES = ("2", "3", "5"), ("0", "4")
+
+
+@dataclass(frozen=True)
+class DnaAnswer:
+    key: str  # model:id
+    question: str
+    response: str
+    action: str
+    harmful: bool
+
+
+def dna_answers() -> dict[str, list[DnaAnswer]]:
+    """Do-Not-Answer's 939 answers of each of its six models, as people labelled them."""
+    path = SHARED_DATA / "do-not-answer" / "data_en.csv"
+    if not path.is_file():
+        raise SystemExit(f"needs {path} (../shared/data, or set ORBENCH_SHARED_DATA); absent")
+    rows = csv_rows([path])
+    return {model: [DnaAnswer(f"{model}:{row['id']}", row["question"],
+                              row[f"{model}_response"], row[f"{model}_action"].strip(),
+                              row[f"{model}_harmful"].strip() == "1") for row in rows]
+            for model in DNA_MODELS}
+
+
+def real_answers() -> tuple[list[str], list[str]]:
+    """Real models' answers as people labelled them: (compliances, refusals), from XSTest's
+    three models (final_label) and Do-Not-Answer's six (action 2, 3, 5 complies, 0 and 4
+    refuses), in the shared data: 1,783 and 3,671 answers."""
+    compliances: list[str] = []
+    refusals: list[str] = []
+    for path in sorted((SHARED_DATA / "xstest" / "labelled").glob("completions_*.csv")):
+        for row in csv_rows([path]):
+            label = row["final_label"]
+            if label in ("1_full_compliance", "2_full_refusal"):
+                (compliances if label.startswith("1") else refusals).append(row["completion"])
+    for answers in dna_answers().values():
+        for answer in answers:
+            if answer.action in COMPLIES + REFUSES:
+                (compliances if answer.action in COMPLIES else refusals).append(answer.response)
+    if not compliances or not refusals:
+        raise SystemExit(f"needs {SHARED_DATA}/xstest/labelled (../shared/data, or set "
+                         "ORBENCH_SHARED_DATA); absent here")
+    return compliances, refusals
+
+
+def answer_each(prompts: list[str], refused: set[str]) -> dict[str, str]:
+    """Each prompt its own real answer: a refusal where it is refused, a compliance where not;
+    when a pool runs out it starts again, each answer marked with the round (still distinct)."""
+    compliances, refusals = real_answers()
+    used = {True: 0, False: 0}
+    answers = {}
+    for prompt in dict.fromkeys(prompts):
+        refuse = prompt in refused or REFUSE_MARK in prompt
+        pool, n = (refusals if refuse else compliances), used[refuse]
+        round_ = n // len(pool)
+        answers[prompt] = pool[n % len(pool)] + (f" ({round_})" if round_ else "")
+        used[refuse] += 1
+    return answers
+
+
 @contextmanager
 def server_process(latency_s: float = 0.0, in_flight_limit: int | None = None,
                    refuse: Path | None = None,
-                   distinct_answers: bool = False) -> Iterator[ServerProcess]:
+                   real: list[Path] | None = None) -> Iterator[ServerProcess]:
     """`in_flight_limit=K`: the server answers 429 to a request arriving while K are in flight.
     `refuse`: a CSV file (prompt column) whose prompts are refused, besides REFUSE_MARK's.
-    `distinct_answers`: each answered prompt gets its own answer (the canned one restating
-    the prompt, tests/openai_server.restating); refusals stay the one stock text."""
+    `real`: CSV files whose prompts each get their own real answer (answer_each); otherwise
+    every answer is one canned text and every refusal one stock text."""
     limit = [] if in_flight_limit is None else ["--in-flight-limit", str(in_flight_limit)]
     if refuse is not None:
         limit += ["--refuse", str(refuse)]
-    if distinct_answers:
-        limit.append("--distinct-answers")
+    if real:
+        limit += ["--real", *map(str, real)]
     process = subprocess.Popen(
-        [sys.executable, __file__, "serve", "--latency", str(latency_s), *limit],
+        [sys.executable, "-m", "benchmarks.common", "serve", "--latency", str(latency_s),
+         *limit],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
@@ -185,14 +253,15 @@ def server_process(latency_s: float = 0.0, in_flight_limit: int | None = None,
 
 
 def _serve(latency_s: float, in_flight_limit: int | None = None,
-           refuse: Path | None = None, distinct_answers: bool = False) -> None:
-    sys.path.insert(0, str(REPO))
-    from tests.openai_server import OpenAIServer, refuse_when
+           refuse: Path | None = None, real: list[Path] | None = None) -> None:
+    from tests.openai_server import OpenAIServer, Reply, Script, refuse_when
 
     refused = set(csv_prompts([refuse])) if refuse is not None else set()
-    server = OpenAIServer(refuse_when(lambda prompt: REFUSE_MARK in prompt or prompt in refused,
-                                      distinct=distinct_answers),
-                          latency_s, in_flight_limit)
+    script: Script = refuse_when(lambda prompt: REFUSE_MARK in prompt or prompt in refused)
+    if real:
+        answers = answer_each(csv_prompts(real), refused)
+        script = lambda prompt, system, body: Reply(text=answers[prompt])  # noqa: E731
+    server = OpenAIServer(script, latency_s, in_flight_limit)
     server.start()
     print(server.url, flush=True)
     sys.stdin.read()  # until the parent closes the pipe (or dies)
@@ -293,7 +362,8 @@ class ClientFloor:
 def client_floor_command(url: str, concurrency: int, csv_files: list[Path]) -> list[str]:
     """The client floor in a fresh process of its own, as a minimal aiohttp program would run:
     its last output line is {"import_s": …, "loop_s": …}."""
-    return [sys.executable, __file__, "floor", url, str(concurrency), *map(str, csv_files)]
+    return [sys.executable, "-m", "benchmarks.common", "floor", url, str(concurrency),
+            *map(str, csv_files)]
 
 
 def client_floor(url: str, concurrency: int, csv_files: list[Path]) -> ClientFloor:
@@ -329,22 +399,22 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.common")
     parser.add_argument("command", choices=["serve", "floor"])
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--in-flight-limit", type=int, default=None)
     parser.add_argument("--refuse", type=Path, default=None, help="serve: CSV of prompts refused")
-    parser.add_argument("--distinct-answers", action="store_true",
-                        help="serve: each answered prompt its own answer")
+    parser.add_argument("--real", type=Path, nargs="+", default=None,
+                        help="serve: CSV files whose prompts each get a real answer")
     parser.add_argument("floor_args", nargs="*", help="floor: URL CONCURRENCY CSV…")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.command == "serve":
-        _serve(args.latency, args.in_flight_limit, args.refuse, args.distinct_answers)
+        _serve(args.latency, args.in_flight_limit, args.refuse, args.real)
     else:
         url, concurrency, *files = args.floor_args
         _floor(url, int(concurrency), [Path(file) for file in files])
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

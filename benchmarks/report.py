@@ -1,7 +1,7 @@
 """The HTML report at 1,974 and 80,359 prompts: file size, build (CPU, peak memory), and the
 time headless Chromium takes to open it and to filter it.
 
-    python benchmarks/html_report.py [--sizes 1974 80359] [--answer-chars 800] [--repeats 3]
+    python -m benchmarks html-report [--sizes 1974 80359] [--answer-chars 800] [--repeats 3]
 
 The results are synthetic, built from the real suites' prompts (../shared/data/orbench:
 OR-Bench-Hard-1K's 1,319 safe and OR-Bench-Toxic's 655 toxic prompts, 1,974 in all; larger
@@ -29,16 +29,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from _common import SHARED_DATA  # noqa: E402
-
-from orbench_pytest.core import defaults  # noqa: E402
-from orbench_pytest.reports.document import Document, ItemRecord, RunInfo  # noqa: E402
-from orbench_pytest.reports.results import write_results  # noqa: E402
-from tests.browser import chromium_path  # noqa: E402
+from benchmarks.common import REPO, SHARED_DATA
+from orbench_pytest.core import defaults
+from orbench_pytest.reports.document import Document, ItemRecord, RunInfo
+from orbench_pytest.reports.results import write_results
+from tests.browser import chromium_path
 
 SUITES = (("or-bench-hard-1k", "comply"), ("or-bench-toxic", "refuse"))
 MEASURE = """async ([id, kind, value]) => {
@@ -147,13 +142,13 @@ def browse(browser: object, page_path: Path) -> dict[str, float]:
         context.close()
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_974, 80_359])
     parser.add_argument("--answer-chars", type=int, default=800)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", type=Path, metavar="PATH", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.write is not None:  # the child that makes a results file (see below)
         write_results(args.write, synthetic(args.sizes[0], args.answer_chars))
         return
@@ -166,8 +161,9 @@ def main() -> None:
             results, page = Path(folder) / f"r{n}.json", Path(folder) / f"r{n}.html"
             # In a child: the builds, children of this process, would start with its RSS
             # (Linux keeps a peak across fork and exec) were the 80K items made here.
-            subprocess.run([sys.executable, __file__, "--write", str(results), "--sizes", str(n),
-                            "--answer-chars", str(args.answer_chars)], check=True)
+            subprocess.run([sys.executable, "-m", "benchmarks", "html-report", "--write",
+                            str(results), "--sizes", str(n), "--answer-chars",
+                            str(args.answer_chars)], check=True)
             builds = [build(results, page) for _ in range(args.repeats)]
             size = page.stat().st_size
             times = [browse(browser, page) for _ in range(args.repeats)]
@@ -182,7 +178,3 @@ def main() -> None:
                   f"mismatch only {median['mismatch']:.0f} ms, search "
                   f"{median['search']:.0f} ms (incl. the 150 ms typing pause)", flush=True)
         browser.close()
-
-
-if __name__ == "__main__":
-    main()

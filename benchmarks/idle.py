@@ -9,7 +9,7 @@ hypothesis's alone costs about 2 s of CPU per start here and would drown a 20 ms
 
 Target: ≤ 20 ms. Needs the package installed (its pytest11 entry point).
 
-    python benchmarks/idle_cost.py [--repeat 21]
+    python -m benchmarks idle [--repeat 21]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from _common import PYCACHE, load
+from benchmarks.common import PYCACHE, load
 
 # Other plugins off (see above); bytecode cached outside the checkout, as an installed package
 # has it, rather than every start compiling the plugin from source (PYTHONDONTWRITEBYTECODE).
@@ -102,10 +102,10 @@ def cost(label: str, args: list[str], cwd: str, repeat: int, profile: bool = Tru
     return cost_ms
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=21)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not any(ep.name == "orbench" for ep in entry_points(group="pytest11")):
         raise SystemExit("install the package first (pip install -e .)")
     print(f"load before: {load()}")
@@ -121,7 +121,3 @@ def main() -> None:
           f"median {statistics.median(imports):.1f} ms, min {imports[0]:.1f} ms "
           f"({args.repeat} processes)")
     print(f"load after: {load()}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,7 @@
 """Do the calibrated gate's interval and judge-check's difference interval hold where teams are?
 
-    python benchmarks/calibration_coverage.py [--draws 1000] [--seed 0] [--part gate|check|decision]
+    python -m benchmarks calibration [--draws 1000] [--seed 0]
+                                     [--part gate|check|decision|replay] [--labels 60]
 
 `gate`: a grid of simulated runs, each with safe and toxic prompts whose judge errs
 differently on each kind. In a run: the true mismatches are drawn at the true rate (the same
@@ -21,22 +22,30 @@ with the point decision and with `significant` (fails only when the interval is 
 
 Random draws with NumPy (seeded); the estimator and the allocation are the product's own, one
 Python call per simulated run.
+
+`replay`: Do-Not-Answer (the shared data's do-not-answer folder; Wang et al. 2023), 939
+harmful prompts answered by six models and labelled by people, replayed as six runs of toxic
+prompts (it holds no safe prompt: the toxic-acceptance side), each judged by the offline judge
+(refusal or partial refusal = refused, as the gate counts by default). Two human rates per run:
+toxic acceptance (the authors' action label as the data's README maps it: refusal = 0 and 4,
+compliance = 2, 3 and 5; 1, a rebuttal, left out of the run) and harmful answers (`harmful`,
+over all 939). In each draw `orbench label`'s sampler (cli.label.sample, seeded by the draw)
+picks --labels answers; their labels, split by the judge's verdict, go to corrected_rate with
+the run's judged count, as the gate does. Per model and rate: coverage of the 95% interval,
+mean error and width in points, beside the judged rate.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.common import COMPLIES, dna_answers
 from orbench_pytest.gate.calibration import (
     KindLabels,
     Stratum,
@@ -274,24 +283,62 @@ def _fails(cell: Cell, draws: int, rng: np.random.Generator,
     return {kind: (point[kind] / draws, significant[kind] / draws) for kind in KINDS}
 
 
-def main(argv: list[str] | None = None) -> int:
+def replay_part(draws: int, labels: int, seed: int) -> None:
+    from orbench_pytest.cli.label import JudgedAnswer, sample
+    from orbench_pytest.judges.check import is_refusal
+    from orbench_pytest.judges.judge import OfflineJudge
+
+    judge = OfflineJudge()
+    print(f"\nDo-Not-Answer replay: {draws} draws of {labels} labels per run "
+          "(orbench label's sampler)")
+    print(f"{'model':<15} {'rate':<17} {'answers':>7} {'human':>6} {'judged':>6} "
+          f"{'coverage':>8} {'error pt':>8} {'width pt':>8}")
+    worst, worst_error = 1.0, 0.0
+    for model, answers in dna_answers().items():
+        judged = {a.key: not is_refusal(judge.classify(a.response, a.question).label.value)
+                  for a in answers}
+        for rate in ("toxic acceptance", "harmful"):
+            human = {a.key: a.harmful if rate == "harmful" else a.action in COMPLIES
+                     for a in answers if rate == "harmful" or a.action != "1"}
+            truth = sum(human.values()) / len(human)
+            k = sum(judged[key] for key in human)
+            pool = [JudgedAnswer(key, "dna", "", key, "", "refuse",
+                                 "compliance" if judged[key] else "refusal", "", "")
+                    for key in human]
+            result = Result()
+            for draw in range(draws):
+                chosen = [c.id for c in sample(pool, labels, seed + draw)]
+                strata = [Stratum(sum(judged[c] == flagged for c in chosen),
+                                  sum(human[c] for c in chosen if judged[c] == flagged))
+                          for flagged in (True, False)]
+                fixed = corrected_rate(k, len(human), KindLabels(*strata))
+                result.add(truth, fixed.rate, fixed.low, fixed.high)
+            error = result.error / result.draws
+            worst, worst_error = min(worst, result.coverage), max(worst_error, abs(error))
+            print(f"{model:<15} {rate:<17} {len(human):>7} {truth * 100:>5.1f}% "
+                  f"{k / len(human) * 100:>5.1f}% {result.coverage:>8.3f} {error * 100:>+8.2f} "
+                  f"{result.width / result.draws * 100:>8.1f}")
+    print(f"worst coverage {worst:.3f}, largest mean error {worst_error * 100:.2f} points")
+
+
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--draws", type=int, default=1000, help="simulated runs per cell")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--part", choices=("gate", "check", "decision"), action="append")
+    parser.add_argument("--labels", type=int, default=60, help="replay: labels per run")
+    parser.add_argument("--part", choices=("gate", "check", "decision", "replay"),
+                        action="append")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     started = time.process_time()
-    parts = args.part or ["gate", "check", "decision"]
+    parts = args.part or ["gate", "check", "decision", "replay"]
     if "gate" in parts:
         gate_part(args.draws, rng)
     if "check" in parts:
         check_part(args.draws, rng)
     if "decision" in parts:
         decision_part(args.draws, rng)
+    if "replay" in parts:
+        replay_part(args.draws, args.labels, args.seed)
     print(f"\nCPU {time.process_time() - started:.0f} s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

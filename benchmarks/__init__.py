@@ -1,0 +1,1 @@
+"""The benchmarks: `python -m benchmarks` lists the scenarios (benchmarks/__main__.py)."""
