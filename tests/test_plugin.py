@@ -12,7 +12,13 @@ from functools import partial
 import pytest
 
 from tests import helpers
-from tests.helpers import plugin_installed, refusing, run_orbench, write_thresholds
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    plugin_installed,
+    refusing,
+    run_orbench,
+    write_thresholds,
+)
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, always
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
@@ -359,7 +365,7 @@ def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
     # A fresh process, as a user runs it: in-process, pytest warns that the already imported
     # plugin module cannot be assertion-rewritten, a warning that names the package.
     # pytest alone, no path nor option (run_orbench would hide that): the plugin stays silent.
-    result = pytester.runpytest_subprocess(*plugin_args)
+    result = pytester.runpytest_subprocess(*plugin_args, timeout=SUBPROCESS_TIMEOUT_S)
     result.assert_outcomes(passed=1)
     # The header's "plugins:" line names the package when it is installed; nothing else may.
     lines = [line for line in result.outlines if not line.startswith("plugins:")]
