@@ -532,7 +532,8 @@ def test_under_xdist_an_old_spelling_is_warned_once_by_the_controller(
     mini_suite(pytester)
     (pytester.path / "pytest.ini").write_text("[pytest]\norbench_seed = 5\n")
     result = run_orbench(pytester, plugin_args, "--orbench-sample=2", "-n", "2", "-W",
-                         "default", serve=always(), subprocess=True)
+                         "default", serve=always(), subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
     result.assert_outcomes(passed=2)
     output = result.stdout.str()
     assert "2 workers" in output
