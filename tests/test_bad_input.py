@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-from orbench_pytest.config.settings import MAX_SAMPLES
+from orbench_pytest.config.parsers import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
 from orbench_pytest.core.errors import ConfigError

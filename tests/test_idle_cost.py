@@ -17,7 +17,8 @@ from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S, questions, run_orbench, wr
 from tests.openai_server import OpenAIServer
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
-                 "orbench_pytest.config", "orbench_pytest.config.options", "orbench_pytest.core",
+                 "orbench_pytest.config", "orbench_pytest.config.options",
+                 "orbench_pytest.config.parsers", "orbench_pytest.core",
                  "orbench_pytest.core.defaults"}
 HEAVY = ("yaml", "httpx", "openai", "aiohttp", "asyncio", "sqlite3", "junitparser",
          "orbench_pytest.plugin.session", "orbench_pytest.config.settings",

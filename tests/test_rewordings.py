@@ -115,8 +115,8 @@ def test_the_user_property_test_fails_with_the_minimal_rewording(
     script = RefuseOnTrigger(prefixes=("I'm a",))
     cache = Path(os.environ["ORBENCH_CACHE_DIR"])
     with OpenAIServer(script) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-seed=3", "-p", "no:cacheprovider",
-                             url=server.url, suites=None)
+        result = run_orbench(pytester, plugin_args, "--orbench-random-seed=3", "-p",
+                             "no:cacheprovider", url=server.url, suites=None)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     # Hypothesis' falsifying example: the first safe prompt with one persona edit, and the
@@ -360,7 +360,7 @@ def test_rewordings_are_answered(orbench_ask, prompt):
 ''')
     monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
     with OpenAIServer(RefuseOnTrigger(prefixes=("I'm a",))) as server:
-        result = run_orbench(pytester, plugin_args, "--orbench-seed=3", "-p",
+        result = run_orbench(pytester, plugin_args, "--orbench-random-seed=3", "-p",
                              "no:cacheprovider", url=server.url, suites=None)
     result.assert_outcomes(failed=1)
     out = result.stdout.str() + result.stderr.str()

@@ -49,8 +49,9 @@ def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_resu
         found = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot {verb}{shown} ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path (a TOML "\u0000")
+        raise ConfigError(f"{path}: cannot {verb}{shown} "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
     kind = _not_regular(found.st_mode)
     if kind is not None:
         raise _refused(path, verb, shown, kind)

@@ -65,11 +65,12 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
 
         config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
-    if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
+    if (settings.scope.samples > 1 and settings.target.temperature == 0
+            and not hasattr(config, "workerinput")):
         from orbench_pytest.gate.samples import identical_answers_warning
 
         config.issue_config_time_warning(
-            pytest.PytestWarning(identical_answers_warning(settings.samples)), stacklevel=2)
+            pytest.PytestWarning(identical_answers_warning(settings.scope.samples)), stacklevel=2)
     session = OrbenchSession(config, settings, request)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")
@@ -79,8 +80,8 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
     if not session.is_worker:  # a worker's terminal output is not shown
         from orbench_pytest.plugin.failure_bound import FailureBound
 
-        config.pluginmanager.register(FailureBound(config, session.is_prompt, settings.results),
-                                      FAILURE_BOUND)
+        config.pluginmanager.register(
+            FailureBound(config, session.is_prompt, settings.reports.results), FAILURE_BOUND)
 
 
 class OrbenchSession:
@@ -132,7 +133,7 @@ class OrbenchSession:
         if self._disputes is None or folders != self._dispute_folders:
             from orbench_pytest.run.session_run import load_disputes
 
-            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath,
+            self._disputes = load_disputes(self.settings.gate.thresholds, self.config.rootpath,
                                            folders)
             self._dispute_folders = folders
         return self._disputes
@@ -183,10 +184,10 @@ class OrbenchSession:
             if path.resolve() not in self._walked:
                 self._walked.add(path.resolve())
                 items.extend(collect_suite(suite_file(session, path)))
-        if self.settings.shard is not None and self._catalog is not None:
+        if self.settings.scope.shard is not None and self._catalog is not None:
             from orbench_pytest.plugin.items import PromptItem
 
-            shard = self.settings.shard
+            shard = self.settings.scope.shard
             dropped = [item for item in items if isinstance(item, PromptItem) and not
                        shard.holds((item.case.suite, item.variant.name, item.case.case_id))]
             if dropped:
@@ -230,7 +231,7 @@ class OrbenchSession:
             run_collected,
         )
 
-        if not everything and self.settings.shard is not None:
+        if not everything and self.settings.scope.shard is not None:
             return  # a shard holding none of the prompts says so itself (session_reports.py)
         try:
             disputes = self.disputes()
@@ -239,12 +240,12 @@ class OrbenchSession:
             disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
                         for s in everything]
             selected = [s for s, reason in disputed if reason is None]
-            if not selected and self.settings.categories:
+            if not selected and self.settings.scope.categories:
                 check_categories(self.settings, catalog, seen=set(catalog.known_categories()))
             # The gate's scope, decided before the gate and given to it (gate/scope.py).
             counts = ScopeCounts(
-                coverage(everything, selected, catalog, len(self.settings.variants)),
-                _narrowed_by(self.config, self.settings), self.settings.require_full,
+                coverage(everything, selected, catalog, len(self.settings.target.variants)),
+                _narrowed_by(self.config, self.settings), self.settings.gate.require_full,
                 [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
                   disputes[s.case.suite][s.case.case_id].reason,
                   disputes[s.case.suite][s.case.case_id].decided_by)
@@ -313,11 +314,11 @@ def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
     found = [flag for flag, given in (
         ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
         ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
-        ("--orbench-category", settings.categories)) if given]
-    if settings.sample is not None:
+        ("--orbench-category", settings.scope.categories)) if given]
+    if settings.scope.subset is not None:
         found.append("--orbench-subset")
-    if settings.shard is not None:
-        found.append(f"shard {settings.shard}")
+    if settings.scope.shard is not None:
+        found.append(f"shard {settings.scope.shard}")
     if any("::" in str(arg) for arg in config.args):
         found.append("node ids")
     return found

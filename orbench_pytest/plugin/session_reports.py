@@ -66,7 +66,7 @@ class SessionReports:
     def _finish_empty_shard(self, session: pytest.Session) -> None:
         """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
         with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
-        shard = self.session.settings.shard
+        shard = self.session.settings.scope.shard
         if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
             return
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -57,9 +57,10 @@ class SuiteCatalog:
                 self._suites[key] = None
             else:
                 settings = self._settings
-                options = SuiteOptions(sample=settings.sample, seed=settings.seed,
-                                       categories=settings.categories,
-                                       data_dirs=settings.data_dirs,
+                options = SuiteOptions(subset=settings.scope.subset,
+                                       seed=settings.scope.random_seed,
+                                       categories=settings.scope.categories,
+                                       data_dirs=settings.scope.data_dirs,
                                        ready_suite_dir=ready_suite_dir())
                 self._suites[key] = load_suite(path, options, data)
         suite = self._suites[key]
@@ -91,7 +92,7 @@ class SuiteCatalog:
                     suite = None  # the workers report the collection error
                 entries[path_part] = {} if suite is None else {
                     item: (case, variant)
-                    for item, case, variant in suite_entries(suite, self._settings.variants)}
+                    for item, case, variant in suite_entries(suite, self._settings.target.variants)}
             found = entries[path_part].get(name)
             if found is not None:
                 selected.append(Selected(nodeid, *found))
