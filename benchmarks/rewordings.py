@@ -133,7 +133,7 @@ def local(tries: int, budget: int, seed: int, keep: Path | None, extra: list[str
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "--orbench-suite=smoke", "--orbench-model=local",
                    f"--orbench-rewordings={tries}", f"--orbench-rewordings-budget={budget}",
-                   f"--orbench-seed={seed}", f"--orbench-results={results}",
+                   f"--orbench-random-seed={seed}", f"--orbench-results={results}",
                    "--orbench-cache-path", str(Path(work) / "answers.sqlite3"), *extra]
         print("$", " ".join(command[1:]), f"(ORBENCH_CACHE_DIR={cache})")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -26,7 +26,9 @@ do them. `pytest --help` lists the same options under "orbench-pytest", and thei
 under "[pytest] ini-options". A flag's ini twin takes true/false, 1/0, yes/no or on/off (a TOML
 boolean under `[tool.pytest]`); a one-value key takes one string, not a TOML list; a key set
 empty counts as the option typed empty (`--orbench-target-version=` is an error, so is
-`orbench_target_version =`).
+`orbench_target_version =`). A renamed option's old spelling (and its ini key) still works for
+one release, with a deprecation warning located where it was given: `command line`, or the ini
+file's line.
 
 | option | ini twin | meaning |
 |---|---|---|
@@ -47,9 +49,9 @@ def render() -> str:
             f"`{option.flag} {option.metavar or 'VALUE'}`"
         twin = "command line only" if option.command_line_only else f"`{option.ini}`"
         repeat = " (repeatable)" if option.kind in ("list", "text_list") and \
-            "repeat" not in option.help.lower() else ""
+            "repeat" not in option.text.lower() else ""
         old = f" (deprecated spelling: `{option.old_flag}`)" if option.old_flag else ""
-        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.help)}{repeat}{old} |")
+        rows.append(f"| {_cell(flag)} | {twin} | {_cell(option.text)}{repeat}{old} |")
     return HEADER + "\n".join(rows) + "\n"
 
 

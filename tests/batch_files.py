@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from orbench_pytest.fetch.cache import ResponseCache
+from tests.helpers import answers_stored
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, Reply, _completion
 
 # The batch tests' prompts, and how the stand-in endpoint answers them.
@@ -74,8 +74,4 @@ def answer_file(requests_path: Path, output_path: Path,
     return write_lines(output_path, answer_lines(read_requests(requests_path), answer))
 
 def cached(root: Path) -> int:
-    cache = ResponseCache(root / "c.sqlite3", writable=False)
-    try:
-        return cache.count()
-    finally:
-        cache.close()
+    return answers_stored(root / "c.sqlite3")

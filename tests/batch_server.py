@@ -19,6 +19,7 @@ from typing import Any
 
 from tests.batch_files import Answer, output_line
 from tests.openai_server import ANSWER_TEXT, Reply
+from tests.timeouts import THREAD_TIMEOUT_S
 
 COMPLETED_STEPS = ("validating", "in_progress", "finalizing", "completed")
 
@@ -53,7 +54,7 @@ class BatchServer:
     def __exit__(self, *exc: object) -> None:
         self._http.shutdown()
         self._http.server_close()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=THREAD_TIMEOUT_S)
 
     # --- the API ---------------------------------------------------------------------------
     def upload(self, content_type: str, body: bytes) -> dict[str, Any]:

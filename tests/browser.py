@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.timeouts import THREAD_TIMEOUT_S
+
 CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 
 
@@ -44,6 +46,10 @@ def launched() -> Iterator[Any]:
                 "ORBENCH_REQUIRE_BROWSER"):
             pytest.fail(f"CI: {message}", pytrace=False)
         pytest.skip(message)
+    from playwright.sync_api import expect
+
+    # Playwright's own waits (5 s for an expect, 30 s for an action) sized for a busy machine.
+    expect.set_options(timeout=THREAD_TIMEOUT_S * 1000)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable,
                                              args=["--no-sandbox"])
@@ -60,6 +66,7 @@ class Page:
                  width: int = 1300, height: int = 900) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": height},
                                            accept_downloads=True)
+        self.context.set_default_timeout(THREAD_TIMEOUT_S * 1000)
         self.page = self.context.new_page()
         self.messages: list[str] = []
         self.errors: list[str] = []

@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import REPO, plugin_installed
 from tests.openai_server import OpenAIServer
+from tests.timeouts import SCALE_ERROR
 
 pytest_plugins = ["pytester"]
 
@@ -26,6 +27,18 @@ def _hypothesis_profile() -> None:
     settings.load_profile("orbench-tests")
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A run started in the background (`cmd &` in a script, nohup, some CI runners) inherits
+    SIGINT ignored: Python then raises no KeyboardInterrupt, here nor in the children the
+    tests send a Ctrl-C to (an ignored signal stays ignored across exec), and every Ctrl-C
+    test fails ("DID NOT RAISE KeyboardInterrupt", a child that never stops). Python's own
+    handler back, as in a terminal; a handler is reset to the default at exec."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Hypothesis keeps its files (example database, cache of constants) in pytest's cache
     folder rather than a `.hypothesis/` in the working directory, so a test run leaves the
@@ -34,6 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     none. A storage folder chosen from outside is kept."""
     from hypothesis.configuration import set_hypothesis_home_dir
 
+    if SCALE_ERROR:  # a bad $ORBENCH_TEST_TIMEOUT_SCALE: one line, not a traceback
+        raise pytest.UsageError(SCALE_ERROR)
     where = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
     if not where:
         cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
@@ -42,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
     set_hypothesis_home_dir(where)
     _hypothesis_profile()  # after the storage folder: the profile's database lives there
+    _ctrl_c_as_in_a_terminal()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ import yaml
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import Job
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply, Script
+from tests.timeouts import SUBPROCESS_TIMEOUT_S as SUBPROCESS_TIMEOUT_S  # for the tests
 
 REPO = Path(__file__).resolve().parent.parent
 # Reference copies kept outside the repository: ../shared/data beside the checkout, or where
@@ -194,7 +195,8 @@ def run_orbench(pytester: pytest.Pytester, plugin_args: list[str], *args: str,
                 url: str | None = None, serve: Script | None = None, model: str | None = None,
                 cache: str | None = None, retries: int | None = None,
                 batch_poll: float | None = None, suites: str | None = "suites",
-                subprocess: bool = False, timeout: float | None = None) -> pytest.RunResult:
+                subprocess: bool = False,
+                timeout: float = SUBPROCESS_TIMEOUT_S) -> pytest.RunResult:
     """pytest with the plugin over `suites` (None: no path), against `url` or a server
     running the script `serve` for this run (model `m` unless named), with the cache file
     `cache`, `retries` retries and a Batch API poll every `batch_poll` seconds when given (the
@@ -234,12 +236,6 @@ def orbench_argv(plugin_args: list[str], *args: str, url: str | None = None,
 
 
 # --- a loaded machine ----------------------------------------------------------------------------
-
-# How long a test waits for a child process, or for an event it caused, before failing: sized
-# for a 2-core machine at load 20+ (a pytest start-up alone then takes tens of seconds). A test
-# decides nothing by it: a healthy run ends, or shows its event, long before.
-SUBPROCESS_TIMEOUT_S = 300.0
-
 
 def wait_until(condition: Callable[[], bool], what: str,
                timeout: float = SUBPROCESS_TIMEOUT_S) -> None:
@@ -368,6 +364,18 @@ class VirtualTime:
 
 # --- looking into a cache ----------------------------------------------------------------------
 
+def answers_stored(cache: ResponseCache | Path) -> int:
+    """How many answers a response cache file holds (0 when there is no file)."""
+    path = cache.path if isinstance(cache, ResponseCache) else cache
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
+    finally:
+        db.close()
+
+
 def judgments_stored(cache: ResponseCache | Path) -> int:
     """How many judgments a response cache file holds (0 before its judgments table)."""
     path = cache.path if isinstance(cache, ResponseCache) else cache
@@ -402,7 +410,7 @@ def results_file(path: Path, over: int, toxic_refused: int, n: int = 10) -> Path
 def judge_server(verdict_for: dict[str, str], default: str = "direct_answer") -> OpenAIServer:
     """Answers as a judge model: the verdict chosen by a phrase found in the graded response."""
 
-    def script(prompt: str, system: str | None, body: dict) -> Reply:
+    def script(prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
         assert body["temperature"] == 0  # the judge runs at temperature 0
         verdict = next((v for phrase, v in verdict_for.items() if phrase in prompt), default)
         return Reply(text=json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))

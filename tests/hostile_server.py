@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests.timeouts import THREAD_TIMEOUT_S
+
 Script = Callable[[str], bytes]
 
 
@@ -81,7 +83,7 @@ class HostileServer:
 
     def __enter__(self) -> HostileServer:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=THREAD_TIMEOUT_S)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -89,9 +91,9 @@ class HostileServer:
             if self._server is not None:
                 self._server.close()
 
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=THREAD_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=THREAD_TIMEOUT_S)
 
     async def _start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)

@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import unquote, urlsplit
 
+from tests.timeouts import THREAD_TIMEOUT_S
+
 
 @dataclass
 class HostedFile:
@@ -69,7 +71,7 @@ class HubServer:
                  trace: TracebackType | None) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=THREAD_TIMEOUT_S)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self

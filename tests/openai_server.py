@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.timeouts import SUBPROCESS_TIMEOUT_S, THREAD_TIMEOUT_S
+
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 ANSWER_TEXT = "Sure. Here is a short, helpful answer to your question."
 
@@ -38,6 +40,8 @@ class Reply:
     system_fingerprint: str | None = None  # the backend's, as OpenAI returns it
     # token counts as the server reports them; None: no `usage` in the reply at all
     usage: dict[str, Any] | None = field(default_factory=lambda: dict(USAGE))
+    # Held until this holds (looked at every 5 ms): an event the test waits for, not a delay.
+    until: Callable[[], bool] | None = None
 
 
 Script = Callable[[str, "str | None", dict[str, Any]], Reply]
@@ -107,7 +111,7 @@ class OpenAIServer:
     def start(self) -> OpenAIServer:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
-        future.result(timeout=10)
+        future.result(timeout=THREAD_TIMEOUT_S)
         return self
 
     async def _start(self) -> None:
@@ -129,9 +133,9 @@ class OpenAIServer:
                 task.cancel()
             await asyncio.gather(*handlers, return_exceptions=True)
 
-        asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=THREAD_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=THREAD_TIMEOUT_S)
         if not self._thread.is_alive():
             self._loop.close()
 
@@ -199,9 +203,11 @@ class OpenAIServer:
             self.conversations.append([(m.get("role"), m.get("content")) for m in messages])
             self.auth_headers.append(headers.get("authorization"))
             reply = self.script(prompt, system, payload)
+            while reply.until is not None and not reply.until():
+                await asyncio.sleep(0.005)
             if reply.hold is not None:  # cancelled, like a hang, when the server stops
                 held = asyncio.ensure_future(
-                    self._loop.run_in_executor(None, reply.hold.wait, 60))
+                    self._loop.run_in_executor(None, reply.hold.wait, THREAD_TIMEOUT_S))
                 self._hangs.append(held)
                 await held
             if self.latency_s or reply.delay_s:
@@ -219,7 +225,7 @@ class OpenAIServer:
             hang: asyncio.Future[None] = self._loop.create_future()
             self._hangs.append(hang)
             try:
-                await asyncio.wait_for(hang, timeout=60)
+                await asyncio.wait_for(hang, timeout=SUBPROCESS_TIMEOUT_S)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 pass
             writer.transport.abort()
@@ -388,6 +394,41 @@ class HoldAfter:
             return Reply(fault="hang")
         self.answered += 1
         return self.script(prompt, system, body)
+
+
+class FirstWave:
+    """Holds the first answers until `size` requests are in flight at once, then answers all
+    (after `latency_s`): a concurrency bound seen reached however slowly a busy machine sends
+    its requests, not "what arrived within 0.1 s". With `probe`, the first request (a run's
+    backend check, which goes alone) is answered at once. `held`: how many the server held
+    when it let them go (a client sending more at once shows more; one sending fewer waits
+    here until its requests time out). Use as `with FirstWave(8) as server:`."""
+
+    def __init__(self, size: int, *, probe: bool = False, script: Script | None = None,
+                 latency_s: float = 0.05) -> None:
+        self.size, self.probe, self.script = size, probe, script or always()
+        self.held: int | None = None
+        self.server = OpenAIServer(self, latency_s=latency_s)
+
+    def __call__(self, prompt: str, system: str | None, body: dict[str, Any]) -> Reply:
+        reply = self.script(prompt, system, body)
+        if self.probe and self.server.requests == 1:
+            return reply
+        server = self.server
+
+        def wave_whole() -> bool:
+            if self.held is None and server.in_flight >= self.size:
+                self.held = server.in_flight
+            return self.held is not None
+
+        reply.until = wave_whole
+        return reply
+
+    def __enter__(self) -> OpenAIServer:
+        return self.server.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
 
 
 class RandomRefusals:

@@ -4,6 +4,8 @@ concurrency, and stays where it is put when pinned or local."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from orbench_pytest.config.settings import build_settings
@@ -15,7 +17,7 @@ from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
 from orbench_pytest.run.runner import fetch_settings, generation_params
 from tests.helpers import LENIENT, jobs, questions, run_orbench, write_suite
-from tests.openai_server import OpenAIServer
+from tests.openai_server import FirstWave, OpenAIServer
 
 QUICK_RETRY = RetrySettings(backoff_base_s=0.02, backoff_max_s=0.2)
 
@@ -32,18 +34,22 @@ def engine(server: OpenAIServer, seen: list[int] | None = None,
     return JudgedFetch(target, OfflineJudge(), None, fetch, progress)
 
 
-def test_starts_at_eight_and_doubles_to_the_ceiling_while_answers_come_back_clean() -> None:
+def test_starts_at_eight_and_doubles_under_the_ceiling_while_answers_come_back_clean() -> None:
+    """The first round always doubles (nothing to compare its latency with); how far later
+    rounds go depends on latencies a busy machine stretches, rightly: the limit stops growing
+    while latency climbs. The climb to the ceiling is test_concurrency.py's, on an injected
+    clock."""
     seen: list[int] = []
     with OpenAIServer(latency_s=0.03) as server:
         phase = engine(server, seen, concurrency=32)
         verdicts = fetch_and_judge(phase, jobs(200))
-        assert server.max_in_flight == 32  # reached, never passed
+        assert server.max_in_flight <= 32  # never passed
         assert server.requests == 200 and server.rate_limited == 0
     assert not verdicts.errors
     report = phase.report
-    assert seen[0] == 8 and seen[-1] == 32
-    assert sorted(set(seen)) == [8, 16, 32] and seen == sorted(seen)  # slow start: doubling
-    assert (report.concurrency_peak, report.concurrency_cuts) == (32, 0)
+    assert seen[0] == 8 and seen == sorted(seen)
+    assert sorted(set(seen)) in ([8, 16], [8, 16, 32])  # slow start: doubling
+    assert report.concurrency_peak in (16, 32) and report.concurrency_cuts == 0
 
 
 def test_backs_off_when_the_server_rate_limits_by_concurrency() -> None:
@@ -85,30 +91,27 @@ def test_defaults_adapt_up_to_64_pinned_and_local_do_not() -> None:
     assert (local.concurrency, local.adaptive) == (1, False)  # the embedded model: one slot
 
 
-def first_wave(server: OpenAIServer) -> int:
-    """Requests sent together right after the probe (the first request, which goes alone)."""
-    second = server.arrivals[1]
-    return sum(1 for t in server.arrivals[1:] if t < second + 0.1)
-
-
-def test_a_default_pytest_run_starts_at_eight_and_grows_past_the_old_sixteen(
-        pytester, plugin_args) -> None:
+def test_a_default_pytest_run_starts_at_eight_and_doubles(pytester, plugin_args) -> None:
+    """How far past 16 it grows depends on latencies a busy machine stretches (see above)."""
     write_suite(pytester, questions(150), thresholds=LENIENT)
-    with OpenAIServer(latency_s=0.2) as server:
+    wave = FirstWave(8, probe=True)
+    with wave as server:
         result = run_orbench(pytester, plugin_args, url=server.url, cache="c.sqlite3")
-        assert first_wave(server) == 8  # once the probe is back: the starting limit
-        assert 32 <= server.max_in_flight <= 64
+        assert wave.held == 8  # once the probe is back: the starting limit
+        assert server.max_in_flight <= 64
     result.assert_outcomes(passed=150)
-    peak = server.max_in_flight
-    result.stdout.fnmatch_lines([f"answers: 150 (0 from cache), * concurrency: peak {peak}"])
+    peak = int(re.search(r"concurrency: peak (\d+)", result.stdout.str()).group(1))
+    assert 16 <= peak <= 64
+    result.stdout.fnmatch_lines(["answers: 150 (0 from cache), * concurrency: peak *"])
 
 
 def test_fixed_concurrency_option_pins_a_pytest_run(pytester, plugin_args) -> None:
     write_suite(pytester, questions(40), thresholds=LENIENT)
-    with OpenAIServer(latency_s=0.2) as server:
+    wave = FirstWave(20, probe=True)
+    with wave as server:
         result = run_orbench(pytester, plugin_args, "--orbench-concurrency=20",
                              "--orbench-fixed-concurrency", url=server.url, cache="c.sqlite3")
-        assert first_wave(server) == 20  # all of it at once, no slow start
+        assert wave.held == 20  # all of it at once, no slow start
         assert server.max_in_flight == 20
     result.assert_outcomes(passed=40)
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-from orbench_pytest.config.settings import MAX_SAMPLES
+from orbench_pytest.config.parsers import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
 from orbench_pytest.core.errors import ConfigError
@@ -618,7 +618,8 @@ def test_a_query_past_its_bound_is_interrupted(tmp_path) -> None:
     """Second line of defence: any statement past QUERY_LIMIT_S stops (clock injected)."""
     from orbench_pytest.core.errors import ConfigError
     from orbench_pytest.core.types import Response
-    from orbench_pytest.fetch.cache import QueryClock, ResponseCache
+    from orbench_pytest.fetch.cache import ResponseCache
+    from orbench_pytest.fetch.cache_file import QueryClock
 
     cache = ResponseCache(tmp_path / "c.sqlite3")
     cache.put_many([(f"k{i}", Response(text="a")) for i in range(3000)])
@@ -720,8 +721,10 @@ def test_any_cache_row_is_read_or_ignored_and_merged_or_skipped(tmp_path_factory
 
 def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
                                                                        plugin_args) -> None:
-    """Another process writes the cache for 3 s in the middle of the fetch: the answers keep
-    coming (a write attempt blocks the event loop 50 ms at most), wait, and are stored."""
+    """Another process writes the cache for 6 s in the middle of the fetch: the answers keep
+    coming (a write attempt blocks the event loop 50 ms at most), wait, and are stored. A loop
+    blocked for the lock would time out the requests in flight (3 s); a busy machine's delays
+    to a 0.5 s answer stay well under that."""
     import sqlite3
     import threading
     import time
@@ -736,7 +739,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
         holder = sqlite3.connect(path, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         taken.set()
-        time.sleep(3.0)  # how long the other process writes: the case itself
+        time.sleep(6.0)  # how long the other process writes: the case itself
         holder.execute("ROLLBACK")
         holder.close()
         released.set()
@@ -749,7 +752,7 @@ def test_a_lock_taken_during_the_fetch_turns_no_answer_into_a_timeout(pytester,
 
     with OpenAIServer(script, latency_s=0.5) as slow:
         result = run_case(pytester, plugin_args,
-                          ["suites", "--orbench-timeout=1.5", "--orbench-concurrency=4"],
+                          ["suites", "--orbench-timeout=3", "--orbench-concurrency=4"],
                           url=slow.url, cache=str(path), retries=0)
     no_crash(result)
     assert released.is_set()

@@ -261,7 +261,7 @@ def test_bad_batch_options_are_usage_errors(pytester: pytest.Pytester,
     write_suite(pytester, batch_cases())
     missing = run_orbench(pytester, plugin_args, "--orbench-batch-import=nope.jsonl", url=DEAD,
                           cache="c.sqlite3", retries=0)
-    missing.stderr.fnmatch_lines(["ERROR: --orbench-batch-import: *nope.jsonl does not exist*"])
+    missing.stderr.fnmatch_lines(["ERROR: --orbench-batch-import: *nope.jsonl: file not found*"])
     local = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl", model="local")
     local.stderr.fnmatch_lines(["ERROR: --orbench-batch-export needs a served model*"])
     both = run_orbench(pytester, plugin_args, "--orbench-batch-export=r.jsonl",

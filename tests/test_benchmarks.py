@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, SHARED_DATA, shared_data
+from tests.timeouts import LONG_SUBPROCESS_TIMEOUT_S
 
 pytestmark = pytest.mark.bench
 
@@ -43,7 +44,8 @@ def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
            "ORBENCH_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True,
+                          timeout=LONG_SUBPROCESS_TIMEOUT_S)
 
 
 def test_each_scenario_is_run_here_and_quoted_by_its_page(tmp_path: Path) -> None:

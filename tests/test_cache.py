@@ -19,7 +19,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import CacheWriteError, ResponseCache, cache_key
 from orbench_pytest.run.runner import generation_params, target_identity
-from tests.helpers import SUBPROCESS_TIMEOUT_S, run_orbench
+from tests.helpers import SUBPROCESS_TIMEOUT_S, answers_stored, run_orbench
 
 
 def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
@@ -31,7 +31,7 @@ def answer(text: str = "Sure, here it is.", **fields: object) -> Response:
 
 def test_round_trip_keeps_every_field_and_marks_answers_cached(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite3")
-    cache.put("a", answer(refusal="no", reasoning="thinking"))
+    cache.put_many([("a", answer(refusal="no", reasoning="thinking"))])
     cache.put_many([("b", answer("blocked", finish_reason="content_filter",
                                  content_filter=True))])
     found = cache.get_many(["a", "b", "missing"])
@@ -50,17 +50,17 @@ def test_round_trip_keeps_every_field_and_marks_answers_cached(tmp_path: Path) -
 
 def test_transport_errors_are_never_stored(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite3")
-    cache.put("a", Response(text=None, error="HTTP 503 after 7 attempts"))
+    cache.put_many([("a", Response(text=None, error="HTTP 503 after 7 attempts"))])
     cache.put_many([("b", Response(text=None, error="timed out")), ("c", answer())])
-    assert cache.count() == 1 and set(cache.get_many(["a", "b", "c"])) == {"c"}
+    assert answers_stored(cache) == 1 and set(cache.get_many(["a", "b", "c"])) == {"c"}
 
 
 def test_a_read_only_cache_reads_but_never_writes(tmp_path: Path) -> None:
-    ResponseCache(tmp_path / "c.sqlite3").put("a", answer())
+    ResponseCache(tmp_path / "c.sqlite3").put_many([("a", answer())])
     reader = ResponseCache(tmp_path / "c.sqlite3", writable=False)
-    reader.put("b", answer())
+    reader.put_many([("b", answer())])
     reader.put_many([("c", answer())])
-    assert reader.count() == 1 and "a" in reader.get_many(["a"])
+    assert answers_stored(reader) == 1 and "a" in reader.get_many(["a"])
 
 
 def test_lookups_of_many_keys_span_query_chunks(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_a_cached_answer_is_the_response_its_fields_make(tmp_path: Path) -> None
     cache = ResponseCache(tmp_path / "c.sqlite3")
     stored = answer("Sure \u00e9t\u00e9.", refusal="r", reasoning="why",
                     system_fingerprint="fp_1", content_filter=True)
-    cache.put("a", stored)
+    cache.put_many([("a", stored)])
     found = cache.get_many(["a"])["a"]
     assert found == Response(text="Sure \u00e9t\u00e9.", finish_reason="stop", latency_ms=12.5,
                              content_filter=True, refusal="r", reasoning="why",
@@ -120,8 +120,9 @@ def test_lookups_find_every_answer_whatever_order_it_was_stored_in(tmp_path: Pat
     assert len(found) == 1500
     assert {key: r.text for key, r in found.items()} == {
         key: f"{'again' if i % 3 == 0 else 'first'} {key}" for i, key in enumerate(keys)}
-    cache.put("after", answer())  # the lookup's read transaction is over: a write goes through
-    assert cache.count() == 1501
+    # The lookup's read transaction is over: a write goes through.
+    cache.put_many([("after", answer())])
+    assert answers_stored(cache) == 1501
 
 
 def test_a_lookup_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
@@ -134,8 +135,8 @@ def test_a_lookup_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
         db.execute("UPDATE responses SET text = CAST(X'61FF62' AS TEXT) WHERE key = 'k550'")
     with pytest.raises(ConfigError, match="unreadable"):
         cache.get_many(f"k{i}" for i in range(600))
-    cache.put("after", answer())
-    assert cache.count() == 601
+    cache.put_many([("after", answer())])
+    assert answers_stored(cache) == 601
 
 
 BASE = {"orbench_model": "m", "orbench_base_url": "http://127.0.0.1:9/v1"}
@@ -191,11 +192,8 @@ def test_the_key_is_the_hash_of_the_stored_answers_json(identity, system, prompt
 def _writer(path: str, name: str, rows: int, start: multiprocessing.synchronize.Event) -> None:
     cache = ResponseCache(Path(path))
     start.wait()
-    for i in range(rows):  # one commit per answer and group commits, interleaved
-        if i % 2:
-            cache.put(f"{name}-{i}", answer(f"{name} {i}"))
-        else:
-            cache.put_many([(f"{name}-{i}", answer(f"{name} {i}"))])
+    for i in range(rows):  # one commit per answer
+        cache.put_many([(f"{name}-{i}", answer(f"{name} {i}"))])
     cache.close()
 
 
@@ -212,7 +210,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         process.join(timeout=SUBPROCESS_TIMEOUT_S)
         assert process.exitcode == 0
     cache = ResponseCache(path)
-    assert cache.count() == 600
+    assert answers_stored(cache) == 600
     found = cache.get_many([f"{n}-{i}" for n in ("one", "two") for i in range(300)])
     assert found["two-299"].text == "two 299" and len(found) == 600
 
@@ -260,7 +258,7 @@ def test_a_deleted_cache_leaves_no_trap_for_the_next_run(tmp_path: Path) -> None
     # The file deleted (as the unreadable-cache message advises) while another program still
     # holds it open: its -wal/-shm stay behind and would fail the next run's new file.
     path = tmp_path / "responses.sqlite3"
-    ResponseCache(path).put("k", Response(text="hello"))
+    ResponseCache(path).put_many([("k", Response(text="hello"))])
     holder = sqlite3.connect(path)
     holder.execute("UPDATE responses SET created = 1")
     holder.commit()
@@ -271,7 +269,7 @@ def test_a_deleted_cache_leaves_no_trap_for_the_next_run(tmp_path: Path) -> None
               "from orbench_pytest.core.types import Response\n"
               "cache = ResponseCache(Path(sys.argv[1]))\n"
               "assert cache.get_many(['k']) == {}\n"
-              "cache.put('k2', Response(text='again'))\n"
+              "cache.put_many([('k2', Response(text='again'))])\n"
               "print(cache.get_many(['k2'])['k2'].text)\n")
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
                           text=True, timeout=SUBPROCESS_TIMEOUT_S)
@@ -283,7 +281,7 @@ def test_a_deleted_cache_leaves_no_trap_for_the_next_run(tmp_path: Path) -> None
 def test_a_write_lock_held_past_the_timeout_fails_the_write_naming_the_file(
         tmp_path: Path) -> None:
     path = tmp_path / "responses.sqlite3"
-    ResponseCache(path).put("old", Response(text="kept"))
+    ResponseCache(path).put_many([("old", Response(text="kept"))])
     cache = ResponseCache(path, lock_wait_s=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another run writing, for longer than we wait
@@ -316,7 +314,7 @@ def test_any_endpoint_text_is_stored_and_read_back_as_utf_8(tmp_path_factory, te
     if not any("\ud800" <= ch <= "\udfff" for ch in text):
         assert response.text == text
     cache = ResponseCache(tmp_path_factory.mktemp("c") / "c.sqlite3")
-    cache.put("k", Response(text=text, raw=text))
+    cache.put_many([("k", Response(text=text, raw=text))])
     assert cache.get_many(["k"])["k"].text == response.text
 
 

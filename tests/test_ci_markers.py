@@ -29,7 +29,7 @@ from orbench_pytest.core.untrusted import (
     terminal_text,
 )
 from orbench_pytest.core.untrusted import defused as defused_by
-from tests.helpers import REPO, no_crash, orbench_cli
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S, no_crash, orbench_cli
 
 # Detectors written apart from the code under test: what each CI system obeys, as its docs say.
 AT_LINE_START = re.compile(r"^[ \t]*(?:::|(?:---|\+\+\+|~~~)[ \t]|\^\^\^[ \t]+\+\+\+)")
@@ -109,7 +109,7 @@ def hostile_run(pytester: pytest.Pytester, plugin_args: list[str]) -> dict[str, 
     result = pytester.runpytest_subprocess(
         *plugin_args, "suites", "--orbench-target=app:answer", "-rA", "-vv",
         "--orbench-results=run.json", "--junitxml=run.xml", "-p", "no:cacheprovider",
-        "--orbench-strict")
+        "--orbench-strict", timeout=SUBPROCESS_TIMEOUT_S)
     assert result.ret == 1
     outputs = {"terminal": no_crash(result)}
     for name in ("run.json", "run.xml"):

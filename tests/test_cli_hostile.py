@@ -186,13 +186,13 @@ def tiny_disk(tmp_path: Path):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root (the injected failure below runs anywhere)")
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(folder)],
-                             capture_output=True)
+                             capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace')}")
     try:
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], check=True)
+        subprocess.run(["umount", str(folder)], check=True, timeout=SUBPROCESS_TIMEOUT_S)
 
 
 def test_init_on_a_full_disk_names_the_file_and_leaves_nothing(tiny_disk: Path) -> None:

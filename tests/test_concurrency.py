@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from orbench_pytest.fetch.concurrency import AdaptiveLimit, AdaptiveLimiter, AdaptiveSettings
 from tests.helpers import FakeClock
+from tests.timeouts import THREAD_TIMEOUT_S
 
 
 def clean_round(limit: AdaptiveLimit, latency: float = 0.2) -> None:
@@ -173,7 +174,7 @@ def test_a_cancelled_waiter_hands_its_slot_on() -> None:
         limiter.release(latency_s=0.1)  # the slot goes to `first`...
         first.cancel()  # ...which is cancelled before it runs: `second` must get it
         await asyncio.gather(first, return_exceptions=True)
-        await asyncio.wait_for(second, timeout=1)
+        await asyncio.wait_for(second, timeout=THREAD_TIMEOUT_S)
         return limit.in_flight, second.done()
 
     assert asyncio.run(main()) == (1, True)

@@ -17,7 +17,14 @@ from orbench_pytest.core import defaults
 from orbench_pytest.core.conversation import chat_messages, parse_turns
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.fetch.cache import cache_key
-from tests.helpers import judge_args, judge_server, no_crash, run_orbench, write_suite
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    judge_args,
+    judge_server,
+    no_crash,
+    run_orbench,
+    write_suite,
+)
 from tests.openai_server import ANSWER_TEXT, REFUSAL_TEXT, OpenAIServer, Reply
 
 SUPPORT = [  # a support conversation that turns: the last question is the one judged
@@ -115,7 +122,7 @@ def test_results_junit_and_the_pr_comment_carry_the_whole_conversation(pytester,
     assert [(t.role, t.content) for t in read.items[0].messages] == turns(SUPPORT)
     report = subprocess.run([sys.executable, "-m", "orbench_pytest.cli.main", "report",
                              str(pytester.path / "out.xml")], capture_output=True, text=True,
-                            timeout=60)
+                            timeout=SUBPROCESS_TIMEOUT_S)
     assert "system: You are the support bot" in report.stdout
     assert "Which two of your products must never be mixed?" in report.stdout
 

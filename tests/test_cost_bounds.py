@@ -82,7 +82,8 @@ def test_any_cost_inputs_give_strict_json_that_reads_back(answers, price_in: str
     for prompt, completion, text in answers:
         tokens.add({"prompt_tokens": prompt, "completion_tokens": completion}, text, text)
     spent.of("prompts").requests = len(answers)
-    cost = RunCost.of(spent, 0, 1.0, Prices(settings.price_input, settings.price_output))
+    reports = settings.reports
+    cost = RunCost.of(spent, 0, 1.0, Prices(reports.price_input, reports.price_output))
     text = json.dumps(dump(cost), allow_nan=False)
     assert load(RunCost, strict_json(text), "r.json") == cost
     assert cost.usd is None or math.isfinite(cost.usd)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs_blocks import REPO, PageError, output_matches, pages, parse, run_page
+from tests.timeouts import SUBPROCESS_TIMEOUT_S
 
 PAGES = pages()
 
@@ -106,7 +107,8 @@ def test_console_output_matching() -> None:
 def test_the_generated_pages_are_current(script: str) -> None:
     """docs/options.md from the options table, docs/results.md from the results model."""
     done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--check"],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False,
+                          timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

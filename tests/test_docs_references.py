@@ -108,10 +108,11 @@ def test_a_broken_link_anchor_or_section_is_found(tmp_path: Path) -> None:
 
 def known_defaults() -> dict[str, set[str]]:
     """Each option's default(s) as the code states them: the plugin options' help "(default:
-    X)" (written from core/defaults.py) and the argparse defaults of every `orbench` command."""
+    X)" (the row's default, from core/defaults.py) and the argparse defaults of every `orbench`
+    command."""
     known: dict[str, set[str]] = {}
     for option in OPTIONS:
-        stated = re.search(r"\(default: ([^;)]+)", option.help)
+        stated = re.search(r"\(default: ([^;)]+)", option.text)
         if stated:
             known.setdefault(option.flag, set()).add(stated[1].strip())
     parsers = [_parser()]

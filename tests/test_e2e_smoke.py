@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-from tests.helpers import REPO, orbench_argv
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S, orbench_argv
 from tests.openai_server import OpenAIServer, refuse_when
 
 SMOKE = load_suite(REPO / "suites" / "smoke.yaml", SuiteOptions()).cases
@@ -38,7 +38,7 @@ def run_smoke(
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=SUBPROCESS_TIMEOUT_S,
     )
 
 

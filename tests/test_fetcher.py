@@ -21,8 +21,24 @@ from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarge
 from orbench_pytest.judges.judge import OfflineJudge
 from orbench_pytest.judges.verdicts import Verdicts
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
-from tests.helpers import LENIENT, FakeClock, jobs, questions, run_orbench, write_suite
-from tests.openai_server import REFUSAL_TEXT, HoldAfter, OpenAIServer, Reply, refuse_when
+from tests.helpers import (
+    LENIENT,
+    FakeClock,
+    answers_stored,
+    jobs,
+    questions,
+    run_orbench,
+    write_suite,
+)
+from tests.openai_server import (
+    REFUSAL_TEXT,
+    FirstWave,
+    HoldAfter,
+    OpenAIServer,
+    Reply,
+    refuse_when,
+)
+from tests.timeouts import THREAD_TIMEOUT_S
 
 
 def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
@@ -37,9 +53,13 @@ def engine(server: OpenAIServer, cache: ResponseCache | None = None, *,
 
 @pytest.mark.parametrize("concurrency", [1, 4, 9])
 def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> None:
-    with OpenAIServer(latency_s=0.03) as server:
-        report = fetch_and_judge(engine(server, concurrency=concurrency), jobs(4 * concurrency + 3))
-        assert server.max_in_flight == concurrency
+    # Pinned (the adaptive limit's moves: test_adaptive_fetch.py); after the probe, answers
+    # are held until the bound is reached, which a busy machine's slow sends cannot then miss.
+    wave = FirstWave(concurrency, probe=True, latency_s=0.03)
+    with wave as server:
+        report = fetch_and_judge(engine(server, concurrency=concurrency, adaptive=False),
+                                 jobs(4 * concurrency + 3))
+        assert wave.held == server.max_in_flight == concurrency
         assert server.requests == 4 * concurrency + 3 == len(report.answers)
         # One pooled client sized to the bound: connections are reused, never churned.
         assert server.connections <= concurrency
@@ -47,10 +67,11 @@ def test_concurrency_bound_is_reached_and_never_exceeded(concurrency: int) -> No
 
 def test_the_option_sets_the_bound_of_a_pytest_run(pytester, plugin_args) -> None:
     write_suite(pytester, questions(20), thresholds=LENIENT)
-    with OpenAIServer(latency_s=0.03) as server:
+    wave = FirstWave(3, probe=True, latency_s=0.03)
+    with wave as server:
         result = run_orbench(pytester, plugin_args, "--orbench-concurrency=3", url=server.url,
                              cache="c.sqlite3")
-        assert server.max_in_flight == 3 and server.connections <= 3
+        assert wave.held == server.max_in_flight == 3 and server.connections <= 3
     result.assert_outcomes(passed=20)
 
 
@@ -87,7 +108,7 @@ def test_the_phase_never_writes_out_its_report(openai_server: OpenAIServer) -> N
     assert written == []
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], timeout: float = THREAD_TIMEOUT_S) -> None:
     """Wait for something the code under test will do (never to show that it did not)."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -101,7 +122,7 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
         limited = engine(server, cache, rpm=5, clock=fake, sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(8)))
         assert fake.parked is not None
-        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await asyncio.wait_for(fake.parked.wait(), timeout=THREAD_TIMEOUT_S)
         await until(lambda: len(limited.verdicts.answers) == 5)
         # The sixth request waits for the window: the full minute, since no time has passed.
         assert server.requests == 5 and fake.slept == [60.0]
@@ -113,7 +134,7 @@ def test_rpm_limit_holds_back_the_request_after_the_limit(tmp_path: Path) -> Non
     cache = ResponseCache(tmp_path / "c.sqlite3")
     with OpenAIServer() as server:
         asyncio.run(scenario(server, cache))
-    assert cache.count() == 5
+    assert answers_stored(cache) == 5
 
 
 def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
@@ -124,7 +145,7 @@ def test_tpm_limit_counts_prompt_and_expected_output_tokens() -> None:
                          sleep=fake.asleep)
         task = asyncio.ensure_future(limited.run(jobs(4)))
         assert fake.parked is not None
-        await asyncio.wait_for(fake.parked.wait(), timeout=10)
+        await asyncio.wait_for(fake.parked.wait(), timeout=THREAD_TIMEOUT_S)
         await until(lambda: len(limited.verdicts.answers) == 2)
         assert server.requests == 2 and len(fake.slept) == 1
         task.cancel()
@@ -159,7 +180,8 @@ def test_cache_hits_are_not_asked_and_misses_are(tmp_path: Path,
     cache = ResponseCache(tmp_path / "c.sqlite3")
     phase = engine(openai_server, cache)
     first = fetch_and_judge(phase, jobs(6))
-    assert openai_server.requests == 6 and phase.report.cache_hits == 0 and cache.count() == 6
+    assert openai_server.requests == 6 and phase.report.cache_hits == 0
+    assert answers_stored(cache) == 6
     phase = engine(openai_server, cache)
     second = fetch_and_judge(phase, jobs(6) + jobs(2, "new"))
     assert openai_server.requests == 8  # only the two new prompts

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbench_pytest.config.settings import check_target_version
+from orbench_pytest.config.parsers import version
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.fetch.fingerprint import code_fingerprint, target_fingerprint
 
@@ -132,12 +132,15 @@ def test_the_results_fingerprint_has_code_and_version(project: Path) -> None:
 @pytest.mark.parametrize("raw", ["", "   ", "a\nb", "x" * 201, "tab\there"])
 def test_a_bad_version_is_a_one_line_error(raw: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        check_target_version(raw)
+        check_version(raw)
     message = str(caught.value)
     assert message.startswith("--orbench-target-version:") and "\n" not in message
 
 
 @given(st.text(min_size=1, max_size=200).filter(lambda t: t.strip() and t.strip().isprintable()))
 def test_any_printable_version_is_kept_stripped(raw: str) -> None:
-    assert check_target_version(raw) == raw.strip()
+    assert check_version(raw) == raw.strip()
 
+
+def check_version(raw: str) -> str | None:
+    return version(raw, "--orbench-target-version", Path())

@@ -141,10 +141,9 @@ def test_a_run_writes_the_page_and_it_reads_as_the_results_file(
         page.fill("#f-text", "STEP 3.")
         _shows(page, 1)
         assert _view(page) == [next(i.id for i in items if i.answer.startswith("Step 3."))]
-        page.fill("#f-text", "poison")
-        page.wait_for_timeout(400)  # the search waits for typing to pause
-        _shows(page, 1)
-        assert _view(page) == [next(i.id for i in items if "poison" in i.prompt)]
+        page.fill("#f-text", "poison")  # one row shown before, one after: wait for the row
+        expect(page.locator("#spacer .row .id")).to_have_text(
+            [next(i.id for i in items if "poison" in i.prompt)])
         page.fill("#f-text", "")
         _shows(page, len(items))
         # Sorting: by verdict, then the other way by clicking the column's head.
@@ -289,14 +288,15 @@ def test_hostile_answers_neither_run_nor_change_the_page(
                 page.hover("#detail pre.answer")
             page.select_option("#f-category", HOSTILE_CATEGORY)
             page.hover("#spacer .row")
-            page.fill("#f-text", "script")
-            page.wait_for_timeout(300)
+            page.select_option("#f-category", "")
+            page.fill("#f-text", "script")  # searched over every hostile text, once shown
+            _shows(page, sum("script" in f"{i.prompt}\n{i.answer}\n{i.id}".lower()
+                             for i in items))
             assert page.evaluate("window.__pwned") is None
             assert page.title() == title == "orbench report: m"
             assert view.errors == [] and page.evaluate("window.__csp") == []
             assert view.messages == []  # nothing logged: no blocked script, no error
             # The CSV: every cell as orbench label writes it (no formula, no control char).
-            page.select_option("#f-category", "")
             page.fill("#f-text", "")
             _shows(page, len(items))
             with page.expect_download() as download:

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from orbench_pytest.catalog.paths import may_hold_suites
-from tests.helpers import REPO, questions, run_orbench, write_suite
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S, questions, run_orbench, write_suite
 from tests.openai_server import OpenAIServer
 
 ENTRY_MODULES = {"orbench_pytest", "orbench_pytest.plugin", "orbench_pytest.plugin.hooks",
-                 "orbench_pytest.config", "orbench_pytest.config.options", "orbench_pytest.core",
+                 "orbench_pytest.config", "orbench_pytest.config.options",
+                 "orbench_pytest.config.parsers", "orbench_pytest.core",
                  "orbench_pytest.core.defaults"}
 HEAVY = ("yaml", "httpx", "openai", "aiohttp", "asyncio", "sqlite3", "junitparser",
          "orbench_pytest.plugin.session", "orbench_pytest.config.settings",
@@ -30,7 +31,8 @@ def test_importing_the_entry_point_loads_only_the_option_table() -> None:
             "import orbench_pytest.plugin.hooks\n"
             "print(json.dumps(sorted(set(sys.modules) - before)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=SUBPROCESS_TIMEOUT_S)
     added = set(json.loads(done.stdout))
     # Nothing outside the package (pytest has loaded every standard module the table needs),
     # and of the package only the entry point, the option table and the defaults.
@@ -48,7 +50,8 @@ def test_the_dataclasses_a_run_imports_have_docstrings() -> None:
             "    if dataclasses.is_dataclass(c) and isinstance(c, type) and c.__module__ == m\n"
             "    and (c.__doc__ or '').startswith(c.__name__ + '('))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=SUBPROCESS_TIMEOUT_S)
     assert json.loads(done.stdout) == []
 
 

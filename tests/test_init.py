@@ -14,7 +14,7 @@ from orbench_pytest.catalog.ready import starter_thresholds
 from orbench_pytest.cli.init_project import WORKFLOW, init_project, tomllib, try_commands
 from orbench_pytest.cli.init_workflow import git_spec, render_workflow, template
 from orbench_pytest.cli.main import main as orbench
-from tests.helpers import REPO
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, Script
 from tests.workflow_steps import Runner, runner_env
 
@@ -103,7 +103,7 @@ def test_not_a_folder_is_a_one_line_error(tmp_path: Path,
 
 def git(project: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True,
-                          timeout=60, check=True,
+                          timeout=SUBPROCESS_TIMEOUT_S, check=True,
                           env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
                                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
     return done.stdout.strip()

@@ -39,7 +39,7 @@ def test_judge_check_of_a_missing_file_is_a_usage_error(pytester, plugin_args) -
     result = run_orbench(pytester, plugin_args, f"--orbench-judge-check={Path('nowhere.csv')}",
                          serve=refusing(TOXIC))
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--orbench-judge-check: *nowhere.csv does not exist*"])
+    result.stderr.fnmatch_lines(["*--orbench-judge-check: *nowhere.csv: file not found*"])
 
 
 def exported_labels(pytester: pytest.Pytester, plugin_args: list[str], script: Script,

@@ -4,6 +4,7 @@ Also: the keyword judge's shortcut (classifier skipped) gives exactly the full v
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import itertools
@@ -21,11 +22,15 @@ from orbench_pytest.core.types import Label, Response, Verdict
 from orbench_pytest.fetch.cache import (
     CacheWriteError,
     ResponseCache,
-    judgment_key,
     judgment_keys,
 )
 from orbench_pytest.fetch.cache_merge import merge_caches
-from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S, FetchSettings, Job
+from orbench_pytest.fetch.engine import (
+    ANSWERS_COMMIT_EVERY_S,
+    CacheWriter,
+    FetchSettings,
+    Job,
+)
 from orbench_pytest.fetch.targets import GenerationParams, OpenAICompatibleTarget
 from orbench_pytest.judges.judge import OfflineJudge, settle
 from orbench_pytest.run.judged_fetch import JudgedFetch, fetch_and_judge
@@ -38,6 +43,7 @@ from tests.helpers import (
     xstest_labelled_answers,
 )
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, refuse_when
+from tests.timeouts import scaled
 
 LABELLED = Path(__file__).parent / "data" / "orbench_local_labelled.csv"
 REFUSED = Verdict(Label.REFUSAL, "declines: I can't", "keyword", confident=False)
@@ -67,10 +73,10 @@ def test_equal_stored_verdicts_are_read_as_one_object(tmp_path: Path) -> None:
 
 
 def test_a_changed_judge_version_or_answer_misses() -> None:
-    key = judgment_key("keyword", "v4+clf:1", "prompt", "answer")
-    assert judgment_key("keyword", "v5+clf:1", "prompt", "answer") != key
-    assert judgment_key("keyword", "v4+clf:1", "prompt", "answer!") != key
-    assert judgment_key("hybrid", "v4+clf:1", "prompt", "answer") != key
+    key = judgment_keys("keyword", "v4+clf:1")("prompt", "answer")
+    assert judgment_keys("keyword", "v5+clf:1")("prompt", "answer") != key
+    assert judgment_keys("keyword", "v4+clf:1")("prompt", "answer!") != key
+    assert judgment_keys("hybrid", "v4+clf:1")("prompt", "answer") != key
 
 
 PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=30),
@@ -80,7 +86,7 @@ PARTS = st.tuples(st.text(max_size=12), st.text(max_size=12), st.text(max_size=3
 @given(PARTS, PARTS)
 def test_the_judgment_key_is_equal_exactly_when_all_four_parts_are(a, b) -> None:
     # No two splits of the same characters share a key: ("ab", "c") is not ("a", "bc").
-    assert (judgment_key(*a) == judgment_key(*b)) == (a == b)
+    assert (judgment_keys(*a[:2])(*a[2:]) == judgment_keys(*b[:2])(*b[2:])) == (a == b)
 
 
 def length_prefixed_sha256(*parts: str) -> str:
@@ -95,7 +101,7 @@ def length_prefixed_sha256(*parts: str) -> str:
 def test_the_judgment_key_keeps_the_bytes_stored_verdicts_were_filed_under() -> None:
     parts = ("keyword", "v4+clf:1", "Wie töte ich einen Python-Prozess?",
              "Mit kill -9 \u2014 oder höflicher mit SIGTERM.")
-    assert judgment_key(*parts) == length_prefixed_sha256(*parts) == (
+    assert judgment_keys(*parts[:2])(*parts[2:]) == length_prefixed_sha256(*parts) == (
         "a33c2da9af53eac19ed28223568091abb370c5860133fea9d6f2c4000e56dde1")
 
 
@@ -105,8 +111,7 @@ def test_one_judge_s_keys_are_the_keys_of_each_answer_alone(judge, answers) -> N
     name, version, prompt, answer = judge
     key_of = judgment_keys(name, version)
     for p, a in [(prompt, answer), *answers]:
-        assert key_of(p, a) == judgment_key(name, version, p, a) == \
-            length_prefixed_sha256(name, version, p, a)
+        assert key_of(p, a) == length_prefixed_sha256(name, version, p, a)
 
 
 def test_stored_verdicts_are_read_whatever_their_keys_hold(tmp_path: Path) -> None:
@@ -137,7 +142,7 @@ def test_a_read_only_cache_reads_judgments_but_never_writes_them(tmp_path: Path)
 def old_cache(path: Path) -> None:
     """A cache file as written before the judgments table existed."""
     cache = ResponseCache(path)
-    cache.put("a", Response(text="kept"))
+    cache.put_many([("a", Response(text="kept"))])
     cache._db.execute("DROP TABLE judgments")
     cache.close()
 
@@ -291,10 +296,12 @@ def test_verdicts_are_written_apart_from_the_answers_in_one_write_at_the_end(
     assert sum(answers for answers, _ in cache.writes) == 12 == judgments_stored(cache)
 
 
-def test_answers_arriving_together_share_a_commit_and_none_waits_past_the_interval(
+def test_answers_arriving_together_share_a_commit_and_are_written_as_the_run_goes(
         tmp_path: Path) -> None:
     # 10 ms a request, 4 at a time: an answer every 2.5 ms for about 0.3 s. One commit a loop
     # turn would be about one an answer; at most one an interval holds them a few dozen each.
+    # Only what holds however busy the machine: timers never fire early, and the order of
+    # events (the interval itself is checked on the loop's own clock, below).
     cache = WriteLog(tmp_path / "c.sqlite3")
     with OpenAIServer(poison_refused(), latency_s=0.01) as server:
         started = time.monotonic()
@@ -307,9 +314,68 @@ def test_answers_arriving_together_share_a_commit_and_none_waits_past_the_interv
     gaps = [b - a for a, b in itertools.pairwise(answer_writes[:-1])]  # the last: the end's
     assert gaps and min(gaps) >= ANSWERS_COMMIT_EVERY_S * 0.9  # at most one an interval
     assert len(answer_writes) <= (ended - started) / ANSWERS_COMMIT_EVERY_S + 2
-    # ... and written as the run goes, not held to its end
-    assert answer_writes[0] - started < ANSWERS_COMMIT_EVERY_S + 0.2
-    assert ended - answer_writes[-2] < ANSWERS_COMMIT_EVERY_S + 0.2
+    # ... and written as the run goes, not held to its end: the first answers before the last
+    # request was even sent, the end's write only the answers of its last interval
+    assert answer_writes[0] < server.arrivals[-1]
+    assert [answers for answers, _ in cache.writes if answers][-1] < 120 // 2
+
+
+class ClockedLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when the test moves it (`now`): its timers (a
+    write held to the end of an interval) fire when the test says the time has come."""
+
+    now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_a_write_waits_for_the_end_of_the_interval_and_no_longer(tmp_path: Path) -> None:
+    """The loop's clock injected: answers arriving within ANSWERS_COMMIT_EVERY_S of the last
+    write share the write at the end of that interval, however late the machine runs it;
+    an answer after a quiet interval is written at the end of its loop turn."""
+    every = ANSWERS_COMMIT_EVERY_S
+    cache = WriteLog(tmp_path / "c.sqlite3")
+    # The request layer is asked only when a write fails.
+    writer = CacheWriter(cache, None)  # type: ignore[arg-type]
+    loop = ClockedLoop()
+
+    async def turns() -> None:  # the loop runs what is due (a timer: on the turn after)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    def answer(n: int) -> None:
+        writer.store(f"k{n}", Response(text=f"Sure {n}."))
+
+    async def scenario() -> list[list[tuple[int, int]]]:
+        seen = []
+        answer(0)
+        await turns()
+        seen.append([*cache.writes])  # at once: nothing was written before
+        loop.now = every * 0.2
+        answer(1)
+        answer(2)
+        await turns()
+        seen.append([*cache.writes])  # held: the last write was 0.2 intervals ago
+        loop.now = every * 0.99
+        await turns()
+        seen.append([*cache.writes])  # still held, a hair before the interval ends
+        loop.now = every
+        await turns()
+        seen.append([*cache.writes])  # the interval over: both in one write
+        loop.now = every * 5  # a quiet while, then one answer: written at once
+        answer(3)
+        await turns()
+        seen.append([*cache.writes])
+        return seen
+
+    try:
+        seen = loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    one, two = (1, 0), (2, 0)
+    assert seen == [[one], [one], [one], [one, two], [one, two, one]]
+    assert set(cache.get_many([f"k{n}" for n in range(4)])) == {"k0", "k1", "k2", "k3"}
 
 
 class SmallWrites(JudgedFetch):
@@ -355,7 +421,7 @@ def test_a_judgment_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < scaled(20)  # not the 30 s a write waits by default
     assert verdicts.judged == 4 and server.requests == 4
     report = phase.report
     assert report.stopped_reason is not None

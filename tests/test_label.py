@@ -217,6 +217,21 @@ def test_export_writes_the_sample_for_a_spreadsheet_and_reads_it_back(tmp_path: 
     assert "6 of 6 labelled (0 left, done)" in more.stdout, more.stdout + more.stderr
 
 
+def test_a_whole_answer_is_read_back_and_the_csv_field_limit_put_back(tmp_path: Path) -> None:
+    """An answer longer than the csv module's default field limit (131,072 characters) is read
+    whole; the limit, process-wide, is as it was before."""
+    answer = "x" * 150_000
+    path = tmp_path / "sheet.csv"
+    export([JudgedAnswer("s[c-0]", "s", "", "c-0", "k", "comply", "refusal", "p", answer, 1)],
+           path)
+    before = csv.field_size_limit(131_072)  # the default, whatever another test set
+    try:
+        assert read_labels(path)["s[c-0]"]["response"] == answer
+        assert csv.field_size_limit() == 131_072
+    finally:
+        csv.field_size_limit(before)
+
+
 text_cells = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 
 

@@ -12,8 +12,14 @@ from functools import partial
 import pytest
 
 from tests import helpers
-from tests.helpers import plugin_installed, refusing, run_orbench, write_thresholds
-from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
+from tests.helpers import (
+    SUBPROCESS_TIMEOUT_S,
+    plugin_installed,
+    refusing,
+    run_orbench,
+    write_thresholds,
+)
+from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply, always
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
 mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
@@ -359,7 +365,7 @@ def test_plugin_is_inert_without_suites(pytester, plugin_args) -> None:
     # A fresh process, as a user runs it: in-process, pytest warns that the already imported
     # plugin module cannot be assertion-rewritten, a warning that names the package.
     # pytest alone, no path nor option (run_orbench would hide that): the plugin stays silent.
-    result = pytester.runpytest_subprocess(*plugin_args)
+    result = pytester.runpytest_subprocess(*plugin_args, timeout=SUBPROCESS_TIMEOUT_S)
     result.assert_outcomes(passed=1)
     # The header's "plugins:" line names the package when it is installed; nothing else may.
     lines = [line for line in result.outlines if not line.startswith("plugins:")]
@@ -439,28 +445,98 @@ def test_in_process_sessions_do_not_depend_on_how_pytest_was_started(
     assert result.parseoutcomes() == {"passed": 1}, result.stdout.str()
 
 
+@pytest.mark.parametrize(("new", "old"), [("--orbench-subset=2", "--orbench-sample=2"),
+                                          ("--orbench-random-seed=5", "--orbench-seed=5")])
 def test_a_renamed_options_old_spelling_still_works_and_names_the_new_one(
-        pytester, plugin_args) -> None:
-    """--orbench-sample became --orbench-subset (beside --orbench-samples, the repeats): the
-    old spelling, and its ini twin, select the same prompts for one release, with a warning."""
+        pytester, plugin_args, new: str, old: str) -> None:
+    """--orbench-sample became --orbench-subset (beside --orbench-samples, the repeats),
+    --orbench-seed --orbench-random-seed (beside --orbench-request-seed): the old spelling
+    selects the same prompts for one release, with a warning located on the command line,
+    not in the plugin's code."""
     mini_suite(pytester)
-    runs = {}
-    for spelling in ("--orbench-subset=2", "--orbench-sample=2"):
-        runs[spelling] = run_orbench(pytester, plugin_args, spelling, "--collect-only", "-q",
-                                     "-W", "default", model="m")
+    args = ("--orbench-subset=2",) if "seed" in new else ()
+    runs = {spelling: run_orbench(pytester, plugin_args, *args, spelling, "--collect-only",
+                                  "-q", "-W", "default", model="m")
+            for spelling in (new, old)}
     ids = {spelling: [line for line in result.stdout.lines if "::" in line]
            for spelling, result in runs.items()}
-    assert len(ids["--orbench-subset=2"]) == 2
-    assert ids["--orbench-sample=2"] == ids["--orbench-subset=2"]
-    assert "deprecated" not in runs["--orbench-subset=2"].stdout.str()
-    runs["--orbench-sample=2"].stdout.fnmatch_lines([
-        "*PytestDeprecationWarning: --orbench-sample is deprecated and will be removed in the "
-        "next release: use --orbench-subset*"])
+    assert len(ids[new]) == 2
+    assert ids[old] == ids[new]
+    assert "deprecated" not in runs[new].stdout.str()
+    old_flag, new_flag = old.partition("=")[0], new.partition("=")[0]
+    runs[old].stdout.fnmatch_lines([
+        "*warnings summary*", "command line:0",
+        f"  command line:0: PytestDeprecationWarning: {old_flag} (command line) is deprecated "
+        f"and will be removed in the next release: use {new_flag}"])
+    assert "hooks.py" not in runs[old].stdout.str()
 
-    pytester.makeini("[pytest]\norbench_sample = 2\n")
+
+@pytest.mark.parametrize("ini_file", ["pytest.ini", "tox.ini", "pyproject.toml"])
+def test_an_old_ini_key_is_warned_at_its_line_in_the_ini_file(
+        pytester, plugin_args, ini_file: str) -> None:
+    """orbench_sample and orbench_seed still work as ini keys for one release; each warning
+    points at the key's line of the user's ini file."""
+    mini_suite(pytester)
+    section = "[tool.pytest.ini_options]" if ini_file == "pyproject.toml" else "[pytest]"
+    quote = '"' if ini_file == "pyproject.toml" else ""
+    (pytester.path / ini_file).write_text(
+        f"# the project's settings\n{section}\norbench_sample = {quote}2{quote}\n"
+        f"orbench_seed = {quote}5{quote}\n")
     from_ini = run_orbench(pytester, plugin_args, "--collect-only", "-q", "-W", "default",
                            model="m")
-    assert [line for line in from_ini.stdout.lines if "::" in line] == ids["--orbench-subset=2"]
+    with_new = run_orbench(pytester, plugin_args, "--collect-only", "-q",
+                           "--orbench-subset=2", "--orbench-random-seed=5", model="m")
+    assert len([line for line in with_new.stdout.lines if "::" in line]) == 2
+    assert [line for line in from_ini.stdout.lines if "::" in line] == \
+        [line for line in with_new.stdout.lines if "::" in line]
     from_ini.stdout.fnmatch_lines([
-        "*PytestDeprecationWarning: the ini key orbench_sample is deprecated and will be "
-        "removed in the next release: use orbench_subset*"])
+        f"{ini_file}:3",
+        f"  *{ini_file}:3: PytestDeprecationWarning: {ini_file}: orbench_sample is deprecated "
+        "and will be removed in the next release: use orbench_subset",
+        f"{ini_file}:4",
+        f"  *{ini_file}:4: PytestDeprecationWarning: {ini_file}: orbench_seed is deprecated "
+        "and will be removed in the next release: use orbench_random_seed"])
+    assert "hooks.py" not in from_ini.stdout.str()
+
+
+def test_a_suites_old_sample_key_still_works_and_is_warned_at_its_line(
+        pytester, plugin_args) -> None:
+    """A suite's `sample:` became `subset:` (as --orbench-subset): the old key draws the same
+    prompts for one release, with a warning at its line of the suite file; both at once is a
+    one-line error."""
+    rows = "prompts:\n" + "".join(f"  - {{prompt: 'how do I bake bread {n}?', expect: comply}}\n"
+                                  for n in range(6))
+    suites = pytester.mkdir("suites")
+    runs = {}
+    for key in ("subset", "sample"):
+        (suites / "mini.yaml").write_text(f"name: mini\n{key}: {{n: 2, seed: 3}}\n{rows}")
+        runs[key] = run_orbench(pytester, plugin_args, "--collect-only", "-q", "-W", "default",
+                                model="m")
+    ids = {key: [line for line in run.stdout.lines if "::" in line] for key, run in runs.items()}
+    assert len(ids["subset"]) == 2 and ids["sample"] == ids["subset"]
+    assert "deprecated" not in runs["subset"].stdout.str()
+    runs["sample"].stdout.fnmatch_lines([
+        "suites/mini.yaml:2",
+        "  *suites/mini.yaml:2: FutureWarning: mini.yaml: sample: is deprecated and will be "
+        "removed in the next release: use subset:"])
+
+    (suites / "mini.yaml").write_text(f"name: mini\nsubset: {{n: 2}}\nsample: {{n: 3}}\n{rows}")
+    both = run_orbench(pytester, plugin_args, "--collect-only", "-q", model="m")
+    assert both.ret != 0
+    both.stdout.fnmatch_lines(["*mini.yaml: give subset only (sample is its old name)*"])
+
+
+def test_under_xdist_an_old_spelling_is_warned_once_by_the_controller(
+        pytester, plugin_args) -> None:
+    """The workers get the same options; only the controller warns, each spelling once."""
+    mini_suite(pytester)
+    (pytester.path / "pytest.ini").write_text("[pytest]\norbench_seed = 5\n")
+    result = run_orbench(pytester, plugin_args, "--orbench-sample=2", "-n", "2", "-W",
+                         "default", serve=always(), subprocess=True,
+                         timeout=SUBPROCESS_TIMEOUT_S)
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str()
+    assert "2 workers" in output
+    assert output.count("PytestDeprecationWarning: --orbench-sample (command line)") == 1
+    assert output.count("PytestDeprecationWarning: pytest.ini: orbench_seed is deprecated") == 1
+    result.stdout.fnmatch_lines(["command line:0", "pytest.ini:2"], consecutive=False)

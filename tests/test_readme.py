@@ -16,7 +16,7 @@ from orbench_pytest.cli.main import _parser
 from orbench_pytest.config.options import OPTIONS
 from orbench_pytest.gate.thresholds import parse_thresholds
 from tests.docs_blocks import pages, parse
-from tests.helpers import REPO
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
 
 README = (REPO / "README.md").read_text()
 BLOCKS = [block for page in pages() for block in parse(page)]
@@ -113,5 +113,6 @@ def test_every_thresholds_snippet_is_valid() -> None:
 
 def test_the_main_job_block_is_what_the_script_makes_from_the_recording() -> None:
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "readme_main_job.py"),
-                           "--check"], capture_output=True, text=True, check=False, timeout=300)
+                           "--check"], capture_output=True, text=True, check=False,
+                          timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr

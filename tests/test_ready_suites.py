@@ -83,10 +83,10 @@ def test_every_option_reaches_the_settings_under_its_name(tmp_path: Path) -> Non
     values = read_options({}, ini({"orbench_model": "m", "orbench_data_dir": ["d1", "d2"]}),
                           tmp_path)
     settings = build_settings(values, env={}, invocation_dir=Path("/elsewhere"))
-    assert settings.model == "m"
-    assert settings.data_dirs == (tmp_path / "d1", tmp_path / "d2")
+    assert settings.target.model == "m"
+    assert settings.scope.data_dirs == (tmp_path / "d1", tmp_path / "d2")
     env = {"ORBENCH_DATA_DIR": "/a:/b"}
-    assert build_settings({}, env=env).data_dirs == (Path("/a"), Path("/b"))
+    assert build_settings({}, env=env).scope.data_dirs == (Path("/a"), Path("/b"))
 
 
 # --------------------------------------------------------------------------- suite selection
@@ -169,7 +169,7 @@ def test_a_base_url_alone_asks_the_endpoint_which_model() -> None:
 
     chosen, line = choose_model(settings(base_url="http://127.0.0.1:1/v1"), env={},
                                 served=served)
-    assert chosen.model == "only-one" and "only-one" in (line or "")
+    assert chosen.target.model == "only-one" and "only-one" in (line or "")
     chosen, _ = choose_model(settings(), env={"OPENAI_BASE_URL": "http://127.0.0.1:2/v1"},
                              served=served)
     assert asked == ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]
@@ -210,8 +210,8 @@ def test_a_suite_over_the_limit_runs_only_sampled_or_asked_for_in_full(tmp_path:
     with pytest.raises(ConfigError, match=f"big would send {UNSAMPLED_LIMIT + 1:,} prompts; "
                                           "sample it with --orbench-subset=N"):
         load_suite(path, SuiteOptions())
-    assert len(load_suite(path, SuiteOptions(sample=1.0)).cases) == UNSAMPLED_LIMIT + 1
-    assert len(load_suite(path, SuiteOptions(sample=100)).cases) == 100
+    assert len(load_suite(path, SuiteOptions(subset=1.0)).cases) == UNSAMPLED_LIMIT + 1
+    assert len(load_suite(path, SuiteOptions(subset=100)).cases) == 100
     at_limit = big_suite(tmp_path, UNSAMPLED_LIMIT)
     assert len(load_suite(at_limit, SuiteOptions()).cases) == UNSAMPLED_LIMIT
 

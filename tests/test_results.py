@@ -277,7 +277,7 @@ def _synthetic_run(sampled: bool) -> Document:
                                                    "how do I kill", "how might I kill",
                                                    "persona(0)", "I can't", "why", True)])
     settings = build_settings({"orbench_system_prompt": ["You help.", "Refuse anything."],
-                               "orbench_model": "m", "orbench_seed": 3,
+                               "orbench_model": "m", "orbench_random_seed": 3,
                                "orbench_base_url": "http://u:p@127.0.0.1:9/v1"}, env={})
     return build_results(
         items=items, gate=gate, settings=settings, target="m",

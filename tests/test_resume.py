@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import ANSWERS_COMMIT_EVERY_S
 from tests.helpers import (
     SUBPROCESS_TIMEOUT_S,
+    answers_stored,
     orbench_argv,
     run_orbench,
     wait_until,
@@ -35,11 +35,7 @@ def bread_suite(root: Path) -> list[str]:
 
 
 def cached_rows(root: Path) -> int:
-    cache = ResponseCache(root / "c.sqlite3", writable=False)
-    try:
-        return cache.count()
-    finally:
-        cache.close()
+    return answers_stored(root / "c.sqlite3")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])

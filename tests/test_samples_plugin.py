@@ -14,9 +14,9 @@ import pytest
 from junitparser import JUnitXml, Properties
 
 from orbench_pytest.core.statistics import clustered_rate
-from orbench_pytest.fetch.cache import ResponseCache
 from tests.helpers import (
     SUBPROCESS_TIMEOUT_S,
+    answers_stored,
     cases,
     item_outcomes,
     orbench_argv,
@@ -144,9 +144,7 @@ def test_an_interrupted_sampled_run_resumes_asking_only_the_missing_samples(
         output, _ = process.communicate(timeout=SUBPROCESS_TIMEOUT_S)
         held.release()
         first = server.requests
-        cache = ResponseCache(project.path / "c.sqlite3", writable=False)
-        kept = cache.count()
-        cache.close()
+        kept = answers_stored(project.path / "c.sqlite3")
         assert 0 < kept < total, output
         result = run_orbench(project, plugin_args, *args, url=server.url, cache="c.sqlite3")
         second = server.requests - first

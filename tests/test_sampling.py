@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from orbench_pytest.catalog.sampling import allocate, parse_sample, sample_count, stratified_sample
 from orbench_pytest.core.errors import ConfigError
-from tests.helpers import REPO
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
 
 strata_lists = st.lists(st.sampled_from(["hate", "privacy", "self-harm", "illegal", "sexual",
                                          "violence", "a", "b"]), min_size=1, max_size=300)
@@ -77,7 +77,7 @@ def test_the_same_sample_in_another_process_with_another_hash_seed() -> None:
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO)}
         out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                             capture_output=True, text=True).stdout
+                             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S).stdout
         results.append(json.loads(out))
     strata = [f"cat{i % 7}" for i in range(5000)] + ["rare"]
     assert results[0] == results[1] == stratified_sample(strata, 300, 42)

@@ -31,7 +31,7 @@ from orbench_pytest.judges.check import Pair
 from orbench_pytest.reports.document import ItemRecord
 from orbench_pytest.run.prompt_asker import Asked
 from orbench_pytest.strategies import SafePrompt
-from tests.helpers import REPO
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
 
 PACKAGE = Path(orbench_pytest.__file__).parent
 
@@ -118,7 +118,8 @@ def test_a_key_in_a_suite_prompt_is_redacted_in_hypothesis_and_pytest_reports(
     # As the user runs it: a fresh interpreter with Hypothesis' pytest plugin loaded.
     result = pytester.runpytest_subprocess(*plugin_args, "test_user.py",
                                            "--orbench-target=echo_app:answer",
-                                           "-p", "no:cacheprovider")
+                                           "-p", "no:cacheprovider",
+                                           timeout=SUBPROCESS_TIMEOUT_S)
     result.assert_outcomes(failed=1)
     out = result.stdout.str() + result.stderr.str()
     assert "prompt='How do I rotate the key [REDACTED] safely?'" in out, out  # Hypothesis'

@@ -20,7 +20,7 @@ from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.cache_merge import merge_caches
-from tests.helpers import cases, run_orbench, write_suite
+from tests.helpers import SUBPROCESS_TIMEOUT_S, cases, run_orbench, write_suite
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
 
 keys = st.tuples(st.text(max_size=8), st.sampled_from(["", "a", "sp1"]), st.text(max_size=12))
@@ -41,7 +41,7 @@ def test_the_split_is_the_same_on_every_machine_and_hash_seed() -> None:
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True).stdout
+                             text=True, check=True, timeout=SUBPROCESS_TIMEOUT_S).stdout
         assert out.strip() == str(list(pinned.values()))
     assert list(pinned.values()) == [1, 3, 2, 1, 1, 4, 1, 2]  # a fixed function of the key
 

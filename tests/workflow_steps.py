@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from tests.timeouts import LONG_SUBPROCESS_TIMEOUT_S
+
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 STATUS_FUNCTIONS = ("always()", "failure()", "success()", "cancelled()")
 
@@ -34,7 +36,7 @@ class Runner:
     env: dict[str, str]
     values: Mapping[str, str]  # expression → value: "secrets.OPENAI_API_KEY" → the key
     event: str = "pull_request"
-    timeout: float = 600
+    timeout: float = LONG_SUBPROCESS_TIMEOUT_S
 
     def condition(self, text: str, ran: Ran, job_failed: bool) -> bool:
         terms: dict[str, Callable[[re.Match[str]], bool]] = {

@@ -108,7 +108,8 @@ def parse_output(lines: Iterable[bytes], where: str) -> Iterator[OutputLine]:
 
 
 class _Malformed(ValueError):
-    pass
+    """Private control flow, not an error of the package's: raised inside the parsing of one
+    line and turned into that line's ConfigError before it leaves this module."""
 
 
 def _output_line(data: Any, number: int) -> OutputLine:

@@ -185,7 +185,6 @@ Transform = Callable[[str, int], str]
 # From the smallest change to the largest: the shrinker moves an edit toward the front.
 TRANSFORMS: tuple[Transform, ...] = (whitespace, punctuation, case, typo, synonym, framing,
                                      purpose, persona)
-BY_NAME: dict[str, Transform] = {t.__name__: t for t in TRANSFORMS}
 # The kinds of edit --orbench-rewording-edits chooses among, and each transformation's.
 KINDS = ("wording", "persona", "purpose")
 KIND_OF: dict[str, str] = {"persona": "persona", "purpose": "purpose"}  # the rest: wording
@@ -272,16 +271,6 @@ class Rewording(str):
 
     def _repr_pretty_(self, printer: object, cycle: bool) -> None:  # Hypothesis' printer
         printer.text(repr(self))  # type: ignore[attr-defined]
-
-
-def reword(original: str, edits: Sequence[tuple[str, int]]) -> Rewording:
-    """A Rewording from (transform name, choice) pairs, e.g. `reword(p, [("persona", 0)])`."""
-    made = []
-    for name, choice in edits:
-        if name not in BY_NAME:
-            raise ValueError(f"unknown transformation {name!r} (known: {', '.join(BY_NAME)})")
-        made.append(Edit(BY_NAME[name], choice))
-    return Rewording(original, made)
 
 
 @lru_cache(maxsize=1)

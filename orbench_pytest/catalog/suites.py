@@ -31,10 +31,12 @@ from orbench_pytest.core.types import (
 from orbench_pytest.core.untrusted import terminal_text
 
 SUITE_KEYS = ("name", "description", "license", "citation", "source", "sha256", "rows",
-              "where", "prompts", "prompt", "messages", "category", "expect", "id", "sample",
-              "judge")
+              "where", "prompts", "prompt", "messages", "category", "expect", "id", "subset",
+              "sample", "judge")
 INLINE_KEYS = ("prompt", "messages", "expect", "category", "id")
 SAMPLE_KEYS = ("n", "seed", "stratify")
+SUBSET_KEY = "subset"  # the suite's own subset, as --orbench-subset; `sample:` until renamed
+OLD_SUBSET_KEY = "sample"
 # More prompts than this run only when sampled or asked for in full (--orbench-subset=all):
 # an unsampled OR-Bench-80K is 80,359 paid requests.
 UNSAMPLED_LIMIT = 5_000
@@ -44,7 +46,7 @@ UNSAMPLED_LIMIT = 5_000
 class SuiteOptions:
     """Run-wide choices that change which cases a suite yields."""
 
-    sample: int | float | None = None  # --orbench-subset overrides the suite's own
+    subset: int | float | None = None  # --orbench-subset overrides the suite's own
     seed: int | None = None
     categories: tuple[str, ...] = ()  # --orbench-category filter
     data_dirs: tuple[Path, ...] = ()  # --orbench-data-dir, looked in before any download
@@ -98,8 +100,8 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     if judge is not None and judge not in defaults.JUDGE_NAMES:
         raise ConfigError(f"{path}: judge: {judge!r} is not allowed "
                           f"(allowed: {', '.join(defaults.JUDGE_NAMES)})")
-    own_size = _suite_sample(path, data)  # the suite's own sample: its size as defined
-    size = options.sample if options.sample is not None else own_size
+    own_size, own_seed = _suite_subset(path, data)  # the suite's own: its size as defined
+    size = options.subset if options.subset is not None else own_size
     if has_prompts:
         rows = _inline_rows(path, data["prompts"])
         mapping: dict[str, Any] = {"prompt": "prompt", "category": "category", "id": "id",
@@ -132,7 +134,7 @@ def load_suite(path: Path, options: SuiteOptions, data: Any = None) -> Suite:
     else:
         from orbench_pytest.catalog.sampling import stratified_sample
 
-        seed = options.seed if options.seed is not None else _suite_seed(path, data)
+        seed = options.seed if options.seed is not None else own_seed
         picked = stratified_sample([case.category for case in cases], size, seed)
         cases = [cases[i] for i in picked]
         # --orbench-subset is part of a suite, as -k is: its whole is the suite as defined.
@@ -354,29 +356,51 @@ def _filter_categories(path: Path, cases: list[PromptCase],
     return [case for case in cases if case.category in categories]
 
 
-def _suite_sample(path: Path, data: dict[str, Any]) -> int | float | None:
-    sample = data.get("sample")
-    if sample is None:
-        return None
-    if not isinstance(sample, dict):
-        raise ConfigError(f"{path}: sample: expected {{n: COUNT or FRACTION, seed: INT}}")
-    check_known_keys(sample, SAMPLE_KEYS, f"{path}: sample.")
-    stratify = sample.get("stratify", "category")
+def _subset_key(path: Path, data: dict[str, Any]) -> str:
+    """`subset`, or its old spelling `sample` (one release, with a warning at its line)."""
+    if OLD_SUBSET_KEY not in data:
+        return SUBSET_KEY
+    if SUBSET_KEY in data:
+        raise ConfigError(f"{path}: give {SUBSET_KEY} only ({OLD_SUBSET_KEY} is its old name)")
+    import warnings
+
+    warnings.warn_explicit(f"{path.name}: {OLD_SUBSET_KEY}: is deprecated and will be removed "
+                           f"in the next release: use {SUBSET_KEY}:", FutureWarning, str(path),
+                           _line_of_key(path, OLD_SUBSET_KEY))
+    return OLD_SUBSET_KEY
+
+
+def _line_of_key(path: Path, key: str) -> int:
+    """The line (1-based) of a top-level key of a YAML file; 0 when not found."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    return next((n for n, line in enumerate(lines, start=1)
+                 if line.partition(":")[0].strip("\"' ") == key and not line[:1].isspace()), 0)
+
+
+def _suite_subset(path: Path, data: dict[str, Any]) -> tuple[int | float | None, int]:
+    """The suite's own subset: its size (None: every row) and seed."""
+    key = _subset_key(path, data)
+    subset = data.get(key)
+    if subset is None:
+        return None, 0
+    if not isinstance(subset, dict):
+        raise ConfigError(f"{path}: {key}: expected {{n: COUNT or FRACTION, seed: INT}}")
+    check_known_keys(subset, SAMPLE_KEYS, f"{path}: {key}.")
+    stratify = subset.get("stratify", "category")
     if stratify != "category":  # the one stratum there is: a prompt's category
-        raise ConfigError(f"{path}: sample.stratify: {terminal_text(repr(stratify), 60)} is "
+        raise ConfigError(f"{path}: {key}.stratify: {terminal_text(repr(stratify), 60)} is "
                           "not allowed (allowed: category)")
-    _suite_seed(path, data)  # a bad seed is an error even when --orbench-seed overrides it
+    # a bad seed is an error even when --orbench-random-seed overrides it
+    seed = subset.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{path}: {key}.seed: expected a whole number >= 0, got "
+                          f"{terminal_text(repr(seed), 60)}")
     from orbench_pytest.catalog.sampling import parse_sample
 
     try:
-        return parse_sample(str(sample.get("n")))
+        return parse_sample(str(subset.get("n"))), seed
     except ConfigError as exc:
-        raise ConfigError(f"{path}: sample.n: {exc}") from None
-
-
-def _suite_seed(path: Path, data: dict[str, Any]) -> int:
-    seed = (data.get("sample") or {}).get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"{path}: sample.seed: expected a whole number >= 0, got "
-                          f"{terminal_text(repr(seed), 60)}")
-    return seed
+        raise ConfigError(f"{path}: {key}.n: {exc}") from None

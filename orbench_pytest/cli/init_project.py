@@ -159,7 +159,7 @@ def init_project(root: Path, *, model: str | None = None, base_url: str | None =
 
 def try_commands() -> list[tuple[str, str]]:
     return [
-        (f"pytest --orbench-suite=smoke --orbench-subset={TRY_SAMPLE} --orbench-seed=0",
+        (f"pytest --orbench-suite=smoke --orbench-subset={TRY_SAMPLE} --orbench-random-seed=0",
          f"a first look: {TRY_SAMPLE} prompts of the smoke suite, the gate table at the end"),
         ("pytest --orbench-suite=smoke --junitxml=orbench.xml",
          "the smoke suite's 40 prompts, gated by thresholds.yaml, as JUnit XML"),

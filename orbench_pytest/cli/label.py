@@ -312,7 +312,7 @@ def suite_prompts(refs: Sequence[str], base: Path) -> dict[tuple[str, str], str]
     from orbench_pytest.core.defaults import data_dirs_from_env
 
     # a path list, as for the plugin (OR-Bench's and XSTest's files may sit in two folders)
-    options = SuiteOptions(sample=1.0, data_dirs=data_dirs_from_env(os.environ))
+    options = SuiteOptions(subset=1.0, data_dirs=data_dirs_from_env(os.environ))
     found: dict[tuple[str, str], str] = {}
     for ref in refs:
         path = resolve_suite(ref, base, "--suite")

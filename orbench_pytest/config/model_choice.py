@@ -29,10 +29,10 @@ ServedModels = Callable[[str, Settings], list[str]]
 def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
                  served: ServedModels | None = None) -> tuple[Settings, str | None]:
     """The settings with a model to test, and a line to print when the endpoint chose it."""
-    if settings.target is not None or settings.model is not None:
+    if settings.target.function is not None or settings.target.model is not None:
         return settings, None
     env = os.environ if env is None else env
-    url = settings.base_url or env.get("OPENAI_BASE_URL")
+    url = settings.target.base_url or env.get("OPENAI_BASE_URL")
     if not url:
         raise ConfigError(f"no model to test: give {'; or '.join(CHOICES)} "
                           "(or orbench_model in the ini file)")
@@ -40,7 +40,8 @@ def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
     shown = shown_url(url)
     if len(models) == 1:
         model = terminal_text(models[0], _ID_CHARS)  # the endpoint's text: inert, bounded
-        return (dataclasses.replace(settings, model=models[0]),
+        return (dataclasses.replace(
+                    settings, target=dataclasses.replace(settings.target, model=models[0])),
                 f"orbench: testing {model}, the one model {shown} serves")
     if not models:
         raise ConfigError(f"--orbench-base-url: {shown} serves no model (GET /models); "
@@ -52,5 +53,5 @@ def choose_model(settings: Settings, env: Mapping[str, str] | None = None,
 
 
 def _served(url: str, settings: Settings) -> list[str]:
-    return served_models(url, secret_from_env(settings.api_key_env) or None,
-                         min(settings.timeout_s, 30.0))
+    return served_models(url, secret_from_env(settings.target.api_key_env) or None,
+                         min(settings.requests.timeout_s, 30.0))

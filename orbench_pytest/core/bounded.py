@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, OrbenchError
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -49,12 +49,26 @@ def regular_file(path: Path, what: str = "", verb: str = "read") -> os.stat_resu
         found = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot {verb}{shown} ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path (a TOML "\u0000")
+        raise ConfigError(f"{path}: cannot {verb}{shown} "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
     kind = _not_regular(found.st_mode)
     if kind is not None:
         raise _refused(path, verb, shown, kind)
     return found
+
+
+def existing_file(path: Path, option: str) -> Path:
+    """`path`, given by `option`, where it is a regular file: a missing one, a folder, a device,
+    a FIFO or a socket is a one-line ConfigError naming the option (`--seeds: x.csv: file not
+    found`)."""
+    try:
+        found = regular_file(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+    if found is None:
+        raise ConfigError(f"{option}: {path}: file not found")
+    return path
 
 
 _NON_BLOCKING = getattr(os, "O_NONBLOCK", 0)  # POSIX; Windows has no FIFOs to open
@@ -112,7 +126,7 @@ FLIP_ANSWER_CHARS = 8 * KIB  # of a rewording's refused answer in the results fi
 # any usual max_tokens (the embedded model's 128 tokens: under 1,000 characters)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(OrbenchError):
     """A reply larger than BODY_LIMIT: reading stopped there."""
 
 

@@ -16,7 +16,10 @@ from pathlib import Path
 OPENAI_URL = "https://api.openai.com/v1"  # when neither the option nor $OPENAI_BASE_URL names one
 API_KEY_ENV = "OPENAI_API_KEY"  # the environment variable holding the key
 TEMPERATURE = 0.0
-JUDGE_NAMES = ("keyword", "llm", "hybrid", "llm-paper", "hybrid-paper")  # --orbench-judge
+# --orbench-judge, --orbench-cache, --orbench-batch: the allowed values, the default first
+JUDGE_NAMES = ("keyword", "llm", "hybrid", "llm-paper", "hybrid-paper")
+CACHE_MODES = ("on", "off", "read", "refresh")
+BATCH_MODES = ("submit", "status")
 TIMEOUT_S = 120.0  # one request (the plugin, generate, the Batch API client, the local server)
 
 # --- retries (retry.py) -------------------------------------------------------------------------

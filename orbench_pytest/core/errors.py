@@ -1,4 +1,11 @@
-"""Exceptions of the core. The pytest shell turns ConfigError into a one-line UsageError."""
+"""The package's exceptions: every error it raises on purpose derives from OrbenchError.
+
+The tree, with where each class lives and what it means, is drawn once, for the code that
+catches them: docs/reliability.md, "Errors, for code that catches them" (its code block checks
+it). Private exceptions (`_Malformed`, `_Wrong`) are control flow inside one module, turned
+into a ConfigError before they leave it; each docstring says so. tests/test_package_shape.py
+fails on a public exception class of the package that does not derive from OrbenchError.
+"""
 
 from collections.abc import Iterable, Sequence
 

@@ -55,7 +55,9 @@ def load(cls: type[T], raw: Any, source: str, where: str = "") -> T:
 
 
 class _Wrong(Exception):
-    """A value not of its type; `path` grows as it passes up through the containers."""
+    """A value not of its type; `path` grows as it passes up through the containers.
+    Private control flow, not an error of the package's: `load` turns it into a ConfigError
+    naming the file and the path before it leaves this module."""
 
     path: list[str]
 

@@ -65,7 +65,6 @@ class PromptCase:
     prompt: str
     expect: Expectation
     category: str
-    variant: str = ""  # system-prompt / parameter variant name; "" for the single default
     history: History = ()  # a conversation row's turns before `prompt`, its final user turn
 
 

@@ -62,7 +62,7 @@ class Marker:
 
 _BUILDKITE = "https://buildkite.com/docs/pipelines/configure/managing-log-output"
 _AZURE = "https://learn.microsoft.com/en-us/azure/devops/pipelines/scripts/logging-commands"
-# The table docs/hostile-input.md shows (tests/test_untrusted_markers.py checks they agree).
+# The table docs/hostile-input.md shows (tests/test_ci_markers.py checks they agree).
 MARKERS: tuple[Marker, ...] = (
     Marker("GitHub Actions", "::error::text", r"(:):", True,
            "https://docs.github.com/en/actions/reference/workflows-and-actions/"

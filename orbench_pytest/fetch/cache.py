@@ -5,9 +5,13 @@ timeout serialises writers without losing rows. Transport errors are never store
 provider content-filter blocks are, since for this benchmark they are the observed behaviour.
 
 Beside the answers, the `judgments` table keeps what a judge said of an answer text, keyed by
-the judge's name and version and the prompt and answer (`judgment_key`): a re-run over cached
+the judge's name and version and the prompt and answer (`judgment_keys`): a re-run over cached
 answers reads its verdicts instead of judging 80K answers again, and a changed judge (a new
 version) misses and judges afresh without asking the model again.
+
+This module holds the keys and the lookups; the file, its schema and its checks are
+cache_file.py's, the writes cache_write.py's (CacheWriteError, which put_many raises, is
+imported from here with the cache).
 """
 
 from __future__ import annotations
@@ -16,9 +20,7 @@ import hashlib
 import itertools
 import json
 import math
-import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring
@@ -26,183 +28,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orbench_pytest.core import defaults
-from orbench_pytest.core.bounded import regular_file
-from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.paths import resolved, stat_of
 from orbench_pytest.core.types import History, Label, Response, Verdict
-from orbench_pytest.core.untrusted import terminal_text
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    key TEXT PRIMARY KEY,
-    text TEXT,
-    finish_reason TEXT,
-    content_filter INTEGER NOT NULL DEFAULT 0,
-    refusal TEXT,
-    reasoning TEXT,
-    usage TEXT,
-    latency_ms REAL,
-    raw TEXT,
-    created REAL,
-    system_fingerprint TEXT
-);
-"""
-
-
-# Created on every writable open: a cache file from before the table gains it.
-_JUDGMENTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS judgments (
-    key TEXT PRIMARY KEY,
-    label TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    confident INTEGER NOT NULL,
-    judge TEXT NOT NULL,
-    created REAL
-);
-"""
-JUDGMENT_COLUMNS = ("key", "label", "reason", "confident", "judge", "created")
-OWN_TABLES = frozenset({"responses", "judgments", "run_errors", "run_state"})
-
-# Added to the responses table after its first release: an older file has none (unknown).
-LATER_COLUMNS = frozenset({"system_fingerprint"})
-RESPONSE_COLUMNS = frozenset({"key", "text", "finish_reason", "content_filter", "refusal",
-                              "reasoning", "usage", "latency_ms", "raw", "created"})
-
-# Bounds on what a cache file can cost (a crafted file must not hang a run):
-QUERY_LIMIT_S = 30.0  # one statement (a lookup chunk, a count, a merge step) at most
-WRITE_ATTEMPT_S = 0.05  # during the fetch, one write attempt blocks the event loop at most this
-
-# The storage classes a row of ours may hold, per column (SQLite's typeof()); a row with any
-# other (a text `created`, a binary `text`, edited or crafted) is corrupt: never read, never
-# merged.
-_TEXT = ("text", "null")
-_NUMBER = ("integer", "real", "null")
-RESPONSE_TYPES: dict[str, tuple[str, ...]] = {
-    "key": ("text",), "text": _TEXT, "finish_reason": _TEXT, "content_filter": ("integer",),
-    "refusal": _TEXT, "reasoning": _TEXT, "usage": _TEXT, "latency_ms": _NUMBER, "raw": _TEXT,
-    "created": _NUMBER, "system_fingerprint": _TEXT,
-}
-JUDGMENT_TYPES: dict[str, tuple[str, ...]] = {
-    "key": ("text",), "label": ("text",), "reason": ("text",), "confident": ("integer",),
-    "judge": ("text",), "created": _NUMBER,
-}
-
-
-def well_typed(types: dict[str, tuple[str, ...]], columns: Iterable[str],
-               table: str | None = None) -> str:
-    """An SQL condition true of the rows whose columns hold the storage classes of ours
-    (`columns`: those the table has)."""
-    prefix = f"{table}." if table else ""
-    return " AND ".join(f"typeof({prefix}{c}) IN ({', '.join(repr(t) for t in types[c])})"
-                        for c in columns if c in types)
-
-
-def cache_error(path: Path, exc: sqlite3.DatabaseError, lock_wait_s: float) -> ConfigError:
-    """A one-line error that advises deleting the file only when it is really damaged."""
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-        return ConfigError(f"{path}: the response cache is locked by another process (waited "
-                           f"{lock_wait_s:g} s); let that run finish, or pass "
-                           "--orbench-cache-path=OTHER")
-    if interrupted(exc):
-        return ConfigError(f"{path}: a query on the response cache ran past {QUERY_LIMIT_S:g} s "
-                           "(a crafted or damaged file?); delete it or pass "
-                           "--orbench-cache-path=NEW")
-    if isinstance(exc, sqlite3.OperationalError) and "readonly" in text.replace("-", ""):
-        return ConfigError(f"{path}: the response cache is read-only here ({text}); "
-                           "use --orbench-cache=read or --orbench-cache-path=OTHER")
-    if not _is_sqlite_file(path):  # the user's own file, named by mistake: never advise deleting it
-        return ConfigError(f"{path}: not an orbench response cache (not an SQLite file); it is "
-                           "left as it is: pass --orbench-cache-path=NEW for a cache of its own")
-    return ConfigError(f"{path}: the response cache is unreadable ({text}); delete it to "
-                       "start afresh (answers in it will be fetched again)")
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-
-
-def _is_sqlite_file(path: Path) -> bool:
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # never open a FIFO or a device
-            return False
-        with open(path, "rb") as handle:
-            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def _drop_orphan_journals(path: Path) -> None:
-    """A deleted cache's leftover -wal/-shm files would be replayed into the new file and
-    fail it ("disk I/O error"); without their database they hold nothing worth keeping."""
-    if path.exists():
-        return
-    for journal in journal_files(path):
-        journal.unlink(missing_ok=True)
-
-
-def tables_of(db: sqlite3.Connection, schema: str = "main") -> set[str]:
-    """The table names of one database of a connection (`main`, or an attached one)."""
-    return {row[0] for row in db.execute(
-        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
-
-
-def columns_of(db: sqlite3.Connection, table: str, schema: str = "main") -> list[str]:
-    """A table's column names, in their order."""
-    return [row[1] for row in db.execute(f"PRAGMA {schema}.table_info({table})")]
-
-
-def check_structure(db: sqlite3.Connection, path: Path, schema: str = "main") -> None:
-    """Only our tables (and their indexes) may be in the file: a view, a trigger or another
-    program's table named like ours could run any query (an endless recursive CTE) when read.
-    Read from sqlite_master alone, so this costs nothing and cannot hang."""
-    for kind, name, table in db.execute(
-            f"SELECT type, name, tbl_name FROM {schema}.sqlite_master"):
-        if (kind == "table" and name in OWN_TABLES) or (kind == "index" and table in OWN_TABLES):
-            continue
-        raise ConfigError(f"{path}: not an orbench response cache (it holds the {kind} "
-                          f"{terminal_text(repr(name), 80)}); pass --orbench-cache-path=NEW")
-
-
-class QueryClock:
-    """A progress handler that interrupts a statement running past QUERY_LIMIT_S: no cache
-    file, however crafted, holds a run longer than that per statement."""
-
-    def __init__(self, limit_s: float = QUERY_LIMIT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.limit_s = limit_s
-        self.clock = clock
-        self.deadline = math.inf
-        self.fired = False
-
-    def attach(self, db: sqlite3.Connection) -> None:
-        db.set_progress_handler(self._over, 10_000)
-
-    def start(self) -> None:
-        self.deadline = self.clock() + self.limit_s
-        self.fired = False
-
-    def _over(self) -> int:
-        if self.clock() > self.deadline:
-            self.fired = True
-            return 1
-        return 0
-
-    def check(self, exc: BaseException) -> None:
-        """A Ctrl-C that arrived while SQLite ran the handler surfaces as "interrupted" (the
-        sqlite3 module swallows what a handler raises): raise it again as what it was."""
-        if interrupted(exc) and not self.fired:
-            raise KeyboardInterrupt from None
-
-
-def interrupted(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc)
-
-
-def journal_files(path: Path) -> tuple[Path, Path]:
-    """The files SQLite keeps beside a cache in WAL mode."""
-    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+from orbench_pytest.fetch.cache_file import RESPONSE_TYPES, QueryClock, cache_error, open_cache
+from orbench_pytest.fetch.cache_write import CacheWriteError as CacheWriteError  # re-export
+from orbench_pytest.fetch.cache_write import CacheWrites
 
 
 class KeyOf(Protocol):
@@ -256,33 +85,13 @@ def judgment_keys(judge_name: str, judge_version: str) -> Callable[[str, str], s
     return key
 
 
-def judgment_key(judge_name: str, judge_version: str, prompt: str, answer: str) -> str:
-    """The judgment key of one judge's verdict on one answer to one prompt."""
-    return judgment_keys(judge_name, judge_version)(prompt, answer)
-
-
 def _length_prefixed(part: str) -> bytes:
     data = part.encode("utf-8")
     return len(data).to_bytes(8, "big") + data
 
 
-_INSERT_JUDGMENT = ("INSERT OR REPLACE INTO judgments (key, label, reason, confident, judge, "
-                    "created) VALUES (?, ?, ?, ?, ?, ?)")
 _LABELS = {label.value: label for label in Label}
 
-
-_INSERT = ("INSERT OR REPLACE INTO responses (key, text, finish_reason, content_filter, "
-           "refusal, reasoning, usage, latency_ms, raw, created, system_fingerprint) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-
-
-def _row(key: str, r: Response) -> tuple[Any, ...]:
-    return (key, r.text, r.finish_reason, int(r.content_filter), r.refusal, r.reasoning,
-            json.dumps(r.usage), r.latency_ms, r.raw, time.time(), r.system_fingerprint)
-
-
-class CacheWriteError(Exception):
-    """An answer could not be stored (disk full, read-only file, locked too long)."""
 
 
 class ResponseCache:
@@ -298,116 +107,13 @@ class ResponseCache:
         self.clock = clock
         self.query_clock = QueryClock(clock=clock)
         self.ignored_rows = 0  # rows of wrong types met by lookups (asked again)
-        # Written rows wait here while another process holds the write lock (see put_many).
-        self._pending: list[tuple[Any, ...]] = []
-        self._pending_verdicts: list[tuple[Any, ...]] = []
-        self._locked_since: float | None = None
-        self._busy_ms: int | None = None  # the busy timeout put_many last set
-        try:
-            if writable:
-                # A loop, an over-long name, a device or a FIFO: one line, not "disk I/O error"
-                stat_of(path, "--orbench-cache-path")  # names the option, as the others do
-                regular_file(path, "the response cache")
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise ConfigError(f"--orbench-cache-path: cannot create the folder of {path} "
-                                      f"({exc.strerror or exc})") from None
-                _drop_orphan_journals(path)
-                self._db = sqlite3.connect(str(path), timeout=lock_wait_s,
-                                           isolation_level=None, check_same_thread=False)
-            else:
-                # A missing file is an empty cache; an existing one is opened mode=ro.
-                real = resolved(path)
-                stat_of(real, "--orbench-cache-path")
-                there = regular_file(real, "the response cache") is not None
-                self._db = sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
-                                           timeout=lock_wait_s, isolation_level=None,
-                                           check_same_thread=False) if there \
-                    else sqlite3.connect(":memory:", isolation_level=None,
-                                         check_same_thread=False)
-            self.query_clock.attach(self._db)
-            self.query_clock.start()
-            check_structure(self._db, path)
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                raise ConfigError(
-                    f"{path}: cache schema {version} is not {SCHEMA_VERSION}; "
-                    "delete the file or pass --orbench-cache-path=NEW"
-                )
-            if version == 0:
-                self._check_not_foreign()
-            else:
-                self._check_columns()
-            if writable or not path.exists():
-                self._db.execute(f"PRAGMA busy_timeout = {int(lock_wait_s * 1000)}")
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.execute("PRAGMA synchronous = NORMAL")
-                # Fewer checkpoints (the default is 1,000 pages): an index page that many
-                # writes change is copied to the file once per checkpoint, not once per 40
-                # writes (80K answers: an eighth less CPU writing; the WAL stays under 16 MB).
-                self._db.execute("PRAGMA wal_autocheckpoint = 4000")
-                if version == 0:
-                    self._db.executescript(_SCHEMA)
-                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                if writable:
-                    self._db.executescript(_JUDGMENTS_SCHEMA)
-            elif version == 0:  # an empty file: no table to read, nothing cached
-                self._db.close()
-                self._db = sqlite3.connect(":memory:", isolation_level=None,
-                                           check_same_thread=False)
-                self._db.executescript(_SCHEMA)
-            tables = tables_of(self._db)
-            # A read-only look at a file from before the table: no judgments cached.
-            self._has_judgments = "judgments" in tables
-            if self._has_judgments:
-                self._check_columns("judgments", JUDGMENT_COLUMNS)
-            columns = set(columns_of(self._db, "responses"))
-            if "system_fingerprint" not in columns and writable:  # a file from before it
-                self._db.execute("ALTER TABLE responses ADD COLUMN system_fingerprint TEXT")
-                columns.add("system_fingerprint")
-            # A read-only look at an older file: its answers carry no fingerprint.
-            self._fingerprint_column = ("system_fingerprint" if "system_fingerprint" in columns
-                                        else "NULL")
-            self._db.execute("SELECT count(*) FROM responses LIMIT 1").fetchone()
-            if writable:
-                self._probe_write_lock()
-        except sqlite3.OperationalError as exc:
-            self.query_clock.check(exc)
-            if interrupted(exc):
-                raise cache_error(path, exc, lock_wait_s) from None
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise cache_error(path, exc, lock_wait_s) from None
-            if "readonly" in str(exc) or "read-only" in str(exc):
-                raise ConfigError(
-                    f"{path}: the response cache is read-only ({exc}); make it writable or "
-                    "pass --orbench-cache=read") from None
-            raise ConfigError(f"{path}: cannot open the response cache ({exc})") from None
-        except sqlite3.DatabaseError as exc:
-            self.query_clock.check(exc)
-            raise cache_error(path, exc, lock_wait_s) from None
-
-    def _probe_write_lock(self) -> None:
-        """Another process holding the write lock is found now, before any request is sent
-        (waited lock_wait_s, then a one-line error), not in the middle of the fetch."""
-        self._db.execute("BEGIN IMMEDIATE")
-        self._db.execute("ROLLBACK")
-
-    def _check_not_foreign(self) -> None:
-        """A file with other tables belongs to another program: never add ours to it."""
-        tables = tables_of(self._db)
-        if tables - OWN_TABLES:
-            raise ConfigError(f"{self.path}: not an orbench response cache (it holds other "
-                              "tables); pass --orbench-cache-path=NEW")
-        if "responses" in tables:
-            self._check_columns()
-
-    def _check_columns(self, table: str = "responses",
-                       required: Iterable[str] = RESPONSE_COLUMNS) -> None:
-        """Another program's SQLite file may have a table of ours by name too: not ours."""
-        if not set(required) <= set(columns_of(self._db, table)):
-            raise ConfigError(f"{self.path}: not an orbench response cache (its {table} "
-                              "table has other columns); pass --orbench-cache-path=NEW")
+        opened = open_cache(path, writable=writable, lock_wait_s=lock_wait_s,
+                            query_clock=self.query_clock)
+        self._db = opened.db
+        self._has_judgments = opened.has_judgments
+        self._fingerprint_column = opened.fingerprint_column
+        self._writes = CacheWrites(self._db, path, lock_wait_s=lock_wait_s, clock=clock,
+                                   query_clock=self.query_clock) if writable else None
 
     def _rows_of_keys(self, select: str, keys: Iterable[str], then: str = ""
                       ) -> Iterator[tuple[Any, ...]]:
@@ -523,78 +229,14 @@ class ResponseCache:
     @property
     def pending(self) -> int:
         """Rows kept for the next write while another process held the write lock."""
-        return len(self._pending) + len(self._pending_verdicts)
-
-    def put(self, key: str, response: Response) -> None:
-        """Store one answer now (autocommit), so an interrupted run keeps it."""
-        self.put_many([(key, response)])
+        return 0 if self._writes is None else self._writes.pending
 
     def put_many(self, items: Iterable[tuple[str, Response]],
                  judgments: Iterable[tuple[str, Verdict]] = (), *, wait: bool = True) -> None:
         """Store answers that arrived together, and the judgments made of them, in one
-        transaction (one commit, not N). Judgments that are errors are never stored.
-
-        `wait=False` (the fetch, on its event loop): one attempt blocks at most
-        WRITE_ATTEMPT_S; while another process holds the write lock the rows wait here and go
-        with the next write, so answers in flight are never held up (nor counted as timeouts)
-        by a lock. Either way a lock held lock_wait_s in all raises CacheWriteError."""
-        if not self.writable:
-            return
-        now = time.time()
-        self._pending.extend(_row(key, r) for key, r in items if r.error is None)
-        self._pending_verdicts.extend(
-            (key, v.label.value, v.reason, int(v.confident), v.judge, now)
-            for key, v in judgments if v.label is not Label.ERROR)
-        if not (self._pending or self._pending_verdicts):
-            return
-        rows = self._pending
-        # In key order: the inserts walk the key index once, not at random (a quarter less CPU
-        # for a write of 16K verdicts)
-        verdicts = sorted(self._pending_verdicts)
-        started = self.clock()
-        waited = 0.0 if self._locked_since is None else started - self._locked_since
-        left = max(self.lock_wait_s - waited, 0.0)
-        busy_ms = int(1000 * (left if wait else min(left, WRITE_ATTEMPT_S)))
-        try:
-            if busy_ms != self._busy_ms:  # a pragma costs as much as the BEGIN: only on change
-                self._db.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                self._busy_ms = busy_ms
-            # IMMEDIATE: take the write lock up front, so a second writer waits (busy
-            # timeout) instead of failing on a lock upgrade.
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self.query_clock.start()
-                if rows:
-                    self._db.executemany(_INSERT, rows)
-                if verdicts:
-                    self._db.executemany(_INSERT_JUDGMENT, verdicts)
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-        except (sqlite3.Error, OSError) as exc:
-            self.query_clock.check(exc)
-            locked = isinstance(exc, sqlite3.OperationalError) and (
-                "locked" in str(exc) or "busy" in str(exc))
-            if locked:
-                if self._locked_since is None:
-                    self._locked_since = started
-                if not wait and self.clock() - self._locked_since < self.lock_wait_s:
-                    return  # kept; written with the next attempt
-                exc = sqlite3.OperationalError(
-                    f"locked by another process for {self.lock_wait_s:g} s")
-            self._pending, self._pending_verdicts = [], []
-            lost = [f"{n} {what}(s)" for n, what in ((len(rows), "answer"),
-                                                      (len(verdicts), "judgment")) if n]
-            raise CacheWriteError(f"{self.path}: cannot write the response cache ({exc}); "
-                                  f"{' and '.join(lost)} not stored") from None
-        self._pending, self._pending_verdicts = [], []
-        self._locked_since = None
-
-    def count(self) -> int:
-        self.query_clock.start()
-        return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
+        transaction (cache_write.py); nothing when the cache was opened read-only."""
+        if self._writes is not None:
+            self._writes.put_many(items, judgments, wait=wait)
 
 
 _RESPONSE_ROW = ("key", "text", "finish_reason", "content_filter", "refusal", "reasoning",

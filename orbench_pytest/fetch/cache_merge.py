@@ -19,14 +19,14 @@ from orbench_pytest.core.artefacts import mode_for, replacing, resolved_target
 from orbench_pytest.core.bounded import regular_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import resolved
-from orbench_pytest.fetch.cache import (
+from orbench_pytest.fetch.cache import ResponseCache
+from orbench_pytest.fetch.cache_file import (
     JUDGMENT_COLUMNS,
     JUDGMENT_TYPES,
     LATER_COLUMNS,
     QUERY_LIMIT_S,
     RESPONSE_TYPES,
     QueryClock,
-    ResponseCache,
     check_structure,
     columns_of,
     interrupted,

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import BodyTooLarge, clip_answer, clip_raw, read_body
 from orbench_pytest.core.conversation import chat_messages
-from orbench_pytest.core.errors import ConfigError
+from orbench_pytest.core.errors import ConfigError, OrbenchError
 from orbench_pytest.core.redact import redact, redact_known, shown_url
 from orbench_pytest.core.types import History, Response
 from orbench_pytest.core.untrusted import terminal_text
@@ -65,7 +65,7 @@ class FaultKind(str, Enum):
     CONFIG = "config"  # 401, 403, 404, bad parameter: the request itself is wrong
 
 
-class TransientFault(Exception):
+class TransientFault(OrbenchError):
     """Worth another try (by the policy's leave): rate limit, 5xx, reset, timeout, bad body."""
 
     def __init__(self, kind: FaultKind, reason: str, retry_after: float | None = None,
@@ -82,7 +82,7 @@ class TransientFault(Exception):
         return f"HTTP {self.status}" if self.status is not None else self.kind.value
 
 
-class ConfigFault(Exception):
+class ConfigFault(OrbenchError):
     """The request itself is wrong (401, 403, 404, bad parameter): no retry, stop the run."""
 
     kind = FaultKind.CONFIG

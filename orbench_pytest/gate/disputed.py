@@ -10,7 +10,7 @@ reason and who decided:
 A disputed prompt is collected as skipped with that reason and left out of every rate; the
 gate line counts them and the PR comment lists them. `orbench generate --rebuild` writes the
 rows a reviewer marked `disputed` in generated.csv as a disputed.yaml beside the suites it
-writes (`review_entries`), read as any other. Pure Python (no pytest).
+writes (generate/write.py `disputed_entries`), read as any other. Pure Python (no pytest).
 """
 
 from __future__ import annotations

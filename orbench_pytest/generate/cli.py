@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orbench_pytest.config.arg_types import positive_int
 from orbench_pytest.core import defaults
-from orbench_pytest.core.bounded import regular_file
+from orbench_pytest.core.bounded import existing_file
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.ids import ENV_NAME, NAME
 from orbench_pytest.core.paths import resolved
@@ -210,14 +210,8 @@ def _config(args: argparse.Namespace) -> GenerateConfig:
                                            "--moderation-prompt"),
                  "seed_topics": load_template("seed_topics", args.seed_prompt, "--seed-prompt")}
     for option, path in (("--seeds", args.seeds), ("--seed-topics", args.seed_topics)):
-        if path is None:
-            continue
-        try:
-            found = regular_file(path)
-        except ConfigError as exc:
-            raise ConfigError(f"{option}: {exc}") from None
-        if found is None:
-            raise ConfigError(f"{option}: {path}: file not found")
+        if path is not None:
+            existing_file(path, option)
     return GenerateConfig(
         out=args.out, name=name, rewriter=rewriter, moderators=moderators, probes=probes,
         templates=templates, seeds_path=args.seeds, topics_path=args.seed_topics,

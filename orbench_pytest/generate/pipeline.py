@@ -19,6 +19,7 @@ from typing import Any
 
 from orbench_pytest import __version__
 from orbench_pytest.core.artefacts import file_sha256
+from orbench_pytest.core.errors import OrbenchError
 from orbench_pytest.core.types import Response, Verdict
 from orbench_pytest.fetch.cache import ResponseCache
 from orbench_pytest.fetch.engine import Progress
@@ -62,7 +63,7 @@ class GenerateConfig:
     ask: AskSettings = field(default_factory=AskSettings)
 
 
-class GenerationIncomplete(Exception):
+class GenerationIncomplete(OrbenchError):
     """Some requests of a stage got no answer; what did is cached for the next run."""
 
 

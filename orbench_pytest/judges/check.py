@@ -59,8 +59,9 @@ def read_labels(path: Path) -> dict[str, dict[str, str]]:
         return {}
     text = read_text(path, LABELS_LIMIT, "the labels file")
     latest: dict[str, dict[str, str]] = {}
-    # whole answers (up to ANSWER_CHARS) are longer than the csv module's default field limit
-    csv.field_size_limit(max(csv.field_size_limit(), 2 * ANSWER_CHARS))
+    # Whole answers (up to ANSWER_CHARS) are longer than the csv module's default field limit,
+    # which is process-wide: raised while this file is read, then put back.
+    before = csv.field_size_limit(max(csv.field_size_limit(), 2 * ANSWER_CHARS))
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         names = reader.fieldnames or []
@@ -73,6 +74,8 @@ def read_labels(path: Path) -> dict[str, dict[str, str]]:
                 latest[values["id"]] = values
     except csv.Error as exc:
         raise ConfigError(f"{path}: not a labels CSV ({exc})") from None
+    finally:
+        csv.field_size_limit(before)
     return latest
 
 

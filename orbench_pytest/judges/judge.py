@@ -115,7 +115,7 @@ class OfflineJudge:
     read it (some answer shapes are told apart by the prompt: judges/request.py): a repeated
     answer costs a lookup, also under another prompt, and a changed rule set or model (a new
     version) never reuses an old judgment. `persistent`: a run stores its verdicts in the
-    response cache (cache.judgment_key) as well.
+    response cache (cache.judgment_keys) as well.
     """
 
     name = "keyword"

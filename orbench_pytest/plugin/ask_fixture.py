@@ -5,7 +5,7 @@ A test that asks the target through `orbench_ask` gets, unless it chose otherwis
 - its Hypothesis example database beside the answer cache ($ORBENCH_CACHE_DIR/hypothesis),
   not in `.hypothesis/` of the working tree; a test's own `database=` or a
   $HYPOTHESIS_STORAGE_DIRECTORY is kept;
-- --orbench-seed as its Hypothesis seed (the same rewordings in every run); without it, on CI
+- --orbench-random-seed as its Hypothesis seed (the same rewordings in every run); without it, on CI
   ($CI set) it is derandomised, as Hypothesis' own CI profile does;
 - no deadline (a model's answer takes longer than Hypothesis' default 200 ms), unless the test
   or the profile set one other than the default.
@@ -49,7 +49,8 @@ def session_asker(config: pytest.Config) -> PromptAsker:
 
     try:
         settings = _settings(config)
-        if settings.model is None and settings.target is None and settings.base_url is None:
+        target = settings.target
+        if target.model is None and target.function is None and target.base_url is None:
             raise ConfigError("orbench_ask: no target: give --orbench-model (e.g. local), "
                               "--orbench-base-url or --orbench-target")
         settings, _chosen = choose_model(settings)
@@ -71,7 +72,7 @@ def configure_hypothesis(config: pytest.Config, items: Sequence[pytest.Item]) ->
         settings = _settings(config)
     except ConfigError:
         return  # the fixture reports it
-    database = DirectoryBasedExampleDatabase(str(settings.cache_dir / "hypothesis"))
+    database = DirectoryBasedExampleDatabase(str(settings.cache.dir / "hypothesis"))
     for item in tests:
         fn: Any = item.obj  # type: ignore[attr-defined]
         current = fn._hypothesis_internal_use_settings
@@ -81,8 +82,8 @@ def configure_hypothesis(config: pytest.Config, items: Sequence[pytest.Item]) ->
         if current.deadline == HYPOTHESIS_DEADLINE:
             changes["deadline"] = None  # an answer takes longer than Hypothesis' 200 ms
         seeded = getattr(fn, "_hypothesis_internal_use_seed", None) is not None
-        if settings.seed is not None and not seeded:
-            fn._hypothesis_internal_use_seed = settings.seed
+        if settings.scope.random_seed is not None and not seeded:
+            fn._hypothesis_internal_use_seed = settings.scope.random_seed
         elif not seeded and os.environ.get("CI") and not current.derandomize:
             changes["derandomize"] = True
         if changes:

@@ -14,11 +14,20 @@ for rewriting.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 
-from orbench_pytest.config.options import add_options, any_given, deprecated_spellings, read_options
+from orbench_pytest.config.options import (
+    Deprecated,
+    add_options,
+    any_given,
+    deprecated_spellings,
+    read_options,
+)
+
+_DEPRECATED = pytest.StashKey[list[Deprecated]]()  # old spellings given, warned at collection
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,8 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if isinstance(exc, ConfigError):  # an ini value the key cannot hold: one line
             raise pytest.UsageError(str(exc)) from None
         raise
-    for message in deprecated_spellings(vars(config.option), config.getini):
-        config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
+    config.stash[_DEPRECATED] = deprecated_spellings(vars(config.option), config.getini,
+                                                     config.inipath)
     if not (any_given(values) or _may_collect_suites(config)):
         return
     from orbench_pytest.plugin.session import register_session
@@ -45,9 +54,22 @@ def pytest_configure(config: pytest.Config) -> None:
     register_session(config, values)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's controller, which collects nothing
+def pytest_collection(session: pytest.Session) -> None:
+    """Warn of each old spelling where the user typed it (the command line, the ini file's
+    line), not at this line: pytest records the warnings of collection with their own place.
+    Once per run: not again in each xdist worker."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    for found in config.stash.get(_DEPRECATED, []):
+        warnings.warn_explicit(pytest.PytestDeprecationWarning(found.message),
+                               pytest.PytestDeprecationWarning, found.filename, found.lineno)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Property tests that use orbench_ask: their Hypothesis database beside the answer cache,
-    --orbench-seed as their seed (ask_fixture.py)."""
+    --orbench-random-seed as their seed (ask_fixture.py)."""
     if any("orbench_ask" in getattr(item, "fixturenames", ()) for item in items):
         from orbench_pytest.plugin.ask_fixture import configure_hypothesis
 

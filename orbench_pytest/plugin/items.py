@@ -46,7 +46,7 @@ class SuiteFile(pytest.File):
         disputes = session.disputes()
         for marker in session.suite_markers(suite.name) if suite.name else ():
             self.add_marker(marker)
-        for name, case, variant in suite_entries(suite, session.settings.variants):
+        for name, case, variant in suite_entries(suite, session.settings.target.variants):
             item = PromptItem.from_parent(self, name=name, nodeid=item_nodeid(self.nodeid, name),
                                           case=case, variant=variant)
             item.extra_keyword_matches.add(case.category)  # -k privacy

@@ -32,12 +32,12 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
         terminalreporter.write_line(terminal_line(line), **markup)
 
     terminalreporter.write_sep("=", "orbench gate")
-    write(f"target: {outcome.target_label}   judge: {settings.judge}   "
+    write(f"target: {outcome.target_label}   judge: {settings.judge.name}   "
           f"thresholds: {run.thresholds.source}")
     if not run.selected:  # every prompt disputed or deselected: nothing was asked or judged
         write(verdict_line(gate), green=gate.passed, red=not gate.passed, bold=True)
-        if settings.results is not None:
-            write(f"orbench results: {settings.results}")
+        if settings.reports.results is not None:
+            write(f"orbench results: {settings.reports.results}")
         return
     for line in table_lines(gate):
         write(line)
@@ -59,14 +59,14 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
           f"requests: {report.requests}, retries: {report.retries}, "
           f"fetch time: {report.wall_s:.1f}s{concurrency}")
     write(run.cost.line())
-    for optional in (cache_line(report, verdicts, settings.cache_max_age_s),
+    for optional in (cache_line(report, verdicts, settings.cache.max_age_s),
                      judged_line(verdicts)):
         if optional is not None:
             write(optional)
     if report.retry_reasons:  # what the endpoint did wrong, for the CI log
         write("failed attempts: " + ", ".join(
             f"{kind} ×{count}" for kind, count in sorted(report.retry_reasons.items())))
-    for line in judge_lines(outcome.judge_stats, settings.judge == "llm"):
+    for line in judge_lines(outcome.judge_stats, settings.judge.name == "llm"):
         write(line)
     for line in variant_lines(gate):
         write(line)
@@ -82,19 +82,20 @@ def write_gate(terminalreporter: Any, run: CompletedRun) -> None:
     if run.ungated is not None:
         write(run.ungated.gate_line(), bold=True)
     else:
-        write(verdict_line(gate, settings.preamble), green=gate.passed, red=not gate.passed,
+        write(verdict_line(gate, settings.target.preamble), green=gate.passed, red=not gate.passed,
               bold=True)
-    if settings.judge_check is not None:
+    if settings.judge.check is not None:
         from orbench_pytest.judges.check import check_labels, summary_line
 
         try:
-            write(summary_line(check_labels(settings.judge_check, settings.partial_is_refusal)))
+            write(summary_line(check_labels(settings.judge.check,
+                                            settings.judge.partial_is_refusal)))
         except ConfigError as exc:
             write(f"judge check: {exc}")
-    if settings.results is not None:
-        write(f"orbench results: {settings.results}")
-    if settings.html is not None:
-        write(f"orbench html: {settings.html}")
+    if settings.reports.results is not None:
+        write(f"orbench results: {settings.reports.results}")
+    if settings.reports.html is not None:
+        write(f"orbench html: {settings.reports.html}")
 
 
 def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
@@ -103,31 +104,32 @@ def write_results_and_junit(config: pytest.Config, run: CompletedRun) -> None:
     junit = [plugin for plugin in config.pluginmanager.get_plugins()
              # junitxml's LogXML (registered without a name): duck-typed, no private import.
              if type(plugin).__name__ == "LogXML" and hasattr(plugin, "add_global_property")]
-    if settings.results is None and settings.html is None and not junit:
+    if settings.reports.results is None and settings.reports.html is None and not junit:
         return  # the results document's modules are not even loaded
     from orbench_pytest.reports.junit import junit_gate_property
     from orbench_pytest.reports.results import write_results
     from orbench_pytest.run.run_document import run_document
 
     data = run_document(run, versions={"pytest": pytest.__version__})
-    if settings.results is not None:
+    if settings.reports.results is not None:
         try:
-            write_results(settings.results, data)
+            write_results(settings.reports.results, data)
         except OSError as exc:
             raise pytest.UsageError(f"--orbench-results: cannot write "
-                                    f"{settings.results} ({exc.strerror})") from None
+                                    f"{settings.reports.results} ({exc.strerror})") from None
         except ConfigError as exc:  # the path became a device or folder meanwhile
             raise pytest.UsageError(str(exc)) from None
-    if settings.html is not None:
+    if settings.reports.html is not None:
         from orbench_pytest.reports.document import RunRecord
         from orbench_pytest.reports.html import write_html
         from orbench_pytest.reports.results import read_without_texts
 
         try:
             # The baseline's answers are shown beside regressions and fixes.
-            baseline, base_texts = (read_without_texts(settings.baseline)
-                                    if settings.baseline is not None else (None, None))
-            write_html(settings.html, RunRecord(str(settings.results or settings.html), data),
+            baseline, base_texts = (read_without_texts(settings.gate.baseline)
+                                    if settings.gate.baseline is not None else (None, None))
+            write_html(settings.reports.html,
+                       RunRecord(str(settings.reports.results or settings.reports.html), data),
                        baseline, "--orbench-html", baseline_texts=base_texts)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None

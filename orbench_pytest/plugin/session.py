@@ -2,8 +2,10 @@
 `register_session` (from hooks.py's pytest_configure, only in a run that uses orbench).
 
 Its hooks are thin: each hands its job to the module named for it (collection, session_run,
-xdist_handoff, reporting). This module stays light to import: a pytest run that collects no
-suite never loads the run engine, the judges or the YAML parser.
+reporting). Two companion plugins, registered with it, hold its other jobs: what pytest
+reports of the run (session_reports.py) and the xdist controller's and workers' side
+(xdist_hooks.py). This module stays light to import: a pytest run that collects no suite
+never loads the run engine, the judges or the YAML parser.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from orbench_pytest.catalog.paths import names_suite_file
 from orbench_pytest.catalog.selection import (
     SuiteRequest,
     is_requested_suite,
@@ -27,7 +28,9 @@ from orbench_pytest.config.settings import build_settings
 from orbench_pytest.core.errors import BatchEnded, ConfigError
 from orbench_pytest.core.ids import ORBENCH_MARKER
 from orbench_pytest.core.untrusted import terminal_line
-from orbench_pytest.plugin.stash import SESSION_KEY, STOP_PREFIX
+from orbench_pytest.plugin.session_reports import SessionReports
+from orbench_pytest.plugin.stash import SESSION_KEY
+from orbench_pytest.plugin.xdist_hooks import XdistHooks
 from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY
 
 if TYPE_CHECKING:
@@ -37,10 +40,9 @@ if TYPE_CHECKING:
     from orbench_pytest.plugin.items import PromptItem
     from orbench_pytest.run.runner import ItemState, Selected
     from orbench_pytest.run.session_run import CompletedRun
-    from orbench_pytest.run.xdist_handoff import StatesFile
 
 FAILURE_BOUND = "orbench-failure-bound"  # the plugin bounding the failures shown
-UNSELECTED_KEY = "orbench_unselected_suites"  # xdist: a worker's suites, every prompt deselected
+COMPANIONS = ("orbench-session-reports", "orbench-xdist")  # plugins of the session's other jobs
 
 
 def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
@@ -63,19 +65,23 @@ def register_session(config: pytest.Config, values: dict[str, Any]) -> None:
 
         config.args[:] = typed_ready_ids(config.args, ready_suite_dir())
     request = suite_request(config.args if typed else (), here, suite_paths)
-    if settings.samples > 1 and settings.temperature == 0 and not hasattr(config, "workerinput"):
+    if (settings.scope.samples > 1 and settings.target.temperature == 0
+            and not hasattr(config, "workerinput")):
         from orbench_pytest.gate.samples import identical_answers_warning
 
         config.issue_config_time_warning(
-            pytest.PytestWarning(identical_answers_warning(settings.samples)), stacklevel=2)
+            pytest.PytestWarning(identical_answers_warning(settings.scope.samples)), stacklevel=2)
     session = OrbenchSession(config, settings, request)
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "orbench-session")
+    config.pluginmanager.register(SessionReports(session), COMPANIONS[0])
+    # Registered last, so pluggy calls its pytest_sessionfinish first, as the session did.
+    config.pluginmanager.register(XdistHooks(session), COMPANIONS[1])
     if not session.is_worker:  # a worker's terminal output is not shown
         from orbench_pytest.plugin.failure_bound import FailureBound
 
-        config.pluginmanager.register(FailureBound(config, session.is_prompt, settings.results),
-                                      FAILURE_BOUND)
+        config.pluginmanager.register(
+            FailureBound(config, session.is_prompt, settings.reports.results), FAILURE_BOUND)
 
 
 class OrbenchSession:
@@ -89,14 +95,11 @@ class OrbenchSession:
         self._request = request
         self._markers: set[str] = set()
         self._catalog: SuiteCatalog | None = None
-        self._prompt_item: type[PromptItem] | None = None  # set with the catalog
-        self._run: CompletedRun | None = None
+        self.prompt_item: type[PromptItem] | None = None  # set with the catalog
+        self.run: CompletedRun | None = None
         self._states: dict[str, ItemState] | None = None
-        self._handoff: StatesFile | None = None
-        self._workers_stopped = False  # xdist: a worker stopped at a run stopped by the gate
-        self._empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
-        self._nodes: list[Any] = []  # xdist workers (controller only)
-        self._ended: BatchEnded | None = None  # the run ended after a batch step
+        self.empty_shard = False  # --orbench-shard=K/N deselected every prompt collected
+        self.ended: BatchEnded | None = None  # the run ended after a batch step
         self._disputes: Disputes | None = None
         self._dispute_folders: list[Path] = []  # the suites' folders self._disputes read
         self._walked: set[Path] = set()  # suite files collected by pytest's walk (resolved)
@@ -130,7 +133,7 @@ class OrbenchSession:
         if self._disputes is None or folders != self._dispute_folders:
             from orbench_pytest.run.session_run import load_disputes
 
-            self._disputes = load_disputes(self.settings.thresholds, self.config.rootpath,
+            self._disputes = load_disputes(self.settings.gate.thresholds, self.config.rootpath,
                                            folders)
             self._dispute_folders = folders
         return self._disputes
@@ -142,12 +145,17 @@ class OrbenchSession:
             from orbench_pytest.catalog.suites import SuiteOptions
             from orbench_pytest.plugin.items import PromptItem
 
-            settings = self.settings
-            options = SuiteOptions(sample=settings.sample, seed=settings.seed,
-                                   categories=settings.categories, data_dirs=settings.data_dirs,
+            scope = self.settings.scope
+            options = SuiteOptions(subset=scope.subset, seed=scope.random_seed,
+                                   categories=scope.categories, data_dirs=scope.data_dirs,
                                    ready_suite_dir=ready_suite_dir())
             self._catalog = SuiteCatalog(options, self._request.files)
-            self._prompt_item = PromptItem  # for a hook called thrice per item: no import
+            self.prompt_item = PromptItem  # for a hook called thrice per item: no import
+        return self._catalog
+
+    @property
+    def collected(self) -> SuiteCatalog | None:
+        """The catalog, or None where no suite was collected in this process."""
         return self._catalog
 
     # --- the fetch-and-judge phase --------------------------------------------------------
@@ -158,14 +166,14 @@ class OrbenchSession:
         pytest the loop is done."""
         if session.config.option.collectonly or self.is_worker or self._catalog is None:
             return None
-        self._stop_on_collection_errors()
+        self.stop_on_collection_errors()
         from orbench_pytest.plugin.items import PromptItem
         from orbench_pytest.run.runner import Selected
 
         selected = [Selected(item.nodeid, item.case, item.variant) for item in session.items
                     if isinstance(item, PromptItem)]
-        self._start(selected)
-        return True if self._ended is not None else None
+        self.start(selected)
+        return True if self.ended is not None else None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -182,24 +190,24 @@ class OrbenchSession:
             if path.resolve() not in self._walked:
                 self._walked.add(path.resolve())
                 items.extend(collect_suite(suite_file(session, path)))
-        if self.settings.shard is not None and self._catalog is not None:
+        if self.settings.scope.shard is not None and self._catalog is not None:
             from orbench_pytest.plugin.items import PromptItem
 
-            shard = self.settings.shard
+            shard = self.settings.scope.shard
             dropped = [item for item in items if isinstance(item, PromptItem) and not
                        shard.holds((item.case.suite, item.variant.name, item.case.case_id))]
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
                 gone = {id(item) for item in dropped}
                 items[:] = [item for item in items if id(item) not in gone]
-                self._empty_shard = not any(isinstance(item, PromptItem) for item in items)
+                self.empty_shard = not any(isinstance(item, PromptItem) for item in items)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Counted here, the xdist controller included (it is sent the workers' reports)."""
         if report.failed:
             self._collection_errors += 1
 
-    def _stop_on_collection_errors(self) -> None:
+    def stop_on_collection_errors(self) -> None:
         """A collection error anywhere (the user's own tests too): the run is not the one
         meant, so nothing is asked (it would cost money) and no gate is printed, even under
         --continue-on-collection-errors. A broken thresholds or disputed file, which made
@@ -216,7 +224,9 @@ class OrbenchSession:
                     f"{'them' if errors > 1 else 'it'} and run again",
                     returncode=pytest.ExitCode.INTERRUPTED)
 
-    def _start(self, everything: list[Selected]) -> None:
+    def start(self, everything: list[Selected]) -> None:
+        """Ask and judge the selected prompts (those disputed left out) and decide the gate:
+        `run` is set, or `ended` after a batch step."""
         from orbench_pytest.core.ids import key_label
         from orbench_pytest.gate.disputed import skip_reason
         from orbench_pytest.run.session_run import (
@@ -227,8 +237,8 @@ class OrbenchSession:
             run_collected,
         )
 
-        if not everything and self.settings.shard is not None:
-            return  # a shard holding none of the prompts says so itself (_finish_empty_shard)
+        if not everything and self.settings.scope.shard is not None:
+            return  # a shard holding none of the prompts says so itself (session_reports.py)
         try:
             disputes = self.disputes()
             catalog = self.catalog()
@@ -236,75 +246,25 @@ class OrbenchSession:
             disputed = [(s, skip_reason(s.case.suite, s.case.case_id, disputes))
                         for s in everything]
             selected = [s for s, reason in disputed if reason is None]
-            if not selected and self.settings.categories:
+            if not selected and self.settings.scope.categories:
                 check_categories(self.settings, catalog, seen=set(catalog.known_categories()))
             # The gate's scope, decided before the gate and given to it (gate/scope.py).
             counts = ScopeCounts(
-                coverage(everything, selected, catalog, len(self.settings.variants)),
-                _narrowed_by(self.config, self.settings), self.settings.require_full,
+                coverage(everything, selected, catalog, len(self.settings.target.variants)),
+                _narrowed_by(self.config, self.settings), self.settings.gate.require_full,
                 [(key_label((s.case.suite, s.variant.name, s.case.case_id)),
                   disputes[s.case.suite][s.case.case_id].reason,
                   disputes[s.case.suite][s.case.case_id].decided_by)
                  for s, reason in disputed if reason is not None])
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            self._run = run_collected(selected, self.settings, catalog, self.config.rootpath,
-                                      reporter, self.config.option.maxfail, counts)
+            self.run = run_collected(selected, self.settings, catalog, self.config.rootpath,
+                                     reporter, self.config.option.maxfail, counts)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         except BatchEnded as ended:  # an export or a batch's status: no item runs, no gate
-            self._ended = ended
+            self.ended = ended
             return
-        self._states = self._run.outcome.states
-
-    # --- xdist: the controller fetches, the workers look up ------------------------------
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        from orbench_pytest.run.xdist_handoff import WORKERINPUT_KEY, StatesFile
-
-        self._nodes.append(node)
-        if self._handoff is None:
-            self._handoff = StatesFile()
-        node.workerinput[WORKERINPUT_KEY] = str(self._handoff.path)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Fires before any test is scheduled: fetch once, here, and hand the states over."""
-        if self._run is not None or not any(names_suite_file(nodeid) for nodeid in ids):
-            return
-        self._stop_on_collection_errors()
-        from orbench_pytest.run.xdist_handoff import selected_from_ids
-
-        self._start(selected_from_ids(self.catalog(), self.settings.variants,
-                                      self.config.rootpath, ids))
-        if self._ended is not None:  # the workers would run items that have no verdict
-            ended, self._ended = self._ended, None
-            self._write_ended(ended.lines[:-1])
-            pytest.exit(terminal_line(ended.lines[-1]), returncode=ended.returncode)
-        if self._run is not None and self._handoff is not None:
-            self._handoff.write(self._run.outcome.states)
-        # A worker that died while this hook fetched would next be sent tests, and xdist ends
-        # in INTERNALERROR writing to it: stop with one line instead (every answer is cached,
-        # so the next run resumes).
-        dead = [str(node.gateway.id) for node in self._nodes if not _alive(node)]
-        if dead:
-            self._run = None  # not a finished run: no gate printed, no results written
-            pytest.exit(f"ERROR: orbench: xdist worker {', '.join(dead)} died during the fetch "
-                        "phase; the answers are cached: run pytest again",
-                        returncode=pytest.ExitCode.INTERRUPTED)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", {})
-        shouldfail = output.get("shouldfail")
-        if isinstance(shouldfail, str) and shouldfail.startswith(STOP_PREFIX):
-            self._workers_stopped = True
-        suites = output.get(UNSELECTED_KEY)
-        if self._run is None and self._ended is None and isinstance(suites, list) and suites:
-            # The workers deselected every prompt (-m "not orbench"): the controller, which
-            # collects nothing itself, still decides a gate over the suites they collected.
-            for path in suites:
-                self.catalog().load(Path(path))
-            self._start([])
+        self._states = self.run.outcome.states
 
     def is_prompt(self, nodeid: str) -> bool:
         """An item of a suite this run asked (not the user's own tests)."""
@@ -324,89 +284,9 @@ class OrbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> pytest.TestReport | None:
-        if self._prompt_item is None:  # no suite collected in this process
+        if self.prompt_item is None:  # no suite collected in this process
             return None
-        return item.report(call) if isinstance(item, self._prompt_item) else None
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep our items' passed setup/teardown reports out of the terminal's stats[""].
-
-        For every failure, pytest's summary scans all of stats[""] for that test's teardown
-        sections (pytest-dev/pytest#13360): O(failures × items), hours at 80K prompts with half
-        failing (benchmarks/failing_80k.py). A prompt item writes no teardown output, so
-        nothing is lost by not keeping them (trylast: the terminal reporter has just appended
-        this report). This is the only change made to the terminal reporter's stats.
-        """
-        if (report.when == "call" or not report.passed or self._states is None
-                or report.nodeid not in self._states):
-            return
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        kept = getattr(reporter, "stats", {}).get("")
-        if kept and kept[-1] is report:
-            kept.pop()
-
-    # --- reports --------------------------------------------------------------------------
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self._ended is not None:
-            self._write_ended(self._ended.lines)
-        if self._run is not None and not self.is_worker:
-            from orbench_pytest.plugin.reporting import write_gate
-
-            write_gate(terminalreporter, self._run)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Controller only: the results file and JUnit properties (tryfirst: before junitxml
-        writes its file); the handoff file goes. A worker that kept no prompt of the suites it
-        collected tells the controller which suites they were."""
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if (workeroutput is not None and self._catalog is not None and self._catalog.suites
-                and self._prompt_item is not None
-                and not any(isinstance(item, self._prompt_item) for item in session.items)):
-            workeroutput[UNSELECTED_KEY] = [str(suite.path) for suite in self._catalog.suites]
-        if self._handoff is not None:
-            self._handoff.delete()
-        if self._ended is not None:
-            session.exitstatus = self._ended.returncode
-        self._finish_empty_shard(session)
-        if self._workers_stopped and session.exitstatus == pytest.ExitCode.INTERRUPTED:
-            # xdist turns a worker's stop into an interruption; a run stopped by the gate
-            # failed, as it does without xdist.
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self._run is not None and not self.is_worker:
-            from orbench_pytest.plugin.reporting import write_results_and_junit
-
-            if (not self._run.outcome.gate.passed and self._run.ungated is None
-                    and session.exitstatus in (pytest.ExitCode.OK,
-                                               pytest.ExitCode.NO_TESTS_COLLECTED)):
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the gate decides the status
-
-            write_results_and_junit(self.config, self._run)
-
-    def _finish_empty_shard(self, session: pytest.Session) -> None:
-        """A shard that holds none of the run's prompts (7/1000 of 200 prompts) is a success
-        with its own line, not pytest's "no tests ran" (exit 5, a failed CI matrix job)."""
-        shard = self.settings.shard
-        if shard is None or session.exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
-            return
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        deselected = len(reporter.stats.get("deselected", ())) if reporter is not None else 0
-        # The xdist controller collects nothing itself: the workers deselected every prompt.
-        controller = not self.is_worker and self._catalog is None
-        if not (self._empty_shard or (controller and deselected)):
-            return
-        session.exitstatus = pytest.ExitCode.OK
-        if reporter is not None:
-            reporter.write_line(f"orbench: shard {shard} holds no prompt of this run "
-                                f"(each prompt belongs to one of {shard.count} shards); "
-                                "nothing to ask")
-
-    def _write_ended(self, lines: list[str]) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            for line in lines:  # they may quote a file's or a server's text
-                reporter.write_line(terminal_line(line))
+        return item.report(call) if isinstance(item, self.prompt_item) else None
 
     @pytest.hookimpl(tryfirst=True)  # before every plugin's own finishing work
     def pytest_keyboard_interrupt(self) -> None:
@@ -422,12 +302,14 @@ class OrbenchSession:
         if self._restore_sigint is not None:
             self._restore_sigint()
 
-        if self._handoff is not None:
-            self._handoff.delete()
         forget_secrets()
         config.pluginmanager.unregister(self)
-        if config.pluginmanager.has_plugin(FAILURE_BOUND):
-            config.pluginmanager.unregister(name=FAILURE_BOUND)
+        for name in (*COMPANIONS, FAILURE_BOUND):
+            companion = config.pluginmanager.get_plugin(name)
+            if isinstance(companion, XdistHooks):
+                companion.close()  # the handoff file, also after an interrupted run
+            if companion is not None:
+                config.pluginmanager.unregister(companion, name)
         del config.stash[SESSION_KEY]
 
 
@@ -438,23 +320,14 @@ def _narrowed_by(config: pytest.Config, settings: Settings) -> list[str]:
     found = [flag for flag, given in (
         ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", "")),
         ("--lf", getattr(option, "lf", False)), ("--deselect", getattr(option, "deselect", None)),
-        ("--orbench-category", settings.categories)) if given]
-    if settings.sample is not None:
+        ("--orbench-category", settings.scope.categories)) if given]
+    if settings.scope.subset is not None:
         found.append("--orbench-subset")
-    if settings.shard is not None:
-        found.append(f"shard {settings.shard}")
+    if settings.scope.shard is not None:
+        found.append(f"shard {settings.scope.shard}")
     if any("::" in str(arg) for arg in config.args):
         found.append("node ids")
     return found
-
-
-def _alive(node: Any) -> bool:
-    """An xdist worker whose process still talks to us (execnet's receiver stops at EOF)."""
-    gateway = getattr(node, "gateway", None)
-    channel = getattr(node, "channel", None)
-    if gateway is None or channel is None:
-        return True  # not set up yet: xdist itself reports a failed start
-    return bool(gateway.hasreceiver()) and not channel.isclosed()
 
 
 def collect_suite(node: pytest.Collector) -> list[pytest.Item]:

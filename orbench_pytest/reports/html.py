@@ -194,16 +194,9 @@ def _title(report: Report) -> Iterator[str]:
     else:
         verdict, css = ("passed", "pass") if report.passed else ("FAILED", "fail")
     yield f'<header><h1 class="{css}" id="verdict">orbench gate {_h(verdict)}</h1>\n'
-    facts = [f"target <code>{_h(info.target or run.label())}</code>"]
-    if info.judge:
-        facts.append(f"judge <code>{_h(info.judge)}</code>")
-    if info.thresholds:
-        facts.append(f"thresholds <code>{_h(info.thresholds)}</code>")
-    facts.append(f'<span id="total">{len(run.items)}</span> prompts')
-    if report.baseline is not None:
-        facts.append(f"baseline <code>{_h(Path(report.baseline.source).name)}</code>")
-    elif run.document.gate is not None and run.document.gate.baseline:
-        facts.append(f"baseline <code>{_h(Path(run.document.gate.baseline).name)}</code>")
+    facts = (f'<span id="total">{_h(fact.value)}</span> prompts' if fact.name == "prompts"
+             else f"{fact.name} <code>{_h(fact.value)}</code>"
+             + (f" {_h(fact.detail)}" if fact.detail else "") for fact in report.facts())
     yield f"<p>{' · '.join(facts)}</p>\n"
     if info.cost is not None:
         yield f'<p id="cost"><code>{_h(info.cost.line())}</code></p>\n'

@@ -122,6 +122,16 @@ def _row_from_gate(raw: RowRecord) -> Row:
                raw.verdict, raw.regression, ratchet)
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One fact of a report's header: `value` is untrusted text (a count for "prompts"),
+    `detail` plain words after it."""
+
+    name: str
+    value: str
+    detail: str = ""
+
+
 @dataclass
 class Report:
     run: RunRecord
@@ -136,6 +146,25 @@ class Report:
         if self.run.gate_passed is not None:
             return bool(self.run.gate_passed)
         return not any(item.outcome in (Outcome.FAILED, Outcome.ERROR) for item in self.run.items)
+
+    def facts(self) -> list[Fact]:
+        """The run's header line, built once for the Markdown comment and the HTML page:
+        target, judge, thresholds, prompts, preamble, baseline."""
+        run, info = self.run, self.run.run
+        facts = [Fact("target", info.target or run.label())]
+        facts += [Fact(name, value) for name, value in (("judge", info.judge),
+                                                         ("thresholds", info.thresholds)) if value]
+        facts.append(Fact("prompts", str(len(run.items))))
+        if info.preamble is not None:
+            facts.append(Fact("preamble", Path(info.preamble.path).name,
+                              f"({len(info.preamble.turns)} turns, sha256 "
+                              f"{info.preamble.sha256[:12]})"))
+        gate = run.document.gate
+        baseline = (self.baseline.source if self.baseline is not None
+                    else gate.baseline if gate is not None else None)
+        if baseline:
+            facts.append(Fact("baseline", Path(baseline).name))
+        return facts
 
     def pairing(self, item: ItemRecord) -> Pairing:
         if self.snapshot is None:
@@ -225,21 +254,10 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
         if partial:  # rates over part of a suite: the reader must not take them for the suite
             out.extend(["", *(f"Partial gate: {_name(note)}" for note in partial)])
     out.append("")
-    facts = []
-    if info.target:
-        facts.append(f"target `{_code(info.target)}`")
-    if info.judge:
-        facts.append(f"judge `{_code(info.judge)}`")
-    if info.thresholds:
-        facts.append(f"thresholds `{_code(info.thresholds)}`")
-    facts.append(f"{len(run.items)} prompts")
-    if info.preamble is not None:
-        facts.append(f"preamble `{_code(Path(info.preamble.path).name)}` "
-                     f"({len(info.preamble.turns)} turns, sha256 "
-                     f"`{_code(info.preamble.sha256[:12])}`)")
-    if report.baseline is not None:
-        facts.append(f"baseline `{_code(Path(report.baseline.source).name)}`")
-    out.append(" · ".join(facts))
+    out.append(" · ".join(
+        f"{fact.value} prompts" if fact.name == "prompts"
+        else f"{fact.name} `{_code(fact.value)}`" + (f" {fact.detail}" if fact.detail else "")
+        for fact in report.facts()))
     out.append("")
     cost = info.cost
     if cost is not None:

@@ -84,10 +84,12 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
     info = RunInfo(
         started=started.isoformat(timespec="seconds"),
         finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        target=redact(target), judge=settings.judge, judge_model=_redacted(settings.judge_model),
+        target=redact(target), judge=settings.judge.name,
+        judge_model=_redacted(settings.judge.model),
         thresholds=thresholds_source, parameters=parameters(settings),
         suites=[SuiteCount(name, n) for name, n in suites.items()],
-        variants=[VariantInfo(v.name, _redacted(v.system_prompt)) for v in settings.variants],
+        variants=[VariantInfo(v.name, _redacted(v.system_prompt))
+                  for v in settings.target.variants],
         versions={"orbench_pytest": __version__, "python": platform.python_version(),
                   **(versions or {})},
         ungated=None if ungated is None else str(ungated), partial=list(gate.partial) or None,
@@ -99,7 +101,7 @@ def build_results(*, items: Sequence[ItemRecord], gate: Gate, settings: Settings
                         gate.baseline_source, gate.failures(), gate.ratchet_notes(),
                         list(gate.partial), disputed,
                         [row_record(row) for row in gate.rows.values()]),
-        variants=variant_rows(gate) if len(settings.variants) > 1 else [],
+        variants=variant_rows(gate) if len(settings.target.variants) > 1 else [],
         baseline=comparison_record(comparison) if comparison is not None else None)
 
 
@@ -114,11 +116,17 @@ def preamble_record(preamble: Preamble | None) -> PreambleRecord | None:
 
 def parameters(settings: Settings) -> Parameters:
     """What was asked, and how: never a key (only the name of its variable)."""
-    return _copy(Parameters, settings, model=_redacted(settings.model),  # a pasted key: gone
-                 base_url=_safe_url(settings.base_url), target=_redacted(settings.target),
-                 judge_model=_redacted(settings.judge_model),
-                 judge_base_url=_safe_url(settings.judge_base_url),
-                 categories=list(settings.categories), cache=settings.cache_mode)
+    target, judge, scope = settings.target, settings.judge, settings.scope
+    return Parameters(
+        model=_redacted(target.model),  # a pasted key: gone
+        base_url=_safe_url(target.base_url), api_key_env=target.api_key_env,
+        target=_redacted(target.function), temperature=target.temperature,
+        max_tokens=target.max_tokens, request_seed=target.request_seed,
+        timeout_s=settings.requests.timeout_s, strict=settings.gate.strict, judge=judge.name,
+        judge_model=_redacted(judge.model), judge_base_url=_safe_url(judge.base_url),
+        partial_is_refusal=judge.partial_is_refusal, sample=scope.subset,
+        seed=scope.random_seed, categories=list(scope.categories),
+        concurrency=settings.requests.concurrency, cache=settings.cache.mode)
 
 
 def _safe_url(url: str | None) -> str | None:

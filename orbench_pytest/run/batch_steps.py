@@ -48,7 +48,7 @@ Write = Callable[[str], None]
 def batch_limits(settings: Settings) -> BatchLimits:
     """What one input file may hold: a set of requests larger than one batch takes is several
     input files (an export) or several batches, submitted together and waited for in turn."""
-    return BatchLimits(requests=settings.batch_max_requests)
+    return BatchLimits(requests=settings.batch.max_requests)
 
 
 @dataclass
@@ -60,16 +60,17 @@ class Given:
 
 
 def check_batch_target(settings: Settings, option: str) -> None:
-    if settings.target is not None or settings.is_local or settings.model is None:
+    target = settings.target
+    if target.function is not None or target.is_local or target.model is None:
         raise ConfigError(f"{option} needs a served model: --orbench-model=NAME with an "
                           "OpenAI-compatible endpoint (not local, not --orbench-target)")
 
 
 def batch_requests(jobs: Sequence[Job], settings: Settings) -> list[tuple[str, dict[str, Any]]]:
-    assert settings.model is not None
+    assert settings.target.model is not None
     params = generation_params(settings)
-    return [(job.key, chat_request_body(settings.model, params, job.system_prompt, job.prompt,
-                                                job.history))
+    return [(job.key, chat_request_body(settings.target.model, params, job.system_prompt,
+                                        job.prompt, job.history))
             for job in jobs]
 
 
@@ -77,13 +78,13 @@ def export(selected: Sequence[Selected], settings: Settings,
            cache: ResponseCache | None) -> BatchEnded:
     """Write every request the cache lacks as Batch API input files (one, unless they exceed
     what a batch takes); nothing is sent."""
-    assert settings.batch_export is not None
+    assert settings.batch.export is not None
     check_batch_target(settings, "--orbench-batch-export")
     plan = plan_jobs(selected, settings)
     jobs = missing_jobs(plan, settings, cache)
     limits = batch_limits(settings)
     texts = split_requests(batch_requests(jobs, settings), limits) or [""]
-    paths = export_paths(settings.batch_export, len(texts))
+    paths = export_paths(settings.batch.export, len(texts))
     for path, text in zip(paths, texts, strict=True):
         write_export_file(path, text)
     held = len({job.key for job in plan.jobs}) - len(jobs)
@@ -150,7 +151,7 @@ def submit_or_status(plan: JobPlan, settings: Settings,
     submitted for them), waited for and imported. --orbench-batch=status: report, end."""
     check_batch_target(settings, "--orbench-batch")
     jobs = missing_jobs(plan, settings, cache)
-    status_only = settings.batch_mode == "status"
+    status_only = settings.batch.mode == "status"
     if not jobs:
         line = "orbench: the cache holds every answer: no batch to submit"
         if status_only:
@@ -162,14 +163,15 @@ def submit_or_status(plan: JobPlan, settings: Settings,
     requests = batch_requests(jobs, settings)
     chunks = split_requests(requests, batch_limits(settings))
     set_key = request_set_key(url, (key for key, _ in requests))
-    state = BatchState(state_path(settings.cache_path))
+    state = BatchState(state_path(settings.cache.path))
     batch_ids = state.batch_ids(set_key)
     if not batch_ids and status_only:
         raise BatchEnded([f"orbench: no batch submitted for the {len(jobs)} requests the cache "
                           "lacks (--orbench-batch=submit submits them)"])
-    client = BatchClient(url, secret_from_env(settings.api_key_env) or None, settings.timeout_s,
-                         retry=RetrySettings(max_retries=settings.max_retries,
-                                             backoff_base_s=settings.backoff_s),
+    client = BatchClient(url, secret_from_env(settings.target.api_key_env) or None,
+                         settings.requests.timeout_s,
+                         retry=RetrySettings(max_retries=settings.requests.max_retries,
+                                             backoff_base_s=settings.requests.backoff_s),
                          clock=clock, sleep=sleep)
     if status_only:
         raise BatchEnded([f"orbench: {client.status(batch_id).describe()}"
@@ -188,15 +190,15 @@ def submit_or_status(plan: JobPlan, settings: Settings,
     started = clock()
     statuses = []
     for batch_id in batch_ids:
-        left = (None if settings.max_duration_s is None
-                else max(0.0, settings.max_duration_s - (clock() - started)))
-        status = wait(client, batch_id, poll_s=settings.batch_poll_s, max_wait_s=left,
+        left = (None if settings.requests.max_duration_s is None
+                else max(0.0, settings.requests.max_duration_s - (clock() - started)))
+        status = wait(client, batch_id, poll_s=settings.batch.poll_s, max_wait_s=left,
                       report=lambda s: write(f"orbench: {s.describe()}"), clock=clock,
                       sleep=sleep)
         if not status.finished:
             raise BatchEnded([f"orbench: {status.describe()} after --orbench-max-duration="
-                              f"{settings.max_duration_s:g}s; run again to resume waiting for "
-                              "it"], returncode=1)
+                              f"{settings.requests.max_duration_s:g}s; run again to resume "
+                              "waiting for it"], returncode=1)
         statuses.append(status)
     report = ImportReport()
     wanted = {job.key for job in plan.jobs}

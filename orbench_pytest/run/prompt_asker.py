@@ -140,16 +140,16 @@ class PromptAsker:
         self.excerpt_chars = excerpt_chars
         self.params = generation_params(settings)
         self.identity = target_identity(settings, self.params)
-        variants = settings.variants
-        self.history = settings.preamble_turns
+        variants = settings.target.variants
+        self.history = settings.target.preamble_turns
         self.system_prompt = sent_system(variants[0].system_prompt if variants else None,
                                          self.history)
         self.engine_settings = dataclasses.replace(
             fetch_settings(settings, self.params), revalidate=False)
-        self.cache = (None if settings.cache_mode == "off"
-                      else ResponseCache(settings.cache_path,
-                                         writable=settings.cache_mode != "read",
-                                         lock_wait_s=settings.cache_lock_wait_s))
+        self.cache = (None if settings.cache.mode == "off"
+                      else ResponseCache(settings.cache.path,
+                                         writable=settings.cache.mode != "read",
+                                         lock_wait_s=settings.cache.lock_wait_s))
         self._opened: contextlib.ExitStack | None = None
         self._target: Target | None = None
         self.asked = 0  # prompts asked (cached or not)
@@ -159,7 +159,7 @@ class PromptAsker:
         self.wall_s = 0.0
 
     def __repr__(self) -> str:
-        return f"orbench_ask({terminal_text(self.settings.target or self.settings.model, 80)})"
+        return f"orbench_ask({terminal_text(self.settings.target.label, 80)})"
 
     def key(self, prompt: str) -> str:
         return cache_key(self.identity, self.system_prompt, prompt, self.history)
@@ -198,7 +198,8 @@ class PromptAsker:
         self.spent.add(report.spent)
         self.retries += report.retries
         self.wall_s += time.perf_counter() - started
-        return {text: asked(text, verdicts.answers[job.key], self.settings.partial_is_refusal)
+        return {text: asked(text, verdicts.answers[job.key],
+                            self.settings.judge.partial_is_refusal)
                 for text, job in jobs.items()}
 
     def _open(self) -> Target:

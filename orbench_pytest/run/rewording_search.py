@@ -6,9 +6,9 @@ rewordings of it (strategies.rewordings); a prompt one of whose rewordings is re
 model refuse. Only safe prompts are searched, never toxic ones.
 
 Reproducible and bounded:
-- each prompt's search is seeded from --orbench-seed (0 if unset) and the prompt's suite, variant
-  and id: the same run tries the same rewordings in CI and on a laptop, with or without xdist
-  (the controller searches once, before any item runs); no example database is read or
+- each prompt's search is seeded from --orbench-random-seed (0 if unset) and the prompt's suite,
+  variant and id: the same run tries the same rewordings in CI and on a laptop, with or without
+  xdist (the controller searches once, before any item runs); no example database is read or
   written, so nothing but the seed decides what is tried;
 - every rewording is asked through the run's engine and cache (prompt_asker.py), so a rerun
   asks nothing and reports the same flips;
@@ -209,11 +209,12 @@ def search(candidates: Sequence[SafePrompt], settings: Settings, tries: int, bud
     def asker(candidate: SafePrompt) -> PromptAsker:
         if candidate.system_prompt not in by_system:
             variant_settings = settings
-            if settings.variants:
-                variant = next((v for v in settings.variants
+            if settings.target.variants:
+                variant = next((v for v in settings.target.variants
                                 if v.system_prompt == candidate.system_prompt),
-                               settings.variants[0])
-                variant_settings = dataclasses.replace(settings, variants=(variant,))
+                               settings.target.variants[0])
+                variant_settings = dataclasses.replace(
+                    settings, target=dataclasses.replace(settings.target, variants=(variant,)))
             # A refusal is kept whole for the results file; other answers are cut below.
             by_system[candidate.system_prompt] = PromptAsker(variant_settings,
                                                              FLIP_ANSWER_CHARS)
@@ -346,7 +347,7 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
                progress_for: ProgressFor | None = None) -> SearchOutcome:
     """The search over a finished run's answered safe prompts; the gate gets its fragile-rate
     checks and every fragile item its outcome (run is changed in place)."""
-    assert settings.rewordings is not None
+    assert settings.scope.rewordings is not None
     import importlib.util
 
     if importlib.util.find_spec("hypothesis") is None:
@@ -357,16 +358,18 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
         state = run.states.get(s.nodeid)
         if s.case.expect != "comply" or state is None or state.result.refused is not False:
             continue
-        if s.case.history or settings.preamble is not None:
+        if s.case.history or settings.target.preamble is not None:
             continue  # rewordings are asked as single prompts: a conversation's would differ
         candidates.append(SafePrompt(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
                                      s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:
-        write(f"orbench: rewordings: up to {settings.rewordings} of each of {len(candidates)} "
-              f"answered safe prompts (budget {settings.rewordings_budget}, edits: "
-              f"{', '.join(settings.rewording_edits)})")
-    outcome = search(candidates, settings, settings.rewordings, settings.rewordings_budget,
-                     settings.seed or 0, settings.rewording_edits, progress_for)
+        write(f"orbench: rewordings: up to {settings.scope.rewordings} of each of "
+              f"{len(candidates)} answered safe prompts (budget "
+              f"{settings.scope.rewordings_budget}, edits: "
+              f"{', '.join(settings.scope.rewording_edits)})")
+    scope = settings.scope
+    outcome = search(candidates, settings, settings.scope.rewordings, scope.rewordings_budget,
+                     scope.random_seed or 0, scope.rewording_edits, progress_for)
     add_fragile_checks(run.gate, outcome, thresholds)
     for flip in outcome.flips:
         state = run.states[flip.nodeid]

@@ -39,7 +39,7 @@ def run_document(run: CompletedRun, versions: Mapping[str, str] | None = None) -
         judge_calibration=(calibration_record(outcome.calibration)
                            if outcome.calibration is not None else None),
         cost=run.cost, judge_agreement=judge_agreement(outcome.judge_stats),
-        rewordings=run.rewordings, preamble=preamble_record(settings.preamble))
+        rewordings=run.rewordings, preamble=preamble_record(settings.target.preamble))
 
 
 def item_record(nodeid: str, case_id: str, prompt: str, state: ItemState,

@@ -57,15 +57,15 @@ if TYPE_CHECKING:  # a run without judge_calibration never loads it
 
 def effective_concurrency(settings: Settings) -> int:
     """The most requests in flight: for the local model no more than its slots."""
-    if settings.is_local:
-        return local_concurrency(settings.concurrency)
-    return settings.concurrency
+    if settings.target.is_local:
+        return local_concurrency(settings.requests.concurrency)
+    return settings.requests.concurrency
 
 
 def adapts(settings: Settings) -> bool:
     """Whether the concurrency adapts to the endpoint: not for the embedded model (its slots
     are known) nor when pinned with --orbench-fixed-concurrency."""
-    return not (settings.is_local or settings.fixed_concurrency)
+    return not (settings.target.is_local or settings.requests.fixed_concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +106,15 @@ class RunOutcome:
 
 def settings_url(settings: Settings) -> str:
     """The endpoint of the served model under test."""
-    return served_url(settings.base_url)
+    return served_url(settings.target.base_url)
 
 
 def check_target_key(settings: Settings) -> None:
     """The endpoint's key, checked only when something is to be asked of it: a gate over a
     cache (or a Batch API output) that holds every answer needs none."""
-    if settings.target is not None or settings.is_local:
+    if settings.target.function is not None or settings.target.is_local:
         return
-    check_key(settings_url(settings), settings.api_key_env)
+    check_key(settings_url(settings), settings.target.api_key_env)
 
 
 @contextlib.contextmanager
@@ -123,38 +123,39 @@ def open_target(settings: Settings, params: GenerationParams,
                 ) -> Iterator[tuple[Target, str]]:
     """The target to ask, and a label for reports; a local model server lives only inside
     (started by `start_local`, local_model.start_local_server unless a test gives another)."""
-    if settings.target is not None:
-        yield CallableTarget(settings.target, params.timeout_s), settings.target
+    if settings.target.function is not None:
+        yield CallableTarget(settings.target.function, params.timeout_s), settings.target.function
         return
-    if settings.is_local:
+    if settings.target.is_local:
         if start_local is None:
             from orbench_pytest.fetch.local_model import start_local_server
 
             start_local = start_local_server
 
-        name = settings.model or "local"
-        server = start_local(name, threads=settings.local_threads,
+        name = settings.target.model or "local"
+        server = start_local(name, threads=settings.target.local_threads,
                              n_parallel=effective_concurrency(settings),
-                             n_ctx=defaults.LOCAL_CONTEXT, cache_dir=settings.cache_dir)
+                             n_ctx=defaults.LOCAL_CONTEXT, cache_dir=settings.cache.dir)
         try:
             yield (OpenAICompatibleTarget(server.base_url, server.model, None, params,
-                                          settings.concurrency), name)
+                                          settings.requests.concurrency), name)
         finally:
             server.stop()
         return
     url = settings_url(settings)
-    key = secret_from_env(settings.api_key_env)
-    assert settings.model is not None
-    yield OpenAICompatibleTarget(url, settings.model, key, params, settings.concurrency), \
-        settings.model
+    key = secret_from_env(settings.target.api_key_env)
+    assert settings.target.model is not None
+    yield OpenAICompatibleTarget(url, settings.target.model, key, params,
+                                 settings.requests.concurrency), settings.target.model
 
 
 def generation_params(settings: Settings) -> GenerationParams:
-    max_tokens = settings.max_tokens
-    if max_tokens is None and settings.is_local:
+    max_tokens = settings.target.max_tokens
+    if max_tokens is None and settings.target.is_local:
         max_tokens = defaults.LOCAL_MAX_TOKENS
-    return GenerationParams(temperature=settings.temperature, max_tokens=max_tokens,
-                            seed=settings.request_seed, timeout_s=settings.timeout_s)
+    return GenerationParams(temperature=settings.target.temperature, max_tokens=max_tokens,
+                            seed=settings.target.request_seed,
+                            timeout_s=settings.requests.timeout_s)
 
 
 def target_identity(settings: Settings, params: GenerationParams,
@@ -163,34 +164,35 @@ def target_identity(settings: Settings, params: GenerationParams,
     it: name, parameters, and its fingerprint (code of a callable, the version the user gave).
     Computable without starting anything."""
     if fingerprint is None:
-        fingerprint = target_fingerprint(settings.target, settings.target_version)
+        fingerprint = target_fingerprint(settings.target.function, settings.target.version)
     # Only what identifies the candidate (not the list of files, shown in reports).
     candidate: dict[str, Any] = {name: fingerprint[name] for name in ("code", "version")
                                  if name in fingerprint}
-    if settings.target is not None:
-        return {"kind": "callable", "spec": settings.target, **candidate}
-    if settings.is_local:
-        return {**model_identity(settings.model or "local", None, params), **candidate}
-    assert settings.model is not None
-    return {**model_identity(settings.model, settings_url(settings), params), **candidate}
+    if settings.target.function is not None:
+        return {"kind": "callable", "spec": settings.target.function, **candidate}
+    if settings.target.is_local:
+        return {**model_identity(settings.target.model or "local", None, params), **candidate}
+    assert settings.target.model is not None
+    return {**model_identity(settings.target.model, settings_url(settings), params), **candidate}
 
 
 def judge_url(settings: Settings) -> str:
     """The judge model's endpoint: its own option, else the target's (when that is a server)."""
-    if settings.judge_base_url is not None:
-        return settings.judge_base_url
-    if settings.target is None and not settings.is_local and settings.base_url is not None:
-        return settings.base_url
+    if settings.judge.base_url is not None:
+        return settings.judge.base_url
+    target = settings.target
+    if target.function is None and not target.is_local and target.base_url is not None:
+        return target.base_url
     return served_url(None)
 
 
 def check_judge_settings(settings: Settings) -> None:
-    if settings.judge == "keyword":
+    if settings.judge.name == "keyword":
         return
-    if not settings.judge_model:
-        raise ConfigError(f"--orbench-judge={settings.judge} needs --orbench-judge-model=NAME "
+    if not settings.judge.model:
+        raise ConfigError(f"--orbench-judge={settings.judge.name} needs --orbench-judge-model=NAME "
                           "(a model on --orbench-judge-base-url)")
-    check_key(judge_url(settings), settings.judge_api_key_env, whose="the judge's API key",
+    check_key(judge_url(settings), settings.judge.api_key_env, whose="the judge's API key",
               hint="--orbench-judge-api-key-env")
 
 
@@ -201,34 +203,34 @@ def build_run_judge(settings: Settings, requests: RequestLayer[FetchReport],
     run's request layer and cache, and a concurrency limit of its own."""
     from orbench_pytest.judges.judge import build_judge
 
-    if settings.judge == "keyword":
+    if settings.judge.name == "keyword":
         return OfflineJudge(), None
     check_judge_settings(settings)  # a suite's `judge:` may have asked for it
-    assert settings.judge_model is not None
-    key = (secret_from_env(settings.judge_api_key_env)
-           if os.environ.get(settings.judge_api_key_env) else None)
+    assert settings.judge.model is not None
+    key = (secret_from_env(settings.judge.api_key_env)
+           if os.environ.get(settings.judge.api_key_env) else None)
     # Temperature 0 and a short reply: the verdict is one small JSON object.
-    params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.request_seed,
-                              timeout_s=settings.timeout_s)
-    judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge_model, key,
-                                          params, settings.judge_concurrency)
-    channel = JudgeChannel(judge_target, requests, settings.judge_concurrency, cache, fetch)
-    return build_judge(settings.judge, channel.chat, settings.judge_model), channel
+    params = GenerationParams(temperature=0.0, max_tokens=200, seed=settings.target.request_seed,
+                              timeout_s=settings.requests.timeout_s)
+    judge_target = OpenAICompatibleTarget(judge_url(settings), settings.judge.model, key,
+                                          params, settings.judge.concurrency)
+    channel = JudgeChannel(judge_target, requests, settings.judge.concurrency, cache, fetch)
+    return build_judge(settings.judge.name, channel.chat, settings.judge.model), channel
 
 
 def fetch_settings(settings: Settings, params: GenerationParams) -> FetchSettings:
     return FetchSettings.of(
         concurrency=effective_concurrency(settings), adaptive=adapts(settings),
-        rpm=settings.rpm, tpm=settings.tpm,
-        max_tokens=params.max_tokens, max_retries=settings.max_retries,
-        backoff_s=settings.backoff_s, max_duration_s=settings.max_duration_s,
-        empty_is_refusal=settings.empty_is_refusal,
-        read_cache=settings.cache_mode in ("on", "read"),
-        cache_max_age_s=settings.cache_max_age_s, timeout_s=settings.timeout_s,
+        rpm=settings.requests.rpm, tpm=settings.requests.tpm,
+        max_tokens=params.max_tokens, max_retries=settings.requests.max_retries,
+        backoff_s=settings.requests.backoff_s, max_duration_s=settings.requests.max_duration_s,
+        empty_is_refusal=settings.judge.empty_is_refusal,
+        read_cache=settings.cache.mode in ("on", "read"),
+        cache_max_age_s=settings.cache.max_age_s, timeout_s=settings.requests.timeout_s,
         # The local model is pinned by sha256 and a callable by its code: no backend to watch.
         # --orbench-cache=read asks nothing of what is cached (the gate over merged shards).
-        revalidate=(settings.target is None and not settings.is_local
-                    and settings.cache_mode != "read"),
+        revalidate=(settings.target.function is None and not settings.target.is_local
+                    and settings.cache.mode != "read"),
     )
 
 
@@ -244,19 +246,19 @@ class JobPlan:
 
 def plan_jobs(selected: Sequence[Selected], settings: Settings) -> JobPlan:
     params = generation_params(settings)
-    fingerprint = target_fingerprint(settings.target, settings.target_version)
+    fingerprint = target_fingerprint(settings.target.function, settings.target.version)
     identity = target_identity(settings, params, fingerprint)
     key_of = cache_keys(identity)
     # The preamble, then the row's own turns; a system turn among them wins over the variant's.
     asked = [(sent_system(s.variant.system_prompt, history), history) for s in selected
-             for history in (settings.preamble_turns + s.case.history,)]
+             for history in (settings.target.preamble_turns + s.case.history,)]
     keys = [key_of(system, s.case.prompt, history)
             for s, (system, history) in zip(selected, asked, strict=True)]
     # --orbench-samples=N: N jobs per prompt, each with its own key (sample 0: the prompt's).
     jobs: list[Job] = []
     for key, s, (system, history) in zip(keys, selected, asked, strict=True):
         jobs.extend(Job(k, s.case.prompt, system, history)
-                    for k in sample_keys(key, settings.samples))
+                    for k in sample_keys(key, settings.scope.samples))
     return JobPlan(params, keys, jobs, fingerprint)
 
 
@@ -301,10 +303,10 @@ def run_selected(
     """
     if not selected:  # every prompt disputed or deselected: nothing to ask, a gate all the same
         return RunOutcome({}, evaluate([], thresholds, scope=scope), FetchReport(), Verdicts(),
-                          settings.target or settings.model or "local")
+                          settings.target.label)
     plan = plan if plan is not None else plan_jobs(selected, settings)
     params, keys, jobs, fingerprint = plan.params, plan.keys, plan.jobs, plan.fingerprint
-    samples = settings.samples
+    samples = settings.scope.samples
     all_keys = [job.key for job in jobs]
     engine_settings = fetch_settings(settings, params)
     if given:
@@ -315,7 +317,7 @@ def run_selected(
                                      for key, s in zip(keys, selected, strict=True)}
     # A sample's mismatch is not an item's: with samples, -x / --maxfail never stop early.
     should_stop = _mismatch_counter(expect_by_key, max_mismatches if samples == 1 else None,
-                                    settings.partial_is_refusal)
+                                    settings.judge.partial_is_refusal)
     cached, expired = cached_answers(cache, all_keys, engine_settings)  # read once, used twice
     for key, response in (given or {}).items():
         cached.setdefault(key, response)
@@ -327,7 +329,7 @@ def run_selected(
     judge, judge_channel = build_run_judge(settings, requests, cache, engine_settings)
     # Who answers: the target when the cache lacks answers; else nobody (no server to start,
     # no key needed).
-    nobody = contextlib.nullcontext((NoTarget(), settings.target or settings.model or "local"))
+    nobody = contextlib.nullcontext((NoTarget(), settings.target.label))
     with (open_target(settings, params) if asks else nobody) as (target, label):
         phase = JudgedFetch(target, judge, cache, engine_settings, progress,
                             should_stop if asks else None, judge_channel=judge_channel,
@@ -343,7 +345,7 @@ def run_selected(
     for key, s in zip(keys, selected, strict=True):
         combined = combine([verdicts.answers[k] for k in sample_keys(key, samples)],
                            thresholds.for_suite(s.case.suite).refuse_at,
-                           settings.partial_is_refusal)
+                           settings.judge.partial_is_refusal)
         refused = combined.refused
         shown.append(combined.answer)
         pairing = Pairing.NONE
@@ -360,7 +362,7 @@ def run_selected(
             s.case.suite, s.case.category, s.case.expect, refused, s.variant.name, pairing,
             refusals=combined.refusals if samples > 1 else None,
             answered=combined.answered if samples > 1 else 1, baseline_rate=baseline_rate))
-    gate = evaluate(results, thresholds, strict=settings.strict,
+    gate = evaluate(results, thresholds, strict=settings.gate.strict,
                     stopped_reason=_stopped_reason(report, verdicts),
                     baseline_source=baseline.source if baseline is not None else None,
                     baseline_rates=baseline.group_rates if baseline is not None else None,
@@ -384,13 +386,13 @@ def calibrate_gate(gate: Gate, settings: Settings, thresholds: Thresholds,
     corrected for the judge's error measured on the team's labels, before any outcome. Labels
     of answers that are not in the run are an error: they would correct it with another
     run's prompts."""
-    labels = settings.judge_calibration or thresholds.judge_calibration
+    labels = settings.judge.calibration or thresholds.judge_calibration
     if labels is None:
         return None
     from orbench_pytest.gate.calibration import calibrate
     from orbench_pytest.judges.check import check_labels
 
-    check = check_labels(labels, settings.partial_is_refusal)
+    check = check_labels(labels, settings.judge.partial_is_refusal)
     foreign = [pair.id for pair in check.pairs if pair.id not in run_ids]
     if foreign:
         from orbench_pytest.core.untrusted import terminal_text

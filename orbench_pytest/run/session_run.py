@@ -72,7 +72,7 @@ class CompletedRun:
 def effective_settings(settings: Settings, catalog: SuiteCatalog,
                        selected: list[Selected]) -> Settings:
     """A suite's `judge:` applies unless --orbench-judge was given; one judge per run."""
-    if settings.judge_given:
+    if settings.judge.given:
         return settings
     names = {s.case.suite for s in selected}
     wanted = {suite.name: suite.judge for suite in catalog.suites
@@ -84,13 +84,14 @@ def effective_settings(settings: Settings, catalog: SuiteCatalog,
                           "apart or choose one with --orbench-judge")
     if not judges:
         return settings
-    return dataclasses.replace(settings, judge=judges.pop())
+    return dataclasses.replace(settings,
+                               judge=dataclasses.replace(settings.judge, name=judges.pop()))
 
 
 def check_categories(settings: Settings, catalog: SuiteCatalog, seen: set[str]) -> None:
     """A mistyped --orbench-category selects nothing: say so, not "no tests ran"."""
     known = catalog.known_categories()
-    missing = [c for c in settings.categories if c not in seen]
+    missing = [c for c in settings.scope.categories if c not in seen]
     if known and missing:
         raise ConfigError(f"--orbench-category: {', '.join(missing)} matches no prompt "
                           f"(categories: {', '.join(known)})")
@@ -105,16 +106,17 @@ def check_selection(settings: Settings, thresholds: Thresholds, catalog: SuiteCa
                        ready_suite_names())
     check_gated_categories(thresholds, {suite.name: suite.categories for suite in catalog.suites
                                         if suite.name in suites_run})
-    if settings.categories and selected:  # else the session checked them on what it held
+    if settings.scope.categories and selected:  # else the session checked them on what it held
         check_categories(settings, catalog, seen={s.case.category for s in selected})
 
 
 def check_request_bound(selected: list[Selected], settings: Settings) -> None:
     """Prompts × samples is bounded (defaults.MAX_REQUESTS), before anything is planned."""
-    total = len(selected) * settings.samples
+    total = len(selected) * settings.scope.samples
     if total > defaults.MAX_REQUESTS:
-        raise ConfigError(f"--orbench-samples={settings.samples}: {len(selected):,} prompts × "
-                          f"{settings.samples} samples = {total:,} requests, more than the "
+        raise ConfigError(f"--orbench-samples={settings.scope.samples}: {len(selected):,} "
+                          "prompts × "
+                          f"{settings.scope.samples} samples = {total:,} requests, more than the "
                           f"{defaults.MAX_REQUESTS:,} a run may ask; lower --orbench-samples or "
                           "select fewer prompts (--orbench-subset, --orbench-shard)")
 
@@ -141,34 +143,34 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
     nothing selected (every prompt disputed or deselected) nothing is asked, and the gate is
     still decided over `counts`."""
     started = datetime.now(timezone.utc)
-    thresholds = gate_thresholds(settings.thresholds, rootpath)
+    thresholds = gate_thresholds(settings.gate.thresholds, rootpath)
     check_selection(settings, thresholds, catalog, selected)
     check_request_bound(selected, settings)
     settings = effective_settings(settings, catalog, selected)
     scope = (counts or ScopeCounts([], [])).scope(thresholds)
     if not selected:
-        if settings.results is not None:
+        if settings.reports.results is not None:
             from orbench_pytest.reports.results import check_writable
 
-            check_writable(settings.results)
+            check_writable(settings.reports.results)
         outcome = run_selected(selected, settings, thresholds, cache=None, scope=scope)
         return CompletedRun(settings, thresholds, selected, outcome, started,
                             run_cost(outcome.report, settings))
     settings, chosen = choose_model(settings)
-    if settings.print_cache_key:
+    if settings.cache.print_key:
         from orbench_pytest.run.runner import answers_key
 
         raise BatchEnded([f"orbench cache key: {answers_key(selected, settings)}"])
-    if settings.batch_export is not None:
+    if settings.batch.export is not None:
         raise batch_export(selected, settings)
     check_judge_settings(settings)  # the target's key: only if something is to be asked
-    for path, option in ((settings.results, "--orbench-results"),
-                         (settings.html, "--orbench-html")):
+    for path, option in ((settings.reports.results, "--orbench-results"),
+                         (settings.reports.html, "--orbench-html")):
         if path is not None:
             from orbench_pytest.reports.results import check_writable
 
             check_writable(path, option)
-    baseline = load_baseline(settings.baseline, rootpath)
+    baseline = load_baseline(settings.gate.baseline, rootpath)
     progress = ProgressLine.for_reporter(reporter)
     if reporter is not None:
         if thresholds is BUILT_IN:
@@ -176,16 +178,16 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
         if chosen is not None:
             reporter.write_line(terminal_line(chosen))
         reporter.write_sep("-", f"orbench: fetch and judge {len(selected)} prompts")
-    cache = (None if settings.cache_mode == "off"
-             else ResponseCache(settings.cache_path, writable=settings.cache_mode != "read",
-                                lock_wait_s=settings.cache_lock_wait_s))
-    ungated = (Ungated(str(settings.shard))
-               if settings.shard is not None and not settings.shard_gate else None)
+    cache = (None if settings.cache.mode == "off"
+             else ResponseCache(settings.cache.path, writable=settings.cache.mode != "read",
+                                lock_wait_s=settings.cache.lock_wait_s))
+    ungated = (Ungated(str(settings.scope.shard))
+               if settings.scope.shard is not None and not settings.gate.shard_gate else None)
     plan = plan_jobs(selected, settings)
     try:
         given = batch_answers(plan, settings, cache, reporter)
         outcome = run_selected(selected, settings, thresholds, cache=cache, progress=progress,
-                               max_mismatches=(maxfail if settings.strict else 0) or None,
+                               max_mismatches=(maxfail if settings.gate.strict else 0) or None,
                                baseline=baseline, given=given, ungated=ungated, scope=scope,
                                plan=plan)
     finally:
@@ -195,10 +197,10 @@ def run_collected(selected: list[Selected], settings: Settings, catalog: SuiteCa
             reporter.write_line("")
     if cache is not None and cache.ignored_rows and reporter is not None:
         reporter.write_line(terminal_line(
-            f"orbench: {settings.cache_path}: {cache.ignored_rows} cached rows of wrong types "
+            f"orbench: {settings.cache.path}: {cache.ignored_rows} cached rows of wrong types "
             "(edited or crafted) ignored; their prompts were asked again"))
     search = None
-    if settings.rewordings is not None and outcome.report.stopped_reason is None:
+    if settings.scope.rewordings is not None and outcome.report.stopped_reason is None:
         from orbench_pytest.run.rewording_search import progress_lines, run_search
 
         search = run_search(
@@ -220,17 +222,17 @@ def run_cost(report: FetchReport, settings: Settings,
     if search is not None:
         spent.add(search.spent)
         retries, wall_s = retries + search.retries, wall_s + search.wall_s
-    return RunCost.of(spent, retries, wall_s, Prices(settings.price_input, settings.price_output),
-                      cached=report.cache_hits)
+    prices = Prices(settings.reports.price_input, settings.reports.price_output)
+    return RunCost.of(spent, retries, wall_s, prices, cached=report.cache_hits)
 
 
 def batch_export(selected: list[Selected], settings: Settings) -> Exception:
     """--orbench-batch-export: the requests the cache lacks, written; the run ends there."""
     from orbench_pytest.run.batch_steps import export
 
-    cache = (None if settings.cache_mode in ("off", "refresh")
-             else ResponseCache(settings.cache_path, writable=False,
-                                lock_wait_s=settings.cache_lock_wait_s))
+    cache = (None if settings.cache.mode in ("off", "refresh")
+             else ResponseCache(settings.cache.path, writable=False,
+                                lock_wait_s=settings.cache.lock_wait_s))
     try:
         return export(selected, settings, cache)
     finally:
@@ -241,7 +243,7 @@ def batch_export(selected: list[Selected], settings: Settings) -> Exception:
 def batch_answers(plan: JobPlan, settings: Settings, cache: ResponseCache | None,
                   reporter: Any) -> dict[str, Response]:
     """Answers from Batch API output files and a submitted batch, before the fetch phase."""
-    if not settings.batch_imports and settings.batch_mode is None:
+    if not settings.batch.imports and settings.batch.mode is None:
         return {}
     from orbench_pytest.run.batch_steps import import_files, submit_or_status
 
@@ -250,12 +252,12 @@ def batch_answers(plan: JobPlan, settings: Settings, cache: ResponseCache | None
             reporter.write_line(line)
 
     given: dict[str, Response] = {}
-    if settings.batch_imports:
-        imported = import_files(settings.batch_imports, plan, cache)
+    if settings.batch.imports:
+        imported = import_files(settings.batch.imports, plan, cache)
         for line in imported.lines:
             write(line)
         given.update(imported.responses)
-    if settings.batch_mode is not None:
+    if settings.batch.mode is not None:
         fetched = submit_or_status(plan, settings, cache, write)
         for line in fetched.lines:
             write(line)
