@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.artefacts import file_sha256, replacing
-from orbench_pytest.core.bounded import regular_file
+from orbench_pytest.core.bounded import csv_field_limit, regular_file
 from orbench_pytest.core.defaults import data_dirs_from_env, default_cache_dir
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import resolved
@@ -36,6 +36,8 @@ Progress = Callable[[int, "int | None"], None]
 FORMATS = (".csv", ".jsonl", ".parquet")
 # Downloads smaller than this finish before a progress line would be worth printing.
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
+# A cell may hold a whole conversation as JSON: room for its own limit to be the one that speaks.
+CSV_CELL_CHARS = 2 * defaults.CONVERSATION_CHARS
 _CHUNK = 1024 * 1024
 _TRUE = {"1", "true", "yes", "on"}
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -411,6 +413,11 @@ def _read_text(path: Path) -> str:
 
 
 def _csv_rows(path: Path, text: str) -> list[dict[str, str]]:
+    with csv_field_limit(CSV_CELL_CHARS):
+        return _csv_records(path, text)
+
+
+def _csv_records(path: Path, text: str) -> list[dict[str, str]]:
     # csv.reader + zip is several times faster than DictReader at 80K rows.
     reader = csv.reader(io.StringIO(text, newline=""))
     try:

@@ -5,8 +5,11 @@ Replies and answers are bounded too: a reply by bytes read, an answer by charact
 
 from __future__ import annotations
 
+import csv
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -154,3 +157,15 @@ def clip_raw(text: str | None) -> str | None:
     if text is None or len(text) <= RAW_CHARS:
         return text
     return text[:RAW_CHARS] + f" [orbench: {len(text):,} characters, truncated]"
+
+
+@contextmanager
+def csv_field_limit(chars: int) -> Iterator[None]:
+    """The csv module's field limit (process-wide, 131,072 by default) raised to `chars` while
+    one file is read, then put back: what a file may hold never depends on what the process
+    read before."""
+    before = csv.field_size_limit(max(csv.field_size_limit(), chars))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)

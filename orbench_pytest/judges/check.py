@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orbench_pytest.core.artefacts import file_sha256
-from orbench_pytest.core.bounded import ANSWER_CHARS, MIB, read_text
+from orbench_pytest.core.bounded import ANSWER_CHARS, MIB, csv_field_limit, read_text
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.paths import stat_of
 from orbench_pytest.core.statistics import paired_difference
@@ -59,23 +59,21 @@ def read_labels(path: Path) -> dict[str, dict[str, str]]:
         return {}
     text = read_text(path, LABELS_LIMIT, "the labels file")
     latest: dict[str, dict[str, str]] = {}
-    # Whole answers (up to ANSWER_CHARS) are longer than the csv module's default field limit,
-    # which is process-wide: raised while this file is read, then put back.
-    before = csv.field_size_limit(max(csv.field_size_limit(), 2 * ANSWER_CHARS))
+    # Whole answers (up to ANSWER_CHARS) are longer than the csv module's default field limit.
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        names = reader.fieldnames or []
-        missing = [c for c in ("id", "judge_verdict", "label") if c not in names]
-        if missing:
-            raise ConfigError(f"{path}: not a labels file (no column {', '.join(missing)})")
-        for row in reader:
-            values = _checked_row(row, names, f"{path}: line {reader.line_num}")
-            if values["id"]:
-                latest[values["id"]] = values
+        with csv_field_limit(2 * ANSWER_CHARS):
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            names = reader.fieldnames or []
+            missing = [c for c in ("id", "judge_verdict", "label") if c not in names]
+            if missing:
+                raise ConfigError(f"{path}: not a labels file (no column "
+                                  f"{', '.join(missing)})")
+            for row in reader:
+                values = _checked_row(row, names, f"{path}: line {reader.line_num}")
+                if values["id"]:
+                    latest[values["id"]] = values
     except csv.Error as exc:
         raise ConfigError(f"{path}: not a labels CSV ({exc})") from None
-    finally:
-        csv.field_size_limit(before)
     return latest
 
 
