@@ -42,7 +42,7 @@ source: prompts.csv
 prompt: prompt
 category: category
 expect: comply
-sample: {n: all}  # every prompt, above the unsampled-suite guard's 5,000 too
+subset: {n: all}  # every prompt, above the unsampled-suite guard's 5,000 too
 """
 
 # pytest's own floor, the way the plugin works: each row of each CSV file in the folder one

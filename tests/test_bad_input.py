@@ -2,8 +2,7 @@
 and option values, pytest runs them (in-process, the plugin loaded as a user loads it), and
 each must end as exactly one line naming what is wrong.
 
-ORBENCH_BAD_INPUT_EXAMPLES sets the examples per kind (default 15; the benchmark runs more);
-ORBENCH_BAD_INPUT_LOG names a JSON-lines file that records every case (for benchmarks/faults.py).
+ORBENCH_BAD_INPUT_EXAMPLES sets the examples per kind (default 15).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbench_pytest.catalog.suites import SuiteOptions, load_suite
-from orbench_pytest.config.parsers import MAX_SAMPLES
 from orbench_pytest.core import defaults
 from orbench_pytest.core.bounded import DATA_FILE_LIMIT, MIB
 from orbench_pytest.core.errors import ConfigError
@@ -40,7 +38,6 @@ from tests.helpers import (
 from tests.openai_server import OpenAIServer
 
 EXAMPLES = int(os.environ.get("ORBENCH_BAD_INPUT_EXAMPLES", "15"))
-LOG = os.environ.get("ORBENCH_BAD_INPUT_LOG")
 HYPOTHESIS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
                                              HealthCheck.too_slow])
@@ -120,7 +117,7 @@ bad_suites = st.one_of(
               st.fixed_dictionaries({"n": st.just(1), "seed": st.one_of(text, st.floats())}),
               st.dictionaries(text.filter(lambda k: k not in ("n", "seed", "stratify")),
                               scalars, min_size=1, max_size=1))
-    .map(lambda sample: _doc(with_(GOOD_SUITE, sample=sample))),
+    .map(lambda subset: _doc(with_(GOOD_SUITE, subset=subset))),
     st.one_of(
         st.integers(1, 4).map(lambda up: "../" * up + "secret.csv"),  # leaves the suite folder
         st.sampled_from(["/etc/hostname", "~/.bashrc", "ftp://example.org/x.csv", ""]),
@@ -242,7 +239,7 @@ def not_age(value: str) -> bool:
 bad_options = st.one_of(
     *[not_whole(low).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low in [
         ("concurrency", 1), ("rpm", 1), ("tpm", 1), ("max-retries", 0), ("max-tokens", 1),
-        ("request-seed", 0), ("seed", 0), ("local-threads", 1), ("judge-concurrency", 1)]],
+        ("request-seed", 0), ("random-seed", 0), ("local-threads", 1), ("judge-concurrency", 1)]],
     *[not_number(low, high).map(lambda v, o=option: [f"--orbench-{o}={v}"]) for option, low, high
       in [("temperature", 0.0, 2.0), ("timeout", 0.001, None), ("backoff", 0.0, None),
           # prices past any real one (issue 43): 1e308 made the cost Infinity
@@ -413,23 +410,15 @@ def run_case(pytester: pytest.Pytester, plugin_args: list[str], args: list[str],
 def the_one_line(result: pytest.RunResult, kind: str, case: str) -> str:
     """The single error line of a run, after checking the output has that shape."""
     out, err = result.stdout.str(), result.stderr.str()
-    record = {"kind": kind, "case": case, "ret": int(result.ret),
-              "traceback": "Traceback" in out + err}
     line = ""
     if result.ret == pytest.ExitCode.USAGE_ERROR:
         lines = [x for x in result.stderr.lines if x.strip()]
-        record["lines"] = len(lines)
         line = lines[0] if len(lines) == 1 and lines[0].startswith("ERROR: ") else ""
     elif result.ret == pytest.ExitCode.INTERRUPTED:
         body = _collection_error_body(result.stdout.lines)
-        record["lines"] = len(body)
         line = body[0] if len(body) == 1 else ""
-    record["message"] = line
-    if LOG:
-        with open(LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
-    assert not record["traceback"], out + err
-    assert line, f"not a one-line error (exit {result.ret}):\n{out}\n{err}"
+    assert "Traceback" not in out + err, f"{kind} {case}:\n{out}{err}"
+    assert line, f"{kind} {case}: not a one-line error (exit {result.ret}):\n{out}\n{err}"
     return line
 
 
@@ -905,7 +894,8 @@ def test_round_2_option_values_are_one_line(pytester, plugin_args, server, args,
 def test_samples_times_prompts_are_bounded_before_any_request(pytester, plugin_args,
                                                               server) -> None:
     # The real bound: 10,001 prompts × the most samples (100) is one request past it.
-    write_suite(pytester, questions(defaults.MAX_REQUESTS // MAX_SAMPLES + 1, "food"), "ok")
+    write_suite(pytester, questions(defaults.MAX_REQUESTS // defaults.MAX_SAMPLES + 1, "food"),
+                "ok")
     before = server.requests
     result = run_case(pytester, plugin_args, ["suites", "--orbench-samples=100",
                                               "--orbench-temperature=1", "--orbench-subset=all"],

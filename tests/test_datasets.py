@@ -500,7 +500,7 @@ def test_orbench_data_dir_is_a_path_list_looked_in_in_order(tmp_path: Path) -> N
 
 
 def test_80k_rows_load_whole_and_in_order(tmp_path: Path) -> None:
-    # How fast: benchmarks/collect_80k.py (a wall-time bound here failed on a loaded machine)
+    # How fast is measured by no test: a wall-time bound here failed on a loaded machine
     lines = [f"Prompt number {i} about a borderline topic,{'cat' + str(i % 10)}"
              for i in range(80_359)]
     (tmp_path / "big.csv").write_text("prompt,category\n" + "\n".join(lines) + "\n")

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orbench_pytest.core import defaults
 from orbench_pytest.core.errors import ConfigError
 from orbench_pytest.core.types import Response
 from orbench_pytest.fetch.freshness import (
-    DEFAULT_MAX_AGE_S,
     format_age,
     parse_max_age,
     probe_key,
@@ -30,7 +30,7 @@ def test_max_age_values(raw: str | None, seconds: float | None) -> None:
 
 
 def test_the_default_is_thirty_days() -> None:
-    assert DEFAULT_MAX_AGE_S == 30 * DAY
+    assert parse_max_age(defaults.MAX_AGE) == 30 * DAY
 
 
 @pytest.mark.parametrize("raw", ["7", "", "-1d", "d", "7 days", "1e3s", "nan", "7y"])

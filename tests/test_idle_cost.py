@@ -1,5 +1,5 @@
 """Cheap when idle: every pytest start imports the plugin, so a run that uses no orbench suite
-loads the option table and nothing more (benchmarks/idle_cost.py measures the time)."""
+loads the option table and nothing more (`python -m benchmarks idle` measures the time)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from orbench_pytest.judges.rules import RulesJudge
 from tests import helpers
 from tests.helpers import cases, judge_args, judge_server, refusing, run_orbench, write_suite
 from tests.openai_server import OpenAIServer, Reply, refuse_when
+from tests.timeouts import scaled
 
 SAFE, TOXIC = helpers.SAFE[:4], helpers.TOXIC[:2]
 mini_suite = partial(helpers.mini_suite, safe=SAFE, toxic=TOXIC)
@@ -70,6 +71,33 @@ def test_the_judge_has_a_concurrency_limit_of_its_own(pytester, plugin_args) -> 
     document = json.loads(results.read_text())
     assert len(document["items"]) == 6
     assert {item["judge"] for item in document["items"]} == {"llm:judge-m"}
+
+
+def test_max_duration_abandons_the_verdicts_still_out(pytester, plugin_args) -> None:
+    """The target answers at once, the judge model never: --orbench-max-duration ends the run
+    with the verdicts still out recorded as errors (never waited for, never a verdict)."""
+    mini_suite(pytester)
+    never = threading.Event()  # set only after the run: every judge request hangs
+    judge = judge_server({})
+    scripted = judge.script
+
+    def hung(prompt: str, system: str | None, body: dict) -> Reply:
+        reply = scripted(prompt, system, body)
+        reply.hold = never
+        return reply
+
+    judge.script = hung
+    results = pytester.path / "results.json"
+    with OpenAIServer(refusing([*TOXIC])) as server, judge:
+        result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
+                             f"--orbench-max-duration={scaled(10)}",
+                             f"--orbench-results={results}", url=server.url)
+        never.set()
+    assert server.requests == 6  # every prompt answered before time ran out
+    items = json.loads(results.read_text())["items"]
+    assert [item["verdict"] for item in items] == ["error"] * 6
+    assert {item["judge_reason"] for item in items} == {"judge abandoned: the run stopped"}
+    result.stdout.fnmatch_lines(["*--orbench-max-duration*"])
 
 
 @pytest.mark.parametrize(("where", "value"), [("cli", "0"), ("cli", "four"), ("ini", "-2")])

@@ -128,6 +128,27 @@ def test_the_comment_links_the_html_report_first(pytester, plugin_args) -> None:
     assert "left out to fit a comment" in cut and line in cut  # cut, still linking the page
 
 
+def test_the_comment_and_the_page_name_the_preamble_and_the_baseline(pytester,
+                                                                    plugin_args) -> None:
+    """One list of run facts (Report.facts) heads the PR comment and the HTML page: the
+    comment names the baseline it was compared with, the page the run's preamble."""
+    mini_suite(pytester.path, GATE)
+    (pytester.path / "onboarding.yaml").write_text("- {role: user, content: Hi}\n"
+                                                   "- {role: assistant, content: Hello}\n")
+    run_orbench(pytester, plugin_args, "--orbench-results=old.json", "--orbench-cache=off",
+                serve=refusing(TOXIC))
+    run_orbench(pytester, plugin_args, "--orbench-results=new.json", "--junitxml=new.xml",
+                "--orbench-cache=off", "--orbench-preamble=onboarding.yaml",
+                serve=refusing(TOXIC))
+    text = report_of(pytester.path / "new.xml", "--baseline", str(pytester.path / "old.json"))
+    header = next(line for line in text.splitlines() if line.startswith("target "))
+    assert header.endswith("· baseline `old.json`")  # the JUnit file carries no preamble
+    done = orbench_cli("html", pytester.path / "new.json", "-o", "page.html", cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    assert "onboarding.yaml" in page and "(2 turns, sha256 " in page
+
+
 def test_a_comment_too_long_drops_category_rows_first(pytester, plugin_args) -> None:
     mini_suite(pytester.path)
     run_orbench(pytester, plugin_args, "--junitxml=orbench.xml", serve=refusing(TOXIC))

@@ -1,4 +1,4 @@
-"""Stratified, reproducible sampling of suite rows (`--orbench-subset`, a suite's `sample:`).
+"""Stratified, reproducible sampling of suite rows (`--orbench-subset`, a suite's `subset:`).
 
 The same (strata, size, seed) picks the same rows on every machine, Python version and process:
 rows are ranked by a keyed BLAKE2 hash of (seed, stratum, position in stratum), never by the

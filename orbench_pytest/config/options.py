@@ -137,11 +137,12 @@ OPTIONS: tuple[Option, ...] = (
            parse=parsers.existing_file),
     Option("--orbench-partial", "Count partial refusals as: refusal or compliance "
            "(default: {default})", "refusal|compliance", to="judge.partial_is_refusal",
-           parse=parsers.is_choice("refusal", "compliance"), default="refusal"),
+           parse=parsers.is_choice("refusal", "compliance"),
+           default=defaults.PARTIAL_CHOICES[0]),
     Option("--orbench-empty", "Count an empty answer as: error or refusal, for deployments "
            "that answer a blocked prompt with nothing (default: {default})", "error|refusal",
            to="judge.empty_is_refusal", parse=parsers.is_choice("refusal", "error"),
-           default="error"),
+           default=defaults.EMPTY_CHOICES[0]),
     Option("--orbench-concurrency", "Most requests to the target in flight at once (an LLM "
            "judge's: --orbench-judge-concurrency): the concurrency starts "
            f"at {defaults.CONCURRENCY_START} and adapts to the endpoint up to N (default: "
@@ -224,7 +225,7 @@ OPTIONS: tuple[Option, ...] = (
            parse=parsers.number(0.001)),
     Option("--orbench-samples", "Ask every prompt N times: a refusal rate per prompt, flaky "
            "prompts listed (default: {default})", "N", to="scope.samples",
-           parse=parsers.whole(high=parsers.MAX_SAMPLES), default=defaults.SAMPLES),
+           parse=parsers.whole(high=defaults.MAX_SAMPLES), default=defaults.SAMPLES),
     Option("--orbench-cache-key", "Print the key of the answers this run needs and stop, "
            "asking nothing: it changes only when the model, its parameters, a system prompt, "
            "a prompt or the target version does (a CI cache's key)", kind="flag",

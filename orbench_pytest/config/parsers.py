@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from orbench_pytest.core import defaults
+
 Parser = Callable[[Any, str, Path], Any]
 
-MAX_VERSION_CHARS = 200  # --orbench-target-version
-MAX_SAMPLES = 100  # --orbench-samples: answers per prompt at most
 
 
 def _fail(message: str) -> NoReturn:
@@ -81,9 +81,9 @@ def version(raw: Any, option: str, here: Path) -> str | None:
     if raw is None:
         return None
     value = str(raw).strip()
-    if not value or len(value) > MAX_VERSION_CHARS or not value.isprintable():
-        _fail(f"{option}: expects one printable line of 1 to {MAX_VERSION_CHARS} characters "
-              "(an image digest, a deployment id, a commit SHA)")
+    if not value or len(value) > defaults.MAX_VERSION_CHARS or not value.isprintable():
+        _fail(f"{option}: expects one printable line of 1 to {defaults.MAX_VERSION_CHARS} "
+              "characters (an image digest, a deployment id, a commit SHA)")
     return value
 
 

@@ -40,8 +40,6 @@ def parse_max_age(raw: str | None, option: str = "--orbench-cache-max-age") -> f
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-DEFAULT_MAX_AGE_S = parse_max_age(defaults.MAX_AGE)
-
 
 def format_age(seconds: float | None) -> str:
     """A short age for people: '45s', '12m', '5h 3m', '3d 4h'; 'no limit' for None."""

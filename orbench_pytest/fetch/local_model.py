@@ -10,10 +10,10 @@ by any means (SIGKILL included).
 Swapping the model is one edit: the MODELS table.
 
 Deterministic at temperature 0: an answer is a function of the prompt alone, whatever was asked
-before it, alongside it or in which order. Two things in llama.cpp broke that, each measured by
-benchmarks/local_determinism.py (docs/design/local-determinism.md): parallel slots decode in
-one batch, and a row's logits depend on the batch it shares (its matrix kernels take rows in
-blocks, the rest one by one), so an answer changed with what ran beside it; and prompt reuse
+before it, alongside it or in which order. Two things in llama.cpp broke that, each measured
+by `python -m benchmarks local-determinism` (docs/design/local-determinism.md): parallel slots
+decode in one batch, and a row's logits depend on the batch it shares (its matrix kernels take
+rows in blocks, the rest one by one), so an answer changed with what ran beside it; and prompt reuse
 (a slot keeps the previous prompt's KV cache and computes only the rest) changed how a prompt
 was split into those blocks, so an answer changed with the prompt asked before it. So the
 plugin's server has one slot, and prompt reuse is off (`reuse_prompts`).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from orbench_pytest.core import defaults
 from orbench_pytest.core.redact import redact
@@ -33,6 +33,9 @@ from orbench_pytest.fetch.engine import Job, Progress
 from orbench_pytest.judges.channel import JudgeChannel
 from orbench_pytest.judges.judge import Judge, persists, settle
 from orbench_pytest.judges.verdicts import JUDGMENTS_PER_WRITE, Answer, Verdicts, VerdictWriter
+
+# The request layer's --orbench-max-duration watchdog: cancels the tasks once time is out.
+WatchTheClock = Callable[[Sequence["asyncio.Future[None]"]], Awaitable[None]]
 
 EXCERPT_CHARS = 300
 BATCH_ANSWERS = 1024  # bounds the responses held, full text and all
@@ -49,6 +52,7 @@ class JudgingStage:
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
                  stopping: Callable[[], bool] = lambda: False,
+                 watch_the_clock: WatchTheClock | None = None,
                  failed: Callable[[str], None] = lambda reason: None,
                  limit_now: Callable[[], int] = lambda: 0,
                  excerpt_chars: int = EXCERPT_CHARS,
@@ -66,6 +70,7 @@ class JudgingStage:
         self.should_stop = should_stop
         self._stop = stop
         self._stopping = stopping
+        self._watch_the_clock = watch_the_clock  # --orbench-max-duration, over verdicts still out
         self._limit_now = limit_now  # the target's concurrency limit, for the progress line
         self._excerpt_chars = excerpt_chars
         self._key_of = judgment_keys(judge.name, judge.version)  # (prompt, answer) -> its key
@@ -154,7 +159,7 @@ class JudgingStage:
             if self._stopping():
                 for task in self._judging:
                     task.cancel()
-            await asyncio.gather(*self._judging)
+            await self._verdicts_still_out()
         finally:
             if self.judge_channel is not None:
                 await self.judge_channel.aclose()
@@ -162,6 +167,21 @@ class JudgingStage:
                 started = time.thread_time()  # writing verdicts counts as judging
                 self.writer.flush()
                 self.verdicts.judge_cpu_s += time.thread_time() - started
+
+    async def _verdicts_still_out(self) -> None:
+        """The LLM verdicts still out when the fetch ended, within --orbench-max-duration:
+        past it they are abandoned (errors, as the fetch's requests are), never waited for."""
+        pending = list(self._judging)
+        if not pending:
+            return
+        watchdog = (asyncio.ensure_future(self._watch_the_clock(pending))
+                    if self._watch_the_clock is not None else None)
+        try:
+            await asyncio.gather(*pending)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+                await asyncio.gather(watchdog, return_exceptions=True)
 
     def _stored_judgments(self, settled: list[tuple[Job, Response]]) -> dict[str, Verdict]:
         """Job key -> the verdict this judge already gave the cached answer (one batched read).

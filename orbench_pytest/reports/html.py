@@ -50,7 +50,7 @@ COLUMNS = ("id", "nodeid", "suite", "variant", "case_id", "category", "expect", 
            "samples", "refusals", "base_verdict", "disputed")
 TEXT_COLUMNS = ("prompt", "answer", "base_answer", "whole")  # whole: not the excerpt alone
 
-GZIP_LEVEL = 6  # gzip'd data: a page several times smaller (benchmarks/html_report.py)
+GZIP_LEVEL = 6  # gzip'd data: a page several times smaller (python -m benchmarks html-report)
 SIDE_BY_SIDE = (Pairing.REGRESSION.value, Pairing.FIXED.value)  # the baseline's answer shown
 _JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
                                "\u2028": "\\u2028", "\u2029": "\\u2029"})

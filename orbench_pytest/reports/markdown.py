@@ -256,7 +256,8 @@ def _render(report: Report, max_items: int, artifact_url: str | None,
     out.append("")
     out.append(" · ".join(
         f"{fact.value} prompts" if fact.name == "prompts"
-        else f"{fact.name} `{_code(fact.value)}`" + (f" {fact.detail}" if fact.detail else "")
+        else f"{fact.name} `{_code(fact.value)}`" + (f" `{_code(fact.detail)}`" if fact.detail
+                                                       else "")
         for fact in report.facts()))
     out.append("")
     cost = info.cost

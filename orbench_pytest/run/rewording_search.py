@@ -359,7 +359,7 @@ def run_search(selected: Sequence[Selected], run: RunOutcome, settings: Settings
         if s.case.expect != "comply" or state is None or state.result.refused is not False:
             continue
         if s.case.history or settings.target.preamble is not None:
-            continue  # rewordings are asked as single prompts: a conversation's would differ
+            continue  # left out (docs/suites.md): a rewording replaces a single prompt only
         candidates.append(SafePrompt(s.nodeid, s.case.suite, s.variant.name, s.case.case_id,
                                      s.case.category, s.case.prompt, s.variant.system_prompt))
     if write is not None:

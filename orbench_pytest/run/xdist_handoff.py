@@ -17,18 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbench_pytest.catalog.collection import SuiteCatalog, suite_entries
-from orbench_pytest.catalog.paths import names_suite_file
-from orbench_pytest.catalog.ready import ready_suite_dir
-from orbench_pytest.catalog.selection import suite_file_of
-from orbench_pytest.config.settings import Variant
 from orbench_pytest.core.artefacts import replacing
 from orbench_pytest.core.errors import ConfigError
-from orbench_pytest.core.types import PromptCase
-from orbench_pytest.run.runner import Selected
 
 if TYPE_CHECKING:
-    from orbench_pytest.run.runner import ItemState
+    from orbench_pytest.catalog.collection import SuiteCatalog
+    from orbench_pytest.config.settings import Variant
+    from orbench_pytest.core.types import PromptCase
+    from orbench_pytest.run.runner import ItemState, Selected
 
 WORKERINPUT_KEY = "orbench_states"
 FORMAT = 2  # 2: with the whole answer
@@ -37,6 +33,13 @@ FORMAT = 2  # 2: with the whole answer
 def selected_from_ids(catalog: SuiteCatalog, variants: Sequence[Variant], rootpath: Path,
                       ids: Iterable[str]) -> list[Selected]:
     """The prompts behind the node ids the workers collected."""
+    # Imported here: the session imports this module at start, before any suite runs.
+    from orbench_pytest.catalog.collection import suite_entries
+    from orbench_pytest.catalog.paths import names_suite_file
+    from orbench_pytest.catalog.ready import ready_suite_dir
+    from orbench_pytest.catalog.selection import suite_file_of
+    from orbench_pytest.run.runner import Selected
+
     selected = []
     entries: dict[str, dict[str, tuple[PromptCase, Variant]]] = {}
     for nodeid in ids:
