@@ -364,17 +364,7 @@ class FetchEngine:
 
         workers = [asyncio.ensure_future(worker())
                    for _ in range(min(self.settings.concurrency, len(todo)))]
-        watchdog = asyncio.ensure_future(requests.watch_the_clock(workers))
-        try:
-            await asyncio.gather(*workers)
-        except asyncio.CancelledError:
-            if not requests.out_of_time:
-                raise  # Ctrl-C from outside, not the run's own time limit
-        finally:
-            watchdog.cancel()
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(watchdog, *workers, return_exceptions=True)
+        await requests.within_time(workers)
         # Whatever was never asked is an error of this run, never an answer.
         for job in todo:
             if job.key not in self._delivered:

@@ -198,6 +198,21 @@ class RequestLayer(Generic[Tally]):
         except asyncio.TimeoutError:
             pass
 
+    async def within_time(self, tasks: Sequence[asyncio.Future[None]]) -> None:
+        """`tasks` run to their end, or until --orbench-max-duration (then they are cancelled
+        and the run ends); whatever way they end, none is left running."""
+        watchdog = asyncio.ensure_future(self.watch_the_clock(tasks))
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            if not self.out_of_time:
+                raise  # Ctrl-C from outside, not the run's own time limit
+        finally:
+            watchdog.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(watchdog, *tasks, return_exceptions=True)
+
     async def watch_the_clock(self, workers: Sequence[asyncio.Future[None]]) -> None:
         """--orbench-max-duration: past it, requests in flight are abandoned and the run ends."""
         while True:

@@ -34,8 +34,12 @@ from orbench_pytest.judges.channel import JudgeChannel
 from orbench_pytest.judges.judge import Judge, persists, settle
 from orbench_pytest.judges.verdicts import JUDGMENTS_PER_WRITE, Answer, Verdicts, VerdictWriter
 
-# The request layer's --orbench-max-duration watchdog: cancels the tasks once time is out.
-WatchTheClock = Callable[[Sequence["asyncio.Future[None]"]], Awaitable[None]]
+# The request layer's `within_time`: the tasks awaited until --orbench-max-duration.
+WithinTime = Callable[[Sequence["asyncio.Future[None]"]], Awaitable[None]]
+
+
+async def _all_of(tasks: Sequence[asyncio.Future[None]]) -> None:
+    await asyncio.gather(*tasks)
 
 EXCERPT_CHARS = 300
 BATCH_ANSWERS = 1024  # bounds the responses held, full text and all
@@ -52,7 +56,7 @@ class JudgingStage:
                  should_stop: Callable[[str, Answer], bool] | None = None,
                  stop: Callable[[], None] = lambda: None,
                  stopping: Callable[[], bool] = lambda: False,
-                 watch_the_clock: WatchTheClock | None = None,
+                 within_time: WithinTime | None = None,
                  failed: Callable[[str], None] = lambda reason: None,
                  limit_now: Callable[[], int] = lambda: 0,
                  excerpt_chars: int = EXCERPT_CHARS,
@@ -70,7 +74,8 @@ class JudgingStage:
         self.should_stop = should_stop
         self._stop = stop
         self._stopping = stopping
-        self._watch_the_clock = watch_the_clock  # --orbench-max-duration, over verdicts still out
+        # The verdicts still out at the fetch's end, awaited within --orbench-max-duration
+        self._within_time = within_time or _all_of
         self._limit_now = limit_now  # the target's concurrency limit, for the progress line
         self._excerpt_chars = excerpt_chars
         self._key_of = judgment_keys(judge.name, judge.version)  # (prompt, answer) -> its key
@@ -159,7 +164,8 @@ class JudgingStage:
             if self._stopping():
                 for task in self._judging:
                     task.cancel()
-            await self._verdicts_still_out()
+            # Past the time limit a verdict still out is abandoned (an error), not waited for.
+            await self._within_time(list(self._judging))
         finally:
             if self.judge_channel is not None:
                 await self.judge_channel.aclose()
@@ -167,21 +173,6 @@ class JudgingStage:
                 started = time.thread_time()  # writing verdicts counts as judging
                 self.writer.flush()
                 self.verdicts.judge_cpu_s += time.thread_time() - started
-
-    async def _verdicts_still_out(self) -> None:
-        """The LLM verdicts still out when the fetch ended, within --orbench-max-duration:
-        past it they are abandoned (errors, as the fetch's requests are), never waited for."""
-        pending = list(self._judging)
-        if not pending:
-            return
-        watchdog = (asyncio.ensure_future(self._watch_the_clock(pending))
-                    if self._watch_the_clock is not None else None)
-        try:
-            await asyncio.gather(*pending)
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-                await asyncio.gather(watchdog, return_exceptions=True)
 
     def _stored_judgments(self, settled: list[tuple[Job, Response]]) -> dict[str, Verdict]:
         """Job key -> the verdict this judge already gave the cached answer (one batched read).

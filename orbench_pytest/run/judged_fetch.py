@@ -72,7 +72,7 @@ class JudgedFetch:
             self.judge, self.cache, empty_is_refusal=settings.empty_is_refusal,
             read_cache=settings.read_cache, judge_channel=self.judge_channel,
             progress=self.progress, should_stop=self.should_stop, stop=requests.stop,
-            stopping=lambda: requests.stopping, watch_the_clock=requests.watch_the_clock,
+            stopping=lambda: requests.stopping, within_time=requests.within_time,
             failed=requests.stop_run, limit_now=lambda: engine.concurrency.limit,
             excerpt_chars=self.excerpt_chars, answers_total_chars=self.answers_total_chars,
             judgments_per_write=self.judgments_per_write)
