@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -36,6 +37,24 @@ def test_llm_judge_decides_every_answer_and_reports_agreement(pytester, plugin_a
     assert result.ret == 0
 
 
+def held_judge(release: threading.Event,
+               releases: Callable[[OpenAIServer], bool] = lambda server: False) -> OpenAIServer:
+    """A judge server whose every reply is held until `release` is set; a request that finds
+    `releases(server)` true sets it (an event the test waits on, never a delay)."""
+    judge = judge_server({})
+    scripted = judge.script
+
+    def held(prompt: str, system: str | None, body: dict) -> Reply:
+        if releases(judge):
+            release.set()
+        reply = scripted(prompt, system, body)
+        reply.hold = release
+        return reply
+
+    judge.script = held
+    return judge
+
+
 def test_the_judge_has_a_concurrency_limit_of_its_own(pytester, plugin_args) -> None:
     """--orbench-concurrency bounds the target's requests, --orbench-judge-concurrency the
     judge's: one target request at a time, three judge requests out at once (each held until
@@ -43,17 +62,7 @@ def test_the_judge_has_a_concurrency_limit_of_its_own(pytester, plugin_args) -> 
     ever: in the terminal and the results file."""
     mini_suite(pytester)
     three = threading.Event()
-    judge = judge_server({})
-    scripted = judge.script
-
-    def held(prompt: str, system: str | None, body: dict) -> Reply:
-        if judge.in_flight >= 3:
-            three.set()
-        reply = scripted(prompt, system, body)
-        reply.hold = three
-        return reply
-
-    judge.script = held
+    judge = held_judge(three, lambda server: server.in_flight >= 3)
     results = pytester.path / "results.json"
     with OpenAIServer(refusing([*TOXIC])) as server, judge:
         result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
@@ -78,15 +87,7 @@ def test_max_duration_abandons_the_verdicts_still_out(pytester, plugin_args) -> 
     with the verdicts still out recorded as errors (never waited for, never a verdict)."""
     mini_suite(pytester)
     never = threading.Event()  # set only after the run: every judge request hangs
-    judge = judge_server({})
-    scripted = judge.script
-
-    def hung(prompt: str, system: str | None, body: dict) -> Reply:
-        reply = scripted(prompt, system, body)
-        reply.hold = never
-        return reply
-
-    judge.script = hung
+    judge = held_judge(never)
     results = pytester.path / "results.json"
     with OpenAIServer(refusing([*TOXIC])) as server, judge:
         result = run_orbench(pytester, plugin_args, *judge_args(judge, "llm"),
