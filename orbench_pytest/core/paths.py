@@ -33,7 +33,8 @@ def stat_of(path: Path, what: str = "") -> os.stat_result | None:
         return os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path (a TOML "\u0000")
         prefix = f"{what}: " if what else ""
-        raise ConfigError(f"{prefix}{path}: cannot look at the path ({exc.strerror or exc}); "
+        raise ConfigError(f"{prefix}{path}: cannot look at the path "
+                          f"({getattr(exc, 'strerror', None) or exc}); "
                           "give a file or folder that exists") from None
